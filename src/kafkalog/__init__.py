@@ -1,0 +1,22 @@
+"""kafkalog: Apache Kafka's on-disk log storage, byte for byte, in Python."""
+
+from kafkalog.errors import (
+    BatchTooLargeError,
+    CompressionError,
+    CorruptRecordError,
+    IncompleteTailError,
+    InvalidRecordError,
+    KafkalogError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BatchTooLargeError",
+    "CompressionError",
+    "CorruptRecordError",
+    "IncompleteTailError",
+    "InvalidRecordError",
+    "KafkalogError",
+    "__version__",
+]

@@ -1,0 +1,75 @@
+"""The exceptions kafkalog raises.
+
+Every problem found in bytes read from disk surfaces as a :class:`KafkalogError` subclass that
+names the file (when known), the byte position and the reason, so an operator can find the bad
+spot with a hex editor and nothing deeper than kafkalog's own API ever leaks a ``struct.error``
+or ``IndexError``.
+"""
+
+from __future__ import annotations
+
+
+class KafkalogError(Exception):
+    """Base class of every error kafkalog raises on purpose."""
+
+
+class InvalidRecordError(KafkalogError, ValueError):
+    """Input given to an encoder (not bytes read from disk) cannot be written as Kafka records."""
+
+
+class _PositionedError(KafkalogError):
+    """An error at a byte position of a file or buffer."""
+
+    def __init__(self, reason: str, *, path: str | None = None, position: int | None = None):
+        self.reason = reason
+        self.path = path
+        self.position = position
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = self.path if self.path is not None else "<buffer>"
+        if self.position is not None:
+            where = f"{where} at byte {self.position}"
+        return f"{where}: {self.reason}"
+
+    def located(self, path: str | None, base_position: int = 0) -> _PositionedError:
+        """Return a copy whose position is shifted by ``base_position`` and that names ``path``.
+
+        Decoders work on slices; the caller that knows where the slice came from relocates the
+        error so the message points at the byte in the real file.
+        """
+        position = None if self.position is None else self.position + base_position
+        new = type(self).__new__(type(self))
+        _PositionedError.__init__(
+            new, self.reason, path=path if path is not None else self.path, position=position
+        )
+        return new
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.reason, self.path, self.position))
+
+
+def _rebuild(
+    cls: type[_PositionedError], reason: str, path: str | None, position: int | None
+) -> _PositionedError:
+    return cls(reason, path=path, position=position)
+
+
+class CorruptRecordError(_PositionedError):
+    """Bytes that cannot be a valid Kafka log entry: bad CRC, impossible length, bad varint..."""
+
+
+class CompressionError(CorruptRecordError):
+    """A compressed payload that does not decompress, or would decompress beyond the bounds."""
+
+
+class BatchTooLargeError(CorruptRecordError):
+    """A length field larger than the configured maximum batch size."""
+
+
+class IncompleteTailError(_PositionedError):
+    """The last entry of a file is cut off (a crash mid-write, or a live segment being written).
+
+    Distinct from corruption: Kafka itself stops reading silently there, and a live broker's
+    active segment routinely ends this way while an append is in flight.
+    """

@@ -1,0 +1,578 @@
+"""Compiled (numba) loops of the columnar path: header scan, record decode, record encode.
+
+Varint parsing cannot be vectorised with numpy (every record's field positions depend on the
+previous varints), so these loops are compiled. They never raise: a problem is returned as an
+error code with the byte position, and the Python caller turns it into a positioned
+``CorruptRecordError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# error codes returned by the kernels (mapped to messages in ``columnar``)
+OK = 0
+ERR_VARINT = 1
+ERR_RECORD_LENGTH = 2
+ERR_KEY_LENGTH = 3
+ERR_VALUE_LENGTH = 4
+ERR_HEADER_COUNT = 5
+ERR_HEADER_KEY = 6
+ERR_HEADER_VALUE = 7
+ERR_RECORD_TRAILING = 8
+ERR_BATCH_TRAILING = 9
+ERR_ENTRY_SIZE = 10
+ERR_ENTRY_TOO_LARGE = 11
+ERR_BATCH_LENGTH = 12
+
+_U32 = np.int64(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _varint(buf, pos, end):  # type: ignore[no-untyped-def]
+    """Signed 32-bit zig-zag varint; returns (value, next pos), next pos -1 on error."""
+    if pos >= end:
+        return 0, -1
+    b = np.int64(buf[pos])
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        if pos >= end:
+            return 0, -1
+        b = np.int64(buf[pos])
+        pos += 1
+        if shift == 28:
+            if b & 0x80:
+                return 0, -1
+            result |= (b & 0x0F) << 28
+            break
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    result &= _U32
+    return (result >> 1) ^ -(result & 1), pos
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _varlong(buf, pos, end):  # type: ignore[no-untyped-def]
+    """Signed 64-bit zig-zag varint (at most 10 bytes); next pos -1 on error."""
+    if pos >= end:
+        return 0, -1
+    b = np.uint64(buf[pos])
+    if b < 0x80:
+        v = np.int64(b >> np.uint64(1))
+        if b & np.uint64(1):
+            v = ~v
+        return v, pos + 1
+    result = b & np.uint64(0x7F)
+    shift = np.uint64(7)
+    pos += 1
+    while True:
+        if pos >= end:
+            return 0, -1
+        b = np.uint64(buf[pos])
+        pos += 1
+        result |= (b & np.uint64(0x7F)) << shift
+        if b < 0x80:
+            break
+        shift += np.uint64(7)
+        if shift > np.uint64(63):
+            return 0, -1
+    v = np.int64(result >> np.uint64(1))
+    if result & np.uint64(1):
+        v = ~v
+    return v, pos
+
+
+@intrinsic
+def _memcpy(typingctx, dst, dpos, src, spos, n):  # type: ignore[no-untyped-def]
+    """``memcpy`` between two uint8 arrays: numba's element loop does not vectorise, and a
+    ctypes call would make the kernels uncacheable."""
+    sig = types.void(dst, dpos, src, spos, n)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        d_arr, d_pos, s_arr, s_pos, count = args
+        dptr = context.make_array(signature.args[0])(context, builder, d_arr).data
+        sptr = context.make_array(signature.args[2])(context, builder, s_arr).data
+        dptr = builder.gep(dptr, [d_pos])
+        sptr = builder.gep(sptr, [s_pos])
+        cgutils.raw_memcpy(builder, dptr, sptr, count, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy(dst, dpos, src, spos, n):  # type: ignore[no-untyped-def]
+    """Copy ``n`` bytes; the caller has bounds-checked both ranges."""
+    if n > 16:
+        _memcpy(dst, dpos, src, spos, n)
+    else:
+        for t in range(n):
+            dst[dpos + t] = src[spos + t]
+
+
+@njit(cache=True, nogil=True)
+def _be_i64(buf, p):  # type: ignore[no-untyped-def]
+    v = np.int64(0)
+    for i in range(8):
+        v = (v << 8) | np.int64(buf[p + i])
+    return v
+
+
+@njit(cache=True, nogil=True)
+def _be_i32(buf, p):  # type: ignore[no-untyped-def]
+    v = (
+        (np.int64(buf[p]) << 24)
+        | (np.int64(buf[p + 1]) << 16)
+        | (np.int64(buf[p + 2]) << 8)
+        | np.int64(buf[p + 3])
+    )
+    if v >= 0x80000000:
+        v -= 0x100000000
+    return v
+
+
+@njit(cache=True, nogil=True)
+def _be_i16(buf, p):  # type: ignore[no-untyped-def]
+    v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
+    if v >= 0x8000:
+        v -= 0x10000
+    return v
+
+
+@njit(cache=True, nogil=True)
+def scan_entries(buf, start, end, max_entry, out_pos, out_fields):  # type: ignore[no-untyped-def]
+    """Walk log entries like ``FileLogInputStream`` and read every v2 header field.
+
+    ``out_fields[i]`` holds: base offset, batch length, leader epoch, magic, crc, attributes,
+    last offset delta, base ts, max ts, producer id, producer epoch, base sequence, count
+    (legacy entries: only offset, length and magic are filled).
+    Returns (error code, n entries, position reached, error position).
+    """
+    pos = start
+    n = 0
+    cap = out_pos.shape[0]
+    while n < cap:
+        remaining = end - pos
+        if remaining < 18:
+            return OK, n, pos, -1
+        size = _be_i32(buf, pos + 8)
+        if size < 14:
+            return ERR_ENTRY_SIZE, n, pos, pos + 8
+        if size + 12 > max_entry:
+            return ERR_ENTRY_TOO_LARGE, n, pos, pos + 8
+        if size > remaining - 12:
+            return OK, n, pos, -1
+        magic = np.int64(buf[pos + 16])
+        f = out_fields[n]
+        f[0] = _be_i64(buf, pos)
+        f[1] = size
+        f[3] = magic
+        if magic >= 2:
+            if size < 49:
+                return ERR_BATCH_LENGTH, n, pos, pos + 8
+            f[2] = _be_i32(buf, pos + 12)
+            f[4] = _be_i32(buf, pos + 17) & 0xFFFFFFFF
+            f[5] = _be_i16(buf, pos + 21)
+            f[6] = _be_i32(buf, pos + 23)
+            f[7] = _be_i64(buf, pos + 27)
+            f[8] = _be_i64(buf, pos + 35)
+            f[9] = _be_i64(buf, pos + 43)
+            f[10] = _be_i16(buf, pos + 51)
+            f[11] = _be_i32(buf, pos + 53)
+            f[12] = _be_i32(buf, pos + 57)
+        out_pos[n] = pos
+        n += 1
+        pos += 12 + size
+    return OK, n, pos, -1
+
+
+@njit(cache=True, nogil=True)
+def decode_v2(  # type: ignore[no-untyped-def]
+    src_a,
+    src_b,
+    b_src,
+    b_start,
+    b_end,
+    b_count,
+    b_base_offset,
+    b_base_ts,
+    b_fixed_ts,
+    b_use_fixed_ts,
+    want_headers,
+    out_offset,
+    out_ts,
+    key_off,
+    key_data,
+    key_valid,
+    val_off,
+    val_data,
+    val_valid,
+    hl_off,
+    hk_off,
+    hk_data,
+    hv_off,
+    hv_data,
+    hv_valid,
+):
+    """Decode the records of many batches straight into Arrow-shaped buffers.
+
+    Each batch's records area lies in ``src_a`` (the file) or ``src_b`` (decompressed payloads)
+    between ``b_start`` and ``b_end``. Header buffers grow on demand and are returned.
+    Returns (error, batch, error pos, records, key bytes, value bytes, headers, hk bytes,
+    hv bytes, hk_off, hk_data, hv_off, hv_data, hv_valid).
+    """
+    n = 0
+    kp = 0
+    vp = 0
+    h = 0
+    hkp = 0
+    hvp = 0
+    key_off[0] = 0
+    val_off[0] = 0
+    hl_off[0] = 0
+    hk_off[0] = 0
+    hv_off[0] = 0
+    for b in range(b_start.shape[0]):
+        buf = src_a if b_src[b] == 0 else src_b
+        pos = b_start[b]
+        end = b_end[b]
+        base_off = b_base_offset[b]
+        base_ts = b_base_ts[b]
+        fixed = b_use_fixed_ts[b]
+        fixed_ts = b_fixed_ts[b]
+        for _ in range(b_count[b]):
+            rstart = pos
+            length, pos = _varint(buf, pos, end)
+            if pos < 0:
+                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            if length < 6 or length > end - pos:
+                return (ERR_RECORD_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            rend = pos + length
+            pos += 1
+            tsd, pos = _varlong(buf, pos, rend)
+            if pos < 0:
+                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            od, pos = _varint(buf, pos, rend)
+            if pos < 0:
+                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            kl, pos = _varint(buf, pos, rend)
+            if pos < 0:
+                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            if kl >= 0:
+                if kl > rend - pos:
+                    return (ERR_KEY_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
+                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                _copy(key_data, kp, buf, pos, kl)
+                kp += kl
+                pos += kl
+                key_valid[n] = True
+            elif kl == -1:
+                key_valid[n] = False
+            else:
+                return (ERR_KEY_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            key_off[n + 1] = kp
+            vl, pos = _varint(buf, pos, rend)
+            if pos < 0:
+                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            if vl >= 0:
+                if vl > rend - pos:
+                    return (ERR_VALUE_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
+                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                _copy(val_data, vp, buf, pos, vl)
+                vp += vl
+                pos += vl
+                val_valid[n] = True
+            elif vl == -1:
+                val_valid[n] = False
+            else:
+                return (ERR_VALUE_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            val_off[n + 1] = vp
+            hc, pos = _varint(buf, pos, rend)
+            if pos < 0:
+                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            if hc < 0 or hc > rend - pos:
+                return (ERR_HEADER_COUNT, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            for _j in range(hc):
+                hkl, pos = _varint(buf, pos, rend)
+                if pos < 0:
+                    return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
+                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                if hkl < 0 or hkl > rend - pos:
+                    return (ERR_HEADER_KEY, b, rstart, n, kp, vp, h, hkp, hvp,
+                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                kstart = pos
+                pos += hkl
+                hvl, pos = _varint(buf, pos, rend)
+                if pos < 0:
+                    return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
+                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                if hvl < -1 or hvl > rend - pos:
+                    return (ERR_HEADER_VALUE, b, rstart, n, kp, vp, h, hkp, hvp,
+                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                if want_headers:
+                    if h + 1 >= hk_off.shape[0]:
+                        cap = hk_off.shape[0] * 2
+                        t1 = np.empty(cap, np.int32)
+                        t1[: h + 1] = hk_off[: h + 1]
+                        hk_off = t1
+                        t2 = np.empty(cap, np.int32)
+                        t2[: h + 1] = hv_off[: h + 1]
+                        hv_off = t2
+                        t3 = np.empty(cap, np.bool_)
+                        t3[:h] = hv_valid[:h]
+                        hv_valid = t3
+                    if hkp + hkl > hk_data.shape[0]:
+                        t4 = np.empty(max(hk_data.shape[0] * 2, hkp + hkl), np.uint8)
+                        t4[:hkp] = hk_data[:hkp]
+                        hk_data = t4
+                    _copy(hk_data, hkp, buf, kstart, hkl)
+                    hkp += hkl
+                    hk_off[h + 1] = hkp
+                    if hvl >= 0:
+                        if hvp + hvl > hv_data.shape[0]:
+                            t5 = np.empty(max(hv_data.shape[0] * 2, hvp + hvl), np.uint8)
+                            t5[:hvp] = hv_data[:hvp]
+                            hv_data = t5
+                        _copy(hv_data, hvp, buf, pos, hvl)
+                        hvp += hvl
+                        hv_valid[h] = True
+                    else:
+                        hv_valid[h] = False
+                    hv_off[h + 1] = hvp
+                    h += 1
+                if hvl > 0:
+                    pos += hvl
+            if pos != rend:
+                return (ERR_RECORD_TRAILING, b, rstart, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            if want_headers:
+                hl_off[n + 1] = h
+            out_offset[n] = base_off + od
+            out_ts[n] = fixed_ts if fixed else base_ts + tsd
+            n += 1
+        if pos != end:
+            return (ERR_BATCH_TRAILING, b, pos, n, kp, vp, h, hkp, hvp,
+                    hk_off, hk_data, hv_off, hv_data, hv_valid)
+    return (OK, -1, -1, n, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid)
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _uvarint_size(u):  # type: ignore[no-untyped-def]
+    size = 1
+    while u >= 0x80:
+        u >>= 7
+        size += 1
+    return size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _varint_size(v):  # type: ignore[no-untyped-def]
+    return _uvarint_size(((v << 1) ^ (v >> 31)) & 0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _varlong_size(v):  # type: ignore[no-untyped-def]
+    u = np.uint64((v << 1) ^ (v >> 63))
+    size = 1
+    while u >= np.uint64(0x80):
+        u >>= np.uint64(7)
+        size += 1
+    return size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_uvarint(out, p, u):  # type: ignore[no-untyped-def]
+    while u >= np.uint64(0x80):
+        out[p] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
+        u >>= np.uint64(7)
+        p += 1
+    out[p] = np.uint8(u)
+    return p + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_varint(out, p, v):  # type: ignore[no-untyped-def]
+    return _put_uvarint(out, p, np.uint64(((v << 1) ^ (v >> 31)) & 0xFFFFFFFF))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_varlong(out, p, v):  # type: ignore[no-untyped-def]
+    return _put_uvarint(out, p, np.uint64((v << 1) ^ (v >> 63)))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_be(out, p, v, nbytes):  # type: ignore[no-untyped-def]
+    for i in range(nbytes):
+        out[p + i] = np.uint8((v >> (8 * (nbytes - 1 - i))) & 0xFF)
+
+
+@njit(cache=True, nogil=True)
+def _record_body_size(  # type: ignore[no-untyped-def]
+    i, tsd, od, key_off, key_valid, val_off, val_valid,
+    has_headers, hl_off, hl_valid, hk_off, hv_off, hv_valid,
+):
+    size = 1 + _varlong_size(tsd) + _varint_size(od)
+    if key_valid[i]:
+        kl = key_off[i + 1] - key_off[i]
+        size += _varint_size(kl) + kl
+    else:
+        size += 1
+    if val_valid[i]:
+        vl = val_off[i + 1] - val_off[i]
+        size += _varint_size(vl) + vl
+    else:
+        size += 1
+    hc = 0
+    if has_headers and hl_valid[i]:
+        hc = hl_off[i + 1] - hl_off[i]
+        for j in range(hl_off[i], hl_off[i + 1]):
+            hkl = hk_off[j + 1] - hk_off[j]
+            size += _varint_size(hkl) + hkl
+            if hv_valid[j]:
+                hvl = hv_off[j + 1] - hv_off[j]
+                size += _varint_size(hvl) + hvl
+            else:
+                size += 1
+    size += _varint_size(hc)
+    return size
+
+
+@njit(cache=True, nogil=True)
+def plan_batches(  # type: ignore[no-untyped-def]
+    ts, key_off, key_valid, val_off, val_valid,
+    has_headers, hl_off, hl_valid, hk_off, hv_off, hv_valid,
+    max_records, max_area_bytes, out_first, out_area, rec_size,
+):
+    """Cut records into batches (at most ``max_records`` and about ``max_area_bytes`` each) and
+    size every record given its batch's base timestamp. Returns the number of batches, or
+    -(i+1) when record ``i`` has an invalid timestamp."""
+    n = ts.shape[0]
+    nb = 0
+    i = 0
+    while i < n:
+        first = i
+        base_ts = ts[i]
+        area = 0
+        while i < n and i - first < max_records:
+            t = ts[i]
+            if t < -1:
+                return -(i + 1)
+            body = _record_body_size(
+                i, t - base_ts, i - first, key_off, key_valid, val_off, val_valid,
+                has_headers, hl_off, hl_valid, hk_off, hv_off, hv_valid,
+            )
+            total = body + _varint_size(body)
+            if area > 0 and area + total > max_area_bytes:
+                break
+            rec_size[i] = body
+            area += total
+            i += 1
+        out_first[nb] = first
+        out_area[nb] = area
+        nb += 1
+    out_first[nb] = n
+    return nb
+
+
+@njit(cache=True, nogil=True)
+def write_batches(  # type: ignore[no-untyped-def]
+    out, b_pos, b_first, nb, base_offset, attributes, leader_epoch, producer_id,
+    producer_epoch, base_sequence, log_append_time, use_log_append_time,
+    ts, rec_size, key_off, key_data, key_valid, val_off, val_data, val_valid,
+    has_headers, hl_off, hl_valid, hk_off, hk_data, hv_off, hv_data, hv_valid,
+    out_max_ts, out_max_ts_offset,
+):
+    """Write complete v2 batches (CRC left zero) for the plan made by ``plan_batches``."""
+    for b in range(nb):
+        first = b_first[b]
+        last = b_first[b + 1]
+        p0 = b_pos[b]
+        base_ts = ts[first]
+        p = p0 + 61
+        max_ts = ts[first]
+        max_ts_i = first
+        for i in range(first, last):
+            t = ts[i]
+            if t > max_ts:
+                max_ts = t
+                max_ts_i = i
+            p = _put_varint(out, p, rec_size[i])
+            out[p] = 0
+            p += 1
+            p = _put_varlong(out, p, t - base_ts)
+            p = _put_varint(out, p, i - first)
+            if key_valid[i]:
+                kl = key_off[i + 1] - key_off[i]
+                p = _put_varint(out, p, kl)
+                _copy(out, p, key_data, key_off[i], kl)
+                p += kl
+            else:
+                p = _put_varint(out, p, -1)
+            if val_valid[i]:
+                vl = val_off[i + 1] - val_off[i]
+                p = _put_varint(out, p, vl)
+                _copy(out, p, val_data, val_off[i], vl)
+                p += vl
+            else:
+                p = _put_varint(out, p, -1)
+            if has_headers and hl_valid[i]:
+                p = _put_varint(out, p, hl_off[i + 1] - hl_off[i])
+                for j in range(hl_off[i], hl_off[i + 1]):
+                    hkl = hk_off[j + 1] - hk_off[j]
+                    p = _put_varint(out, p, hkl)
+                    _copy(out, p, hk_data, hk_off[j], hkl)
+                    p += hkl
+                    if hv_valid[j]:
+                        hvl = hv_off[j + 1] - hv_off[j]
+                        p = _put_varint(out, p, hvl)
+                        _copy(out, p, hv_data, hv_off[j], hvl)
+                        p += hvl
+                    else:
+                        p = _put_varint(out, p, -1)
+            else:
+                out[p] = 0
+                p += 1
+        if use_log_append_time:
+            max_ts = log_append_time
+            max_ts_i = last - 1
+        out_max_ts[b] = max_ts
+        out_max_ts_offset[b] = base_offset + max_ts_i
+        _put_be(out, p0, base_offset + first, 8)
+        _put_be(out, p0 + 8, p - p0 - 12, 4)
+        _put_be(out, p0 + 12, leader_epoch, 4)
+        out[p0 + 16] = 2
+        _put_be(out, p0 + 17, 0, 4)
+        _put_be(out, p0 + 21, attributes, 2)
+        _put_be(out, p0 + 23, last - 1 - first, 4)
+        _put_be(out, p0 + 27, base_ts, 8)
+        _put_be(out, p0 + 35, max_ts, 8)
+        _put_be(out, p0 + 43, producer_id, 8)
+        _put_be(out, p0 + 51, producer_epoch, 2)
+        seq = base_sequence
+        if seq >= 0:
+            seq = (seq + first) % 2147483648
+        _put_be(out, p0 + 53, seq, 4)
+        _put_be(out, p0 + 57, last - first, 4)

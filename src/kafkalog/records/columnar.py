@@ -1,0 +1,509 @@
+"""The columnar path: log bytes straight into ``pyarrow.RecordBatch`` columns, and back.
+
+This is the hot path of the Spark reader. Headers are scanned by a compiled loop, CRCs checked
+by the C CRC-32C, compressed payloads inflated per batch, and the records of all batches of a
+byte range decoded by one compiled loop into Arrow buffers; no Python object is made per record.
+The columns follow Spark's Kafka source (``key``, ``value``, ``topic``, ``partition``,
+``offset``, ``timestamp``, ``timestampType``, optional ``headers``), plus optional batch
+metadata columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from kafkalog.errors import BatchTooLargeError, CorruptRecordError, _PositionedError
+from kafkalog.records import _kernels as K
+from kafkalog.records import compression
+from kafkalog.records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_RECORD_SIZE
+from kafkalog.records.crc import crc32c
+from kafkalog.records.reader import IncompleteTail, LogReader
+from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits, TimestampType
+
+TimestampUnit = Literal["ms", "us"]
+
+HEADERS_TYPE = pa.list_(
+    pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+)
+
+#: Optional per-record columns describing the batch a record came from.
+METADATA_COLUMNS: dict[str, pa.DataType] = {
+    "producerId": pa.int64(),
+    "producerEpoch": pa.int32(),
+    "leaderEpoch": pa.int32(),
+    "isControl": pa.bool_(),
+    "isTransactional": pa.bool_(),
+    "batchPosition": pa.int64(),
+}
+
+# indexes into the header field rows written by ``scan_entries``
+F_BASE_OFFSET, F_LENGTH, F_EPOCH, F_MAGIC, F_CRC, F_ATTRS, F_LOD = 0, 1, 2, 3, 4, 5, 6
+F_BASE_TS, F_MAX_TS, F_PID, F_PEPOCH, F_BASE_SEQ, F_COUNT = 7, 8, 9, 10, 11, 12
+
+_SCAN_CHUNK = 16384
+
+_KERNEL_ERRORS = {
+    K.ERR_VARINT: "malformed varint",
+    K.ERR_RECORD_LENGTH: "invalid record length",
+    K.ERR_KEY_LENGTH: "invalid key length",
+    K.ERR_VALUE_LENGTH: "invalid value length",
+    K.ERR_HEADER_COUNT: "invalid header count",
+    K.ERR_HEADER_KEY: "invalid header key length",
+    K.ERR_HEADER_VALUE: "invalid header value length",
+    K.ERR_RECORD_TRAILING: "record fields do not fill its declared length",
+    K.ERR_BATCH_TRAILING: "incorrect declared batch size: bytes left after the last record",
+    K.ERR_ENTRY_SIZE: "record size smaller than the minimum record overhead (14)",
+    K.ERR_ENTRY_TOO_LARGE: "entry size exceeds the maximum batch size",
+    K.ERR_BATCH_LENGTH: "record batch length smaller than the 49-byte minimum",
+}
+
+
+def arrow_schema(
+    *,
+    include_headers: bool = False,
+    metadata: Sequence[str] = (),
+    timestamp_unit: TimestampUnit = "ms",
+    topic_partition: bool = False,
+) -> pa.Schema:
+    """The schema :func:`decode_arrow` produces for these options (Spark's column order)."""
+    fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary())]
+    if topic_partition:
+        fields += [pa.field("topic", pa.string()), pa.field("partition", pa.int32())]
+    fields += [
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp(timestamp_unit, tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(pa.field("headers", HEADERS_TYPE))
+    for name in metadata:
+        if name not in METADATA_COLUMNS:
+            raise ValueError(
+                f"unknown metadata column {name!r}; known: {', '.join(METADATA_COLUMNS)}"
+            )
+        fields.append(pa.field(name, METADATA_COLUMNS[name]))
+    return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class DecodedRange:
+    """What :func:`decode_range` read: the records, and where reading stopped and why."""
+
+    batch: pa.RecordBatch
+    next_position: int
+    entries: int
+    incomplete_tail: IncompleteTail | None
+
+
+def decode_arrow(
+    buffer: Any,
+    start: int = 0,
+    end: int | None = None,
+    **options: Any,
+) -> pa.RecordBatch:
+    """Decode the log entries in ``buffer[start:end]`` into one Arrow record batch.
+
+    Options are those of :func:`decode_range`.
+    """
+    return decode_range(buffer, start, end, **options).batch
+
+
+def decode_range(
+    buffer: Any,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    path: str | None = None,
+    include_headers: bool = False,
+    metadata: Sequence[str] = (),
+    timestamp_unit: TimestampUnit = "ms",
+    verify_crc: bool = True,
+    control_records: Literal["skip", "include"] = "skip",
+    topic: str | None = None,
+    partition: int | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> DecodedRange:
+    """Decode every complete log entry from ``start`` to ``end`` of ``buffer``.
+
+    ``buffer`` is anything exposing the buffer protocol (bytes, an mmap, a memoryview). Control
+    records (transaction markers) are skipped unless ``control_records="include"``. A cut-off
+    last entry ends decoding and is reported in ``incomplete_tail``; corruption raises
+    :class:`CorruptRecordError` naming ``path`` and the byte position.
+    """
+    if (topic is None) != (partition is None):
+        raise ValueError("give both topic and partition, or neither")
+    schema = arrow_schema(
+        include_headers=include_headers,
+        metadata=metadata,
+        timestamp_unit=timestamp_unit,
+        topic_partition=topic is not None,
+    )
+    data = np.frombuffer(buffer, dtype=np.uint8)
+    stop = len(data) if end is None else min(end, len(data))
+    positions, fields, next_pos = _scan(data, start, stop, path, limits)
+    tail = None
+    if next_pos < stop:
+        remaining = stop - next_pos
+        declared = None
+        if remaining >= LOG_OVERHEAD:
+            declared = int.from_bytes(data[next_pos + 8 : next_pos + 12].tobytes(), "big") + 12
+        tail = IncompleteTail(next_pos, declared, remaining)
+    parts: list[pa.RecordBatch] = []
+    magics = fields[:, F_MAGIC]
+    n = len(positions)
+    i = 0
+    while i < n:
+        j = i
+        legacy = magics[i] < 2
+        while j < n and (magics[j] < 2) == legacy:
+            j += 1
+        if legacy:
+            parts.append(
+                _decode_legacy(
+                    data, positions[i:j], fields[i:j], schema, path, verify_crc, limits,
+                    topic, partition, timestamp_unit, metadata,
+                )
+            )
+        else:
+            parts.append(
+                _decode_v2(
+                    data, positions[i:j], fields[i:j], schema, path, verify_crc,
+                    control_records, limits, topic, partition, timestamp_unit,
+                    include_headers, metadata,
+                )
+            )
+        i = j
+    if not parts:
+        batch = schema.empty_table().to_batches()
+        result = batch[0] if batch else pa.RecordBatch.from_pylist([], schema=schema)
+    elif len(parts) == 1:
+        result = parts[0]
+    else:
+        result = pa.Table.from_batches(parts, schema=schema).combine_chunks().to_batches()[0]
+    return DecodedRange(result, next_pos, n, tail)
+
+
+def _scan(
+    data: np.ndarray, start: int, stop: int, path: str | None, limits: Limits
+) -> tuple[np.ndarray, np.ndarray, int]:
+    pos_chunks: list[np.ndarray] = []
+    field_chunks: list[np.ndarray] = []
+    pos = start
+    while True:
+        cap = min(_SCAN_CHUNK, max(1, (stop - pos) // 26 + 1))
+        out_pos = np.empty(cap, np.int64)
+        out_fields = np.zeros((cap, 13), np.int64)
+        err, count, pos, err_pos = K.scan_entries(
+            data, pos, stop, limits.max_batch_bytes, out_pos, out_fields
+        )
+        pos_chunks.append(out_pos[:count])
+        field_chunks.append(out_fields[:count])
+        if err != K.OK:
+            cls = BatchTooLargeError if err == K.ERR_ENTRY_TOO_LARGE else CorruptRecordError
+            size = int.from_bytes(data[err_pos : err_pos + 4].tobytes(), "big", signed=True)
+            raise cls(f"{_KERNEL_ERRORS[err]} (size field {size})", path=path, position=err_pos)
+        if count < cap:
+            break
+    return np.concatenate(pos_chunks), np.concatenate(field_chunks), pos
+
+
+def _decode_v2(
+    data: np.ndarray,
+    positions: np.ndarray,
+    fields: np.ndarray,
+    schema: pa.Schema,
+    path: str | None,
+    verify_crc: bool,
+    control_records: str,
+    limits: Limits,
+    topic: str | None,
+    partition: int | None,
+    timestamp_unit: TimestampUnit,
+    include_headers: bool,
+    metadata: Sequence[str],
+) -> pa.RecordBatch:
+    lengths = fields[:, F_LENGTH]
+    attrs = fields[:, F_ATTRS]
+    counts = fields[:, F_COUNT]
+    area_start = positions + HEADER_SIZE
+    area_end = positions + LOG_OVERHEAD + lengths
+    if verify_crc:
+        crcs = fields[:, F_CRC]
+        for k in range(len(positions)):
+            p = int(positions[k])
+            if crc32c(data[p + 21 : int(area_end[k])]) != crcs[k]:
+                raise CorruptRecordError(
+                    f"record batch CRC mismatch: stored {int(crcs[k])}, computed "
+                    f"{crc32c(data[p + 21 : int(area_end[k])])}",
+                    path=path,
+                    position=p + 17,
+                )
+    bad = np.flatnonzero(counts < 0)
+    if bad.size:
+        k = int(bad[0])
+        raise CorruptRecordError(
+            f"negative record count {int(counts[k])}", path=path, position=int(positions[k]) + 57
+        )
+    codecs = attrs & 0x07
+    bad = np.flatnonzero(codecs > 4)
+    if bad.size:
+        k = int(bad[0])
+        raise CorruptRecordError(
+            f"unknown compression codec id {int(codecs[k])}",
+            path=path,
+            position=int(positions[k]) + 21,
+        )
+    keep = np.ones(len(positions), bool)
+    if control_records == "skip":
+        keep &= (attrs & 0x20) == 0
+    idx = np.flatnonzero(keep)
+    src = np.zeros(len(idx), np.int8)
+    starts = area_start[idx].copy()
+    ends = area_end[idx].copy()
+    # compressed payloads are inflated into one side buffer
+    pieces: list[bytes] = []
+    dec_len = 0
+    for k_i, k in enumerate(idx):
+        codec = int(codecs[k])
+        if codec == 0:
+            continue
+        p = int(positions[k])
+        body = data[p + HEADER_SIZE : int(area_end[k])]
+        try:
+            raw = compression.decompress(
+                Compression(codec), body, magic=2, limit=limits.decompressed_bound(len(body))
+            )
+        except _PositionedError as e:
+            raise CorruptRecordError(
+                f"{Compression(codec).label} payload: {e.reason}", path=path, position=p + 61
+            ) from e
+        src[k_i] = 1
+        starts[k_i] = dec_len
+        dec_len += len(raw)
+        ends[k_i] = dec_len
+        pieces.append(raw)
+    side = np.frombuffer(b"".join(pieces), np.uint8) if pieces else np.empty(0, np.uint8)
+    sel_counts = counts[idx]
+    room = ends - starts
+    over = np.flatnonzero(sel_counts * MIN_RECORD_SIZE > room)
+    if over.size:
+        k = int(idx[over[0]])
+        raise CorruptRecordError(
+            f"record count {int(counts[k])} cannot fit in {int(room[over[0]])} bytes of records",
+            path=path,
+            position=int(positions[k]) + 57,
+        )
+    total = int(sel_counts.sum())
+    area_bytes = int(room.sum())
+    fixed = (attrs[idx] & 0x08) != 0
+    out_offset = _alloc(total, np.int64)
+    out_ts = _alloc(total, np.int64)
+    key_off = _alloc(total + 1, np.int32)
+    val_off = _alloc(total + 1, np.int32)
+    key_valid = _alloc(total, np.bool_)
+    val_valid = _alloc(total, np.bool_)
+    key_data = _alloc(area_bytes, np.uint8)
+    val_data = _alloc(area_bytes, np.uint8)
+    hl_off = _alloc(total + 1 if include_headers else 1, np.int32)
+    hcap = max(16, total) if include_headers else 1
+    res = K.decode_v2(
+        data, side, src, starts, ends, sel_counts, fields[idx, F_BASE_OFFSET],
+        fields[idx, F_BASE_TS], fields[idx, F_MAX_TS], fixed, include_headers,
+        out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid,
+        hl_off, np.empty(hcap, np.int32), np.empty(hcap * 4, np.uint8),
+        np.empty(hcap, np.int32), np.empty(hcap * 4, np.uint8), np.empty(hcap, np.bool_),
+    )
+    err, err_b, err_pos, n, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid = res
+    if err != K.OK:
+        k = int(idx[err_b])
+        where = int(positions[k])
+        if src[err_b] == 0:
+            raise CorruptRecordError(_KERNEL_ERRORS[err], path=path, position=int(err_pos))
+        raise CorruptRecordError(
+            f"{_KERNEL_ERRORS[err]} at byte {int(err_pos) - int(starts[err_b])} of the "
+            "decompressed records",
+            path=path,
+            position=where + HEADER_SIZE,
+        )
+    columns: list[pa.Array] = [
+        _binary(total, key_off, key_data[:kp], key_valid),
+        _binary(total, val_off, val_data[:vp], val_valid),
+    ]
+    if topic is not None:
+        assert partition is not None
+        columns += _topic_partition(topic, partition, total)
+    ts_type = np.where(fixed, 1, 0).astype(np.int32)
+    columns += [
+        pa.array(out_offset, pa.int64()),
+        _timestamps(out_ts, timestamp_unit),
+        pa.array(np.repeat(ts_type, sel_counts), pa.int32()),
+    ]
+    if include_headers:
+        columns.append(
+            _headers(total, hl_off, h, hk_off, hk_data[:hkp], hv_off, hv_data[:hvp], hv_valid)
+        )
+    for name in metadata:
+        columns.append(_metadata(name, fields[idx], positions[idx], sel_counts))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _alloc(n: int, dtype: type) -> np.ndarray:
+    """An uninitialised array in Arrow's memory pool.
+
+    The pool (mimalloc/jemalloc) keeps freed pages, so decoding batch after batch reuses memory
+    already faulted in instead of paying the kernel for fresh zeroed pages every time; and the
+    Arrow arrays built on top share the allocation without a copy.
+    """
+    size = max(1, n * np.dtype(dtype).itemsize)
+    return np.frombuffer(pa.allocate_buffer(size), dtype)[:n]
+
+
+def _validity(valid: np.ndarray) -> tuple[pa.Buffer | None, int]:
+    nulls = int(valid.size - np.count_nonzero(valid))
+    if nulls == 0:
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), nulls
+
+
+def _binary(n: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) -> pa.Array:
+    bitmap, nulls = _validity(valid[:n])
+    return pa.Array.from_buffers(
+        pa.binary(), n, [bitmap, pa.py_buffer(offsets[: n + 1]), pa.py_buffer(data)], nulls
+    )
+
+
+def _timestamps(ts_ms: np.ndarray, unit: TimestampUnit) -> pa.Array:
+    values = ts_ms if unit == "ms" else ts_ms * 1000
+    return pa.Array.from_buffers(
+        pa.timestamp(unit, tz="UTC"), len(values), [None, pa.py_buffer(values)]
+    )
+
+
+def _topic_partition(topic: str, partition: int, n: int) -> list[pa.Array]:
+    raw = topic.encode("utf-8")
+    data = np.frombuffer(raw * n, np.uint8) if n and raw else np.empty(0, np.uint8)
+    offsets = (np.arange(n + 1, dtype=np.int64) * len(raw)).astype(np.int32)
+    topics = pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+    return [topics, pa.array(np.full(n, partition, np.int32), pa.int32())]
+
+
+def _headers(
+    n: int,
+    list_off: np.ndarray,
+    h: int,
+    hk_off: np.ndarray,
+    hk_data: np.ndarray,
+    hv_off: np.ndarray,
+    hv_data: np.ndarray,
+    hv_valid: np.ndarray,
+) -> pa.Array:
+    keys = pa.Array.from_buffers(
+        pa.string(), h, [None, pa.py_buffer(hk_off[: h + 1]), pa.py_buffer(hk_data)]
+    )
+    try:
+        keys.validate(full=True)
+    except pa.ArrowInvalid:
+        # Java decodes header keys leniently (invalid UTF-8 becomes U+FFFD); so do we.
+        raw = pa.Array.from_buffers(
+            pa.binary(), h, [None, pa.py_buffer(hk_off[: h + 1]), pa.py_buffer(hk_data)]
+        )
+        keys = pa.array(
+            [b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string()
+        )
+    vals = _binary(h, hv_off, hv_data, hv_valid)
+    structs = pa.StructArray.from_arrays([keys, vals], fields=list(HEADERS_TYPE.value_type))
+    offs = list_off[: n + 1]
+    has = offs[1:] != offs[:-1]
+    bitmap, nulls = _validity(has)
+    return pa.Array.from_buffers(
+        HEADERS_TYPE, n, [bitmap, pa.py_buffer(offs)], nulls, children=[structs]
+    )
+
+
+def _metadata(
+    name: str, fields: np.ndarray, positions: np.ndarray, counts: np.ndarray
+) -> pa.Array:
+    attrs = fields[:, F_ATTRS]
+    per_batch: dict[str, tuple[np.ndarray, pa.DataType]] = {
+        "producerId": (fields[:, F_PID], pa.int64()),
+        "producerEpoch": (fields[:, F_PEPOCH].astype(np.int32), pa.int32()),
+        "leaderEpoch": (fields[:, F_EPOCH].astype(np.int32), pa.int32()),
+        "isControl": ((attrs & 0x20) != 0, pa.bool_()),
+        "isTransactional": ((attrs & 0x10) != 0, pa.bool_()),
+        "batchPosition": (positions.astype(np.int64), pa.int64()),
+    }
+    values, dtype = per_batch[name]
+    return pa.array(np.repeat(values, counts), dtype)
+
+
+def _decode_legacy(
+    data: np.ndarray,
+    positions: np.ndarray,
+    fields: np.ndarray,
+    schema: pa.Schema,
+    path: str | None,
+    verify_crc: bool,
+    limits: Limits,
+    topic: str | None,
+    partition: int | None,
+    timestamp_unit: TimestampUnit,
+    metadata: Sequence[str],
+) -> pa.RecordBatch:
+    """Magic 0/1 entries are rare (logs older than Kafka 0.11): decoded through the object API."""
+    start = int(positions[0])
+    end = int(positions[-1] + LOG_OVERHEAD + fields[-1, F_LENGTH])
+    reader = LogReader(memoryview(data), path=path, start=start, end=end, limits=limits,
+                       verify_crc=verify_crc)
+    rows: dict[str, list[Any]] = {f.name: [] for f in schema}
+    for entry in reader:
+        ts_type = entry.timestamp_type
+        for rec in entry.records(limits):
+            rows["key"].append(rec.key)
+            rows["value"].append(rec.value)
+            rows["offset"].append(rec.offset)
+            ts = rec.timestamp if timestamp_unit == "ms" else rec.timestamp * 1000
+            rows["timestamp"].append(ts)
+            rows["timestampType"].append(int(ts_type))
+            if "headers" in rows:
+                rows["headers"].append(None)
+            if topic is not None:
+                rows["topic"].append(topic)
+                rows["partition"].append(partition)
+            for name in metadata:
+                rows[name].append(
+                    {
+                        "producerId": -1,
+                        "producerEpoch": -1,
+                        "leaderEpoch": -1,
+                        "isControl": False,
+                        "isTransactional": False,
+                        "batchPosition": entry.position,
+                    }[name]
+                )
+    arrays = []
+    for f in schema:
+        if f.name == "timestamp":
+            arrays.append(
+                pa.array(np.asarray(rows["timestamp"], np.int64)).cast(f.type)
+            )
+        else:
+            arrays.append(pa.array(rows[f.name], f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+__all__ = [
+    "HEADERS_TYPE",
+    "METADATA_COLUMNS",
+    "DecodedRange",
+    "TimestampType",
+    "arrow_schema",
+    "decode_arrow",
+    "decode_range",
+]

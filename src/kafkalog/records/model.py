@@ -1,0 +1,112 @@
+"""Plain objects for records and control markers, used by the object API, tools and tests.
+
+The hot path (``columnar``) never builds these; they exist so a person or a test can look at one
+record at a time and compare it with what other codecs produce.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from kafkalog.errors import CorruptRecordError, InvalidRecordError
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A record header: the key is a UTF-8 string in Kafka's format, the value nullable bytes."""
+
+    key: str
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record as a reader sees it.
+
+    ``offset`` and ``timestamp`` are absolute (the batch's base values already applied). When a
+    ``Record`` is handed to an encoder, ``offset=-1`` means "the next offset of the batch".
+    ``sequence`` is the producer sequence (-1 when the batch has none).
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+    sequence: int = -1
+
+    @classmethod
+    def of(
+        cls,
+        value: bytes | None,
+        key: bytes | None = None,
+        timestamp: int = -1,
+        headers: tuple[Header, ...] | list[tuple[str, bytes | None]] = (),
+        offset: int = -1,
+    ) -> Record:
+        """Build a record to encode, accepting headers as plain ``(key, value)`` pairs."""
+        hdrs = tuple(h if isinstance(h, Header) else Header(h[0], h[1]) for h in headers)
+        return cls(offset=offset, timestamp=timestamp, key=key, value=value, headers=hdrs)
+
+
+class ControlType(enum.IntEnum):
+    """Control record types (the ``type`` half of a control record key)."""
+
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+    UNKNOWN = -1
+
+
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRecord:
+    """A decoded control record key, plus the end-transaction marker fields where it is one."""
+
+    type: ControlType
+    version: int
+    type_id: int
+    coordinator_epoch: int | None = None
+    marker_version: int | None = None
+
+    @property
+    def is_transaction_marker(self) -> bool:
+        return self.type in (ControlType.ABORT, ControlType.COMMIT)
+
+
+def parse_control_record(key: bytes | None, value: bytes | None) -> ControlRecord:
+    """Decode a control record as Kafka does: unknown types are kept as UNKNOWN, not errors."""
+    if key is None or len(key) < 4:
+        raise CorruptRecordError("control record key shorter than 4 bytes")
+    version, type_id = _CONTROL_KEY.unpack_from(key, 0)
+    if version < 0:
+        raise CorruptRecordError(f"control record key has negative version {version}")
+    try:
+        ctype = ControlType(type_id)
+    except ValueError:
+        ctype = ControlType.UNKNOWN
+    if ctype in (ControlType.ABORT, ControlType.COMMIT):
+        if value is None or len(value) < 6:
+            raise CorruptRecordError("end transaction marker value shorter than 6 bytes")
+        mversion, coordinator_epoch = _END_TXN_VALUE.unpack_from(value, 0)
+        return ControlRecord(ctype, version, type_id, coordinator_epoch, mversion)
+    return ControlRecord(ctype, version, type_id)
+
+
+def control_key(ctype: ControlType, version: int = 0) -> bytes:
+    if ctype is ControlType.UNKNOWN:
+        raise InvalidRecordError("cannot write a control record of UNKNOWN type")
+    return _CONTROL_KEY.pack(version, int(ctype))
+
+
+def end_txn_marker_value(coordinator_epoch: int, version: int = 0) -> bytes:
+    return _END_TXN_VALUE.pack(version, coordinator_epoch)
