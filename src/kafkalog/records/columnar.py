@@ -359,7 +359,8 @@ def _alloc(n: int, dtype: type) -> np.ndarray:
     already faulted in instead of paying the kernel for fresh zeroed pages every time; and the
     Arrow arrays built on top share the allocation without a copy.
     """
-    size = max(1, n * np.dtype(dtype).itemsize)
+    itemsize = np.dtype(dtype).itemsize
+    size = max(itemsize, n * itemsize)
     return np.frombuffer(pa.allocate_buffer(size), dtype)[:n]
 
 
