@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError, _PositionedError
-from kafkalog.records import compression
+from kafkalog.records import compression as _compression
 from kafkalog.records.crc import crc32c
 from kafkalog.records.model import (
     ControlRecord,
@@ -185,7 +185,7 @@ class RecordBatch:
         if codec is Compression.NONE:
             return body
         try:
-            return compression.decompress(
+            return _compression.decompress(
                 codec, body, magic=2, limit=limits.decompressed_bound(len(body))
             )
         except _PositionedError as e:
@@ -445,7 +445,7 @@ def encode_batch(
     for rec, delta in zip(records, deltas, strict=True):
         encode_record(area, rec, delta, records[0].timestamp if records else 0)
     payload = (
-        compression.compress(codec, area, magic=2, level=compression_level)
+        _compression.compress(codec, area, magic=2, level=compression_level)
         if codec is not Compression.NONE
         else area
     )

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from kafkalog.errors import InvalidRecordError
 from kafkalog.records import _kernels as K
 from kafkalog.records import compression as _compression
+from kafkalog.records.columnar import _alloc
 from kafkalog.records.batch import (
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
@@ -38,7 +39,7 @@ _LENGTH_ATTRS = struct.Struct(">i")
 class EncodedBatches:
     """Encoded batches back to back, with what a segment needs to index them."""
 
-    data: bytes
+    data: memoryview  # the batches back to back (a view of Arrow-pool memory, no copy)
     positions: np.ndarray  # byte position of each batch in ``data``
     base_offsets: np.ndarray
     last_offsets: np.ndarray
@@ -178,7 +179,7 @@ def encode_arrow(
     b_pos = np.zeros(nb, np.int64)
     if nb:
         b_pos[1:] = np.cumsum(sizes)[:-1]
-    out = np.empty(int(sizes.sum()), np.uint8)
+    out = _alloc(int(sizes.sum()), np.uint8)
     attributes = 0
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         attributes |= ATTR_TIMESTAMP_TYPE
@@ -200,7 +201,7 @@ def encode_arrow(
         for b in range(nb):
             p = int(b_pos[b])
             _CRC.pack_into(out, p + CRC_OFFSET, crc32c(view[p + ATTRIBUTES_OFFSET : p + int(sizes[b])]))
-        data = out.tobytes()
+        data = memoryview(out)
         positions = b_pos
     else:
         data, positions = _compress_batches(out, b_pos, sizes, codec, compression_level)
@@ -218,7 +219,7 @@ def encode_arrow(
 def _compress_batches(
     out: np.ndarray, b_pos: np.ndarray, sizes: np.ndarray, codec: Compression,
     level: int | None,
-) -> tuple[bytes, np.ndarray]:
+) -> tuple[memoryview, np.ndarray]:
     pieces: list[bytes] = []
     positions = np.empty(len(b_pos), np.int64)
     pos = 0
@@ -237,7 +238,7 @@ def _compress_batches(
         pieces.append(bytes(header))
         pieces.append(payload)
         pos += len(header) + len(payload)
-    return b"".join(pieces), positions
+    return memoryview(b"".join(pieces)), positions
 
 
 def _header_parts(col: Any) -> tuple[np.ndarray, ...]:

@@ -4,7 +4,7 @@ Layout and rules: ``kafka-storage-spec.md`` §8.8. Every legacy log entry is one
 behind the common 12-byte log overhead::
 
     int64 offset | int32 size | uint32 crc | int8 magic | int8 attributes
-                 | [int64 timestamp, magic 1 only] | int32 keyLength | key | int32 valueLength | value
+        | [int64 timestamp, magic 1 only] | int32 keyLength | key | int32 valueLength | value
 
 A compressed message (codec bits != 0) is a *wrapper*: its value is the compressed concatenation
 of inner log entries. :class:`LegacyEntry` exposes the same property names as
@@ -337,9 +337,7 @@ class LegacyEntry:
                 ATTRIBUTES_OFFSET,
             )
         if self.value is None:
-            raise self._error(
-                "compressed wrapper message has a null value", self.value_size_offset
-            )
+            raise self._error("compressed wrapper message has a null value", self.value_size_offset)
         payload_at = self.value_size_offset + 4
         try:
             return _codecs.decompress(
@@ -366,8 +364,11 @@ class LegacyEntry:
         Every inner entry must be complete, CRC-valid and uncompressed, the data must end exactly
         after the last one, and there must be at least one. Problems raise
         :class:`CorruptRecordError` at the wrapper's position, the reason naming the byte offset
-        inside the decompressed data.
+        inside the decompressed data. A plain (uncompressed) message is its own only entry, so a
+        deep iteration can call this on every entry.
         """
+        if self.compression is Compression.NONE:
+            return [self]
         data = self.decompressed_value(limits)
         try:
             raw = _parse_inner(memoryview(data))
@@ -399,7 +400,9 @@ class LegacyEntry:
                     else inner.timestamp
                 )
                 out.append(
-                    replace(inner, offset=absolute, timestamp=ts, wrapper_timestamp_type=wrapper_type)
+                    replace(
+                        inner, offset=absolute, timestamp=ts, wrapper_timestamp_type=wrapper_type
+                    )
                 )
             else:
                 out.append(replace(inner, offset=absolute))
@@ -427,8 +430,7 @@ def _read_sized(
         raise CorruptRecordError(f"invalid {what} length {length}", path=path, position=pos)
     if length > end - pos - 4:
         raise CorruptRecordError(
-            f"{what} length {length} runs past the end of the message "
-            f"({end - pos - 4} bytes left)",
+            f"{what} length {length} runs past the end of the message ({end - pos - 4} bytes left)",
             path=path,
             position=pos,
         )
@@ -581,9 +583,7 @@ def encode_message_set(
             else:
                 ts = rec.timestamp
                 if ts < 0 and ts != NO_TIMESTAMP:
-                    raise InvalidRecordError(
-                        f"record {i} timestamp {ts} is neither >= 0 nor -1"
-                    )
+                    raise InvalidRecordError(f"record {i} timestamp {ts} is neither >= 0 nor -1")
             timestamps.append(ts)
         else:
             timestamps.append(NO_TIMESTAMP)
