@@ -35,7 +35,7 @@ def best_of(repeat: int, fn: Callable[[], int]) -> float:
 
 def make_rows(n: int) -> pa.Table:
     rng = np.random.default_rng(42)
-    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789 ,.:{}\"", np.uint8)
+    alphabet = np.frombuffer(b'abcdefghijklmnopqrstuvwxyz0123456789 ,.:{}"', np.uint8)
     values = alphabet[rng.integers(0, len(alphabet), size=(n, 100))]
     keys = [b"key-%06d" % (i % 1_000_000) for i in range(n)]
     ts = 1_700_000_000_000 + np.arange(n, dtype=np.int64)
@@ -84,8 +84,13 @@ def peer_encode(module: str, rows: dict[str, list], codec_id: int) -> Callable[[
     def run() -> int:
         for start in range(0, n, RECORDS_PER_BATCH):
             builder = DefaultRecordBatchBuilder(
-                magic=2, compression_type=codec_id, is_transactional=False, producer_id=-1,
-                producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
+                magic=2,
+                compression_type=codec_id,
+                is_transactional=False,
+                producer_id=-1,
+                producer_epoch=-1,
+                base_sequence=-1,
+                batch_size=1 << 30,
             )
             for i in range(start, min(n, start + RECORDS_PER_BATCH)):
                 builder.append(
@@ -102,7 +107,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
-        "--kafka-python-batches", type=int, default=20,
+        "--kafka-python-batches",
+        type=int,
+        default=20,
         help="kafka-python is pure Python; it reads a prefix of the same bytes",
     )
     args = parser.parse_args()
@@ -116,8 +123,10 @@ def main() -> None:
     small = args.kafka_python_batches * RECORDS_PER_BATCH
     small_rows = {k: v[:small] for k, v in py_rows.items()}
     print(f"{n:,} records in 1,000-record batches, 10-byte keys, 100-byte values")
-    print(f"{'operation':<28}{'kafkalog':>14}{'aiokafka':>14}{'kafka-python':>14}"
-          f"{'vs aiokafka':>13}{'vs kafka-py':>13}")
+    print(
+        f"{'operation':<28}{'kafkalog':>14}{'aiokafka':>14}{'kafka-python':>14}"
+        f"{'vs aiokafka':>13}{'vs kafka-py':>13}"
+    )
     for codec, codec_id in (("none", 0), ("zstd", 4)):
         encoded = encode_arrow(table, compression=codec, max_records_per_batch=RECORDS_PER_BATCH)
         data = encoded.data
@@ -125,8 +134,10 @@ def main() -> None:
         ours = best_of(args.repeat, lambda d=data: decode_arrow(d, verify_crc=True).num_rows)
         aio = best_of(args.repeat, peer_decode("aiokafka", data))
         kpy = best_of(1, peer_decode("kafka-python", prefix))
-        print(f"{'decode ' + codec + ' (CRC checked)':<28}{ours / 1e6:>12.2f}M/s{aio / 1e6:>12.2f}M/s"
-              f"{kpy / 1e6:>12.2f}M/s{ours / aio:>12.2f}x{ours / kpy:>12.1f}x")
+        print(
+            f"{'decode ' + codec + ' (CRC checked)':<28}{ours / 1e6:>12.2f}M/s{aio / 1e6:>12.2f}M/s"
+            f"{kpy / 1e6:>12.2f}M/s{ours / aio:>12.2f}x{ours / kpy:>12.1f}x"
+        )
         ours_e = best_of(
             args.repeat,
             lambda c=codec: encode_arrow(
@@ -135,8 +146,10 @@ def main() -> None:
         )
         aio_e = best_of(args.repeat, peer_encode("aiokafka", py_rows, codec_id))
         kpy_e = best_of(1, peer_encode("kafka-python", small_rows, codec_id))
-        print(f"{'encode ' + codec:<28}{ours_e / 1e6:>12.2f}M/s{aio_e / 1e6:>12.2f}M/s"
-              f"{kpy_e / 1e6:>12.2f}M/s{ours_e / aio_e:>12.2f}x{ours_e / kpy_e:>12.1f}x")
+        print(
+            f"{'encode ' + codec:<28}{ours_e / 1e6:>12.2f}M/s{aio_e / 1e6:>12.2f}M/s"
+            f"{kpy_e / 1e6:>12.2f}M/s{ours_e / aio_e:>12.2f}x{ours_e / kpy_e:>12.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -262,7 +262,7 @@ def _all_seeds() -> dict[str, Seed]:
     seeds = {}
     for name, data in raw.items():
         try:
-            seeds[name] = Seed(name, data, describe(data))
+            seeds[name] = Seed(name, bytes(data), describe(bytes(data)))
         except Exception as exc:
             ENCODER_PROBLEMS.setdefault(f"seed {name} does not decode", repr(exc))
     return seeds
@@ -449,8 +449,9 @@ class ColumnarResult:
 
 
 def arrow_rows(batch: pa.RecordBatch) -> list[Row]:
-    cols = batch.to_pydict()
+    # (timestamps as int64: decoded garbage can lie outside Python's datetime range)
     ts = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    cols = batch.drop_columns(["timestamp"]).to_pydict()
     headers = cols.get("headers") or [None] * batch.num_rows
     return [
         (o, t, k, v, tuple((h["key"], h["value"]) for h in hs or ()))
@@ -477,6 +478,7 @@ def run_columnar(data: bytes, *, verify_crc: bool, control_records: str) -> Colu
 
 @dataclass
 class Outcome:
+    data: bytes
     obj: ObjectResult  # verify_crc=False, every entry decoded
     obj_crc: ObjectResult  # verify_crc=True, iteration only
     strict: ObjectResult  # strict_tail=True, iteration only
@@ -538,7 +540,7 @@ def run_all_decoders(data: bytes) -> Outcome:
         disagreements.append(f"validity differs ({what}, the other decoded)")
     if obj.complete and col_all.error is None and col_all.rows != obj.rows(control=True):
         disagreements.append("records differ with control records included")
-    return Outcome(obj, obj_crc, strict, col_skip, col_all, col_crc, disagreements)
+    return Outcome(data, obj, obj_crc, strict, col_skip, col_all, col_crc, disagreements)
 
 
 def _first_error(obj: ObjectResult) -> KafkalogError | None:

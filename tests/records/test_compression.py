@@ -271,9 +271,9 @@ def _foreign_streams(data: bytes) -> Iterator[tuple[str, Compression, int, bytes
         "zstandard no content size + checksum",
         ZSTD,
         2,
-        zstandard.ZstdCompressor(
-            level=3, write_content_size=False, write_checksum=True
-        ).compress(data),
+        zstandard.ZstdCompressor(level=3, write_content_size=False, write_checksum=True).compress(
+            data
+        ),
     )
     stream = zstandard.ZstdCompressor(level=1).compressobj()
     yield "zstandard streaming", ZSTD, 2, stream.compress(data) + stream.flush()
@@ -483,9 +483,9 @@ def test_broken_v0_lz4_header_checksum_from_real_090_broker() -> None:
 @pytest.mark.parametrize("codec_id", [5, 6, 7, 8, -1])
 def test_unknown_codec_ids(codec_id: int) -> None:
     with pytest.raises(CompressionError, match=f"unknown compression codec id {codec_id}"):
-        decompress(codec_id, b"\x00\x01", limit=10)  # type: ignore[arg-type]
+        decompress(codec_id, b"\x00\x01", limit=10)
     with pytest.raises(CompressionError, match=f"unknown compression codec id {codec_id}"):
-        compress(codec_id, b"x")  # type: ignore[arg-type]
+        compress(codec_id, b"x")
 
 
 @pytest.mark.parametrize("magic", [0, 1])

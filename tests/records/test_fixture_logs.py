@@ -10,7 +10,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from provenance import FileFacts, field_matches, logs
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records import (
@@ -21,17 +20,14 @@ from kafkalog.records import (
     decode_range,
 )
 from kafkalog.records.reader import read_only_buffer
+from provenance import FileFacts, field_matches, logs
 
 LOGS = [f for f in logs() if f.kind == "log"]
 
 # Files whose tail PROVENANCE.md does not mention: a Fetch response cut 9 bytes into an entry
 # header (fewer than Kafka's 18-byte minimum, so Kafka's reader stops there too).
-UNLISTED_TAILS = {
-    "kafkajs-fetch-captures/fetch-v2_response_index_out_of_range--test-topic-index-out-of-range-1.bin": (
-        129,
-        9,
-    ),
-}
+_OUT_OF_RANGE = "fetch-v2_response_index_out_of_range--test-topic-index-out-of-range-1.bin"
+UNLISTED_TAILS = {f"kafkajs-fetch-captures/{_OUT_OF_RANGE}": (129, 9)}
 # sarama's "empty" compressed wrappers hold no inner message, which Kafka rejects
 # ("Found invalid compressed record set with no inner records"); their CRCs are fine.
 EMPTY_WRAPPERS = {
@@ -179,4 +175,6 @@ def test_columnar_agrees_with_object_api(facts: FileFacts) -> None:
         for e in entries
         for _ in e.records()
     ]
-    assert list(zip(rows["isControl"], rows["producerId"], rows["leaderEpoch"], strict=True)) == meta
+    assert (
+        list(zip(rows["isControl"], rows["producerId"], rows["leaderEpoch"], strict=True)) == meta
+    )

@@ -7,7 +7,6 @@ producer ids, markers); these tests hold every decoded record to it, for every c
 from __future__ import annotations
 
 import pytest
-from provenance import FIXTURES
 
 from kafkalog.records import (
     Compression,
@@ -23,6 +22,7 @@ from kafkalog.records import (
 )
 from kafkalog.records.batch import _decode_record
 from kafkalog.records.varint import write_varint
+from provenance import FIXTURES
 
 T0 = 1700000000000
 JAVA = FIXTURES / "kafka-4.0-snapshot-javacode"
@@ -171,8 +171,13 @@ def test_spec_vectors_round_trip() -> None:
         "0000000000000010920003ffffffff000000012000000008000000010c00000000000900"
     )
     ours = encode_control_batch(
-        ControlType.COMMIT, offset=90, timestamp=1712000000000, producer_id=4242,
-        producer_epoch=3, coordinator_epoch=9, partition_leader_epoch=4,
+        ControlType.COMMIT,
+        offset=90,
+        timestamp=1712000000000,
+        producer_id=4242,
+        producer_epoch=3,
+        coordinator_epoch=9,
+        partition_leader_epoch=4,
     )
     assert ours == ctl
     assert RecordBatch.parse(ctl).control_record().coordinator_epoch == 9
@@ -234,7 +239,8 @@ def test_kafkajs_single_record_body() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["uncompressed_record", "gzipped_record", "snappy_compressed_record", "lz4_compressed_record"]
+    "name",
+    ["uncompressed_record", "gzipped_record", "snappy_compressed_record", "lz4_compressed_record"],
 )
 def test_sarama_vectors(name: str) -> None:
     (batch,) = LogReader.open(FIXTURES / "sarama-client-vectors" / f"record_test--{name}.bin")

@@ -169,6 +169,12 @@ def known_disagreement(out: Outcome) -> str | None:
     )
     if err is not None and "header key is not valid UTF-8" in err.reason:
         return "header-key-utf8"
+    col = out.col_skip.error
+    if col is not None and out.obj.complete_data and col.position is not None:
+        starts = [e.position for e in out.obj.entries] + [len(out.data)]
+        for e, end in zip(out.obj.entries, starts[1:], strict=False):
+            if e.is_control and e.position <= col.position < end:
+                return "skipped-control-batch-header-checked"
     return None
 
 

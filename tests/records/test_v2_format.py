@@ -31,8 +31,17 @@ from kafkalog.records.varint import read_varint, read_varlong, write_varint, wri
 
 # ByteUtilsTest vectors (spec §8.1)
 VARINTS = [
-    (0, "00"), (-1, "01"), (1, "02"), (63, "7e"), (-64, "7f"), (64, "8001"), (-65, "8101"),
-    (8191, "fe7f"), (8192, "808001"), (2147483647, "feffffff0f"), (-2147483648, "ffffffff0f"),
+    (0, "00"),
+    (-1, "01"),
+    (1, "02"),
+    (63, "7e"),
+    (-64, "7f"),
+    (64, "8001"),
+    (-65, "8101"),
+    (8191, "fe7f"),
+    (8192, "808001"),
+    (2147483647, "feffffff0f"),
+    (-2147483648, "ffffffff0f"),
 ]
 
 
@@ -74,7 +83,9 @@ def test_sequence_wraps_like_kafka() -> None:
     assert _increment_sequence(-1, 5) == -1
     batch = RecordBatch.parse(
         encode_batch(
-            [Record.of(b"a"), Record.of(b"b")], producer_id=1, producer_epoch=0,
+            [Record.of(b"a"), Record.of(b"b")],
+            producer_id=1,
+            producer_epoch=0,
             base_sequence=2147483647,
         )
     )
@@ -90,8 +101,14 @@ def test_encode_decode_every_field(codec: Compression) -> None:
         Record.of(b"", b"", 1500),
     ]
     data = encode_batch(
-        records, base_offset=42, compression=codec, partition_leader_epoch=3, producer_id=77,
-        producer_epoch=2, base_sequence=10, is_transactional=True,
+        records,
+        base_offset=42,
+        compression=codec,
+        partition_leader_epoch=3,
+        producer_id=77,
+        producer_epoch=2,
+        base_sequence=10,
+        is_transactional=True,
     )
     batch = RecordBatch.parse(data)
     batch.ensure_valid()
@@ -102,7 +119,9 @@ def test_encode_decode_every_field(codec: Compression) -> None:
     assert batch.compression is codec and not batch.is_control
     out = batch.records()
     assert [(r.offset, r.timestamp, r.key, r.value, r.sequence) for r in out] == [
-        (42, 1000, b"k1", b"v1", 10), (43, 900, None, None, 11), (44, 1500, b"", b"", 12),
+        (42, 1000, b"k1", b"v1", 10),
+        (43, 900, None, None, 11),
+        (44, 1500, b"", b"", 12),
     ]
     assert out[0].headers == (Header("h", b"x"), Header("n", None))
 
@@ -154,14 +173,20 @@ def test_encoder_rejects_bad_input(records: list[Record], kwargs: dict, match: s
 
 def test_control_batches() -> None:
     data = encode_control_batch(
-        ControlType.ABORT, offset=5, timestamp=1, producer_id=9, producer_epoch=1,
+        ControlType.ABORT,
+        offset=5,
+        timestamp=1,
+        producer_id=9,
+        producer_epoch=1,
         coordinator_epoch=4,
     )
     batch = RecordBatch.parse(data)
     assert len(data) == 78 and batch.attributes == 0x30
     marker = batch.control_record()
     assert (marker.type, marker.coordinator_epoch, marker.is_transaction_marker) == (
-        ControlType.ABORT, 4, True,
+        ControlType.ABORT,
+        4,
+        True,
     )
     # the columnar path skips control records unless asked
     assert decode_range(data).batch.num_rows == 0

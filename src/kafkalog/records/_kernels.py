@@ -103,7 +103,7 @@ def _memcpy(typingctx, dst, dpos, src, spos, n):  # type: ignore[no-untyped-def]
         sptr = context.make_array(signature.args[2])(context, builder, s_arr).data
         dptr = builder.gep(dptr, [d_pos])
         sptr = builder.gep(sptr, [s_pos])
-        cgutils.raw_memcpy(builder, dptr, sptr, count, 1)
+        cgutils.raw_memcpy(builder, dptr, sptr, count, 1)  # type: ignore[no-untyped-call]
         return context.get_dummy_value()
 
     return sig, codegen
@@ -113,7 +113,7 @@ def _memcpy(typingctx, dst, dpos, src, spos, n):  # type: ignore[no-untyped-def]
 def _copy(dst, dpos, src, spos, n):  # type: ignore[no-untyped-def]
     """Copy ``n`` bytes; the caller has bounds-checked both ranges."""
     if n > 16:
-        _memcpy(dst, dpos, src, spos, n)
+        _memcpy(dst, dpos, src, spos, n)  # type: ignore[call-arg]
     else:
         for t in range(n):
             dst[dpos + t] = src[spos + t]
@@ -253,29 +253,113 @@ def decode_v2(  # type: ignore[no-untyped-def]
             rstart = pos
             length, pos = _varint(buf, pos, end)
             if pos < 0:
-                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_VARINT,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             if length < 6 or length > end - pos:
-                return (ERR_RECORD_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_RECORD_LENGTH,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             rend = pos + length
             pos += 1
             tsd, pos = _varlong(buf, pos, rend)
             if pos < 0:
-                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_VARINT,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             od, pos = _varint(buf, pos, rend)
             if pos < 0:
-                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_VARINT,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             kl, pos = _varint(buf, pos, rend)
             if pos < 0:
-                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_VARINT,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             if kl >= 0:
                 if kl > rend - pos:
-                    return (ERR_KEY_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
-                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                    return (
+                        ERR_KEY_LENGTH,
+                        b,
+                        rstart,
+                        n,
+                        kp,
+                        vp,
+                        h,
+                        hkp,
+                        hvp,
+                        hk_off,
+                        hk_data,
+                        hv_off,
+                        hv_data,
+                        hv_valid,
+                    )
                 _copy(key_data, kp, buf, pos, kl)
                 kp += kl
                 pos += kl
@@ -283,17 +367,59 @@ def decode_v2(  # type: ignore[no-untyped-def]
             elif kl == -1:
                 key_valid[n] = False
             else:
-                return (ERR_KEY_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_KEY_LENGTH,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             key_off[n + 1] = kp
             vl, pos = _varint(buf, pos, rend)
             if pos < 0:
-                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_VARINT,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             if vl >= 0:
                 if vl > rend - pos:
-                    return (ERR_VALUE_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
-                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                    return (
+                        ERR_VALUE_LENGTH,
+                        b,
+                        rstart,
+                        n,
+                        kp,
+                        vp,
+                        h,
+                        hkp,
+                        hvp,
+                        hk_off,
+                        hk_data,
+                        hv_off,
+                        hv_data,
+                        hv_valid,
+                    )
                 _copy(val_data, vp, buf, pos, vl)
                 vp += vl
                 pos += vl
@@ -301,33 +427,131 @@ def decode_v2(  # type: ignore[no-untyped-def]
             elif vl == -1:
                 val_valid[n] = False
             else:
-                return (ERR_VALUE_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_VALUE_LENGTH,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             val_off[n + 1] = vp
             hc, pos = _varint(buf, pos, rend)
             if pos < 0:
-                return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_VARINT,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             if hc < 0 or hc > rend - pos:
-                return (ERR_HEADER_COUNT, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_HEADER_COUNT,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             for _j in range(hc):
                 hkl, pos = _varint(buf, pos, rend)
                 if pos < 0:
-                    return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
-                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                    return (
+                        ERR_VARINT,
+                        b,
+                        rstart,
+                        n,
+                        kp,
+                        vp,
+                        h,
+                        hkp,
+                        hvp,
+                        hk_off,
+                        hk_data,
+                        hv_off,
+                        hv_data,
+                        hv_valid,
+                    )
                 if hkl < 0 or hkl > rend - pos:
-                    return (ERR_HEADER_KEY, b, rstart, n, kp, vp, h, hkp, hvp,
-                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                    return (
+                        ERR_HEADER_KEY,
+                        b,
+                        rstart,
+                        n,
+                        kp,
+                        vp,
+                        h,
+                        hkp,
+                        hvp,
+                        hk_off,
+                        hk_data,
+                        hv_off,
+                        hv_data,
+                        hv_valid,
+                    )
                 kstart = pos
                 pos += hkl
                 hvl, pos = _varint(buf, pos, rend)
                 if pos < 0:
-                    return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
-                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                    return (
+                        ERR_VARINT,
+                        b,
+                        rstart,
+                        n,
+                        kp,
+                        vp,
+                        h,
+                        hkp,
+                        hvp,
+                        hk_off,
+                        hk_data,
+                        hv_off,
+                        hv_data,
+                        hv_valid,
+                    )
                 if hvl < -1 or hvl > rend - pos:
-                    return (ERR_HEADER_VALUE, b, rstart, n, kp, vp, h, hkp, hvp,
-                            hk_off, hk_data, hv_off, hv_data, hv_valid)
+                    return (
+                        ERR_HEADER_VALUE,
+                        b,
+                        rstart,
+                        n,
+                        kp,
+                        vp,
+                        h,
+                        hkp,
+                        hvp,
+                        hk_off,
+                        hk_data,
+                        hv_off,
+                        hv_data,
+                        hv_valid,
+                    )
                 if want_headers:
                     if h + 1 >= hk_off.shape[0]:
                         cap = hk_off.shape[0] * 2
@@ -362,16 +586,44 @@ def decode_v2(  # type: ignore[no-untyped-def]
                 if hvl > 0:
                     pos += hvl
             if pos != rend:
-                return (ERR_RECORD_TRAILING, b, rstart, n, kp, vp, h, hkp, hvp,
-                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+                return (
+                    ERR_RECORD_TRAILING,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             if want_headers:
                 hl_off[n + 1] = h
             out_offset[n] = base_off + od
             out_ts[n] = fixed_ts if fixed else base_ts + tsd
             n += 1
         if pos != end:
-            return (ERR_BATCH_TRAILING, b, pos, n, kp, vp, h, hkp, hvp,
-                    hk_off, hk_data, hv_off, hv_data, hv_valid)
+            return (
+                ERR_BATCH_TRAILING,
+                b,
+                pos,
+                n,
+                kp,
+                vp,
+                h,
+                hkp,
+                hvp,
+                hk_off,
+                hk_data,
+                hv_off,
+                hv_data,
+                hv_valid,
+            )
     return (OK, -1, -1, n, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid)
 
 
@@ -433,8 +685,19 @@ def _put_be(out, p, v, nbytes):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, inline="always")
 def _record_body_size(  # type: ignore[no-untyped-def]
-    i, tsd, od, key_off, key_valid, val_off, val_valid,
-    has_headers, hl_off, hl_valid, hk_off, hv_off, hv_valid,
+    i,
+    tsd,
+    od,
+    key_off,
+    key_valid,
+    val_off,
+    val_valid,
+    has_headers,
+    hl_off,
+    hl_valid,
+    hk_off,
+    hv_off,
+    hv_valid,
 ):
     size = 1 + _varlong_size(tsd) + _varint_size(od)
     if key_valid[i]:
@@ -464,9 +727,22 @@ def _record_body_size(  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, inline="always")
 def _plan(  # type: ignore[no-untyped-def]
-    ts, key_off, key_valid, val_off, val_valid,
-    has_headers, hl_off, hl_valid, hk_off, hv_off, hv_valid,
-    max_records, max_area_bytes, out_first, out_area, rec_size,
+    ts,
+    key_off,
+    key_valid,
+    val_off,
+    val_valid,
+    has_headers,
+    hl_off,
+    hl_valid,
+    hk_off,
+    hv_off,
+    hv_valid,
+    max_records,
+    max_area_bytes,
+    out_first,
+    out_area,
+    rec_size,
 ):
     n = ts.shape[0]
     nb = 0
@@ -480,8 +756,19 @@ def _plan(  # type: ignore[no-untyped-def]
             if t < -1:
                 return -(i + 1)
             body = _record_body_size(
-                i, t - base_ts, i - first, key_off, key_valid, val_off, val_valid,
-                has_headers, hl_off, hl_valid, hk_off, hv_off, hv_valid,
+                i,
+                t - base_ts,
+                i - first,
+                key_off,
+                key_valid,
+                val_off,
+                val_valid,
+                has_headers,
+                hl_off,
+                hl_valid,
+                hk_off,
+                hv_off,
+                hv_valid,
             )
             total = body + _varint_size(body)
             if area > 0 and area + total > max_area_bytes:
@@ -498,9 +785,22 @@ def _plan(  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def plan_batches(  # type: ignore[no-untyped-def]
-    ts, key_off, key_valid, val_off, val_valid,
-    has_headers, hl_off, hl_valid, hk_off, hv_off, hv_valid,
-    max_records, max_area_bytes, out_first, out_area, rec_size,
+    ts,
+    key_off,
+    key_valid,
+    val_off,
+    val_valid,
+    has_headers,
+    hl_off,
+    hl_valid,
+    hk_off,
+    hv_off,
+    hv_valid,
+    max_records,
+    max_area_bytes,
+    out_first,
+    out_area,
+    rec_size,
 ):
     """Cut records into batches (at most ``max_records`` and about ``max_area_bytes`` each) and
     size every record given its batch's base timestamp. Returns the number of batches, or
@@ -511,22 +811,75 @@ def plan_batches(  # type: ignore[no-untyped-def]
     """
     if has_headers:
         return _plan(
-            ts, key_off, key_valid, val_off, val_valid, True, hl_off, hl_valid, hk_off, hv_off,
-            hv_valid, max_records, max_area_bytes, out_first, out_area, rec_size,
+            ts,
+            key_off,
+            key_valid,
+            val_off,
+            val_valid,
+            True,
+            hl_off,
+            hl_valid,
+            hk_off,
+            hv_off,
+            hv_valid,
+            max_records,
+            max_area_bytes,
+            out_first,
+            out_area,
+            rec_size,
         )
     return _plan(
-        ts, key_off, key_valid, val_off, val_valid, False, hl_off, hl_valid, hk_off, hv_off,
-        hv_valid, max_records, max_area_bytes, out_first, out_area, rec_size,
+        ts,
+        key_off,
+        key_valid,
+        val_off,
+        val_valid,
+        False,
+        hl_off,
+        hl_valid,
+        hk_off,
+        hv_off,
+        hv_valid,
+        max_records,
+        max_area_bytes,
+        out_first,
+        out_area,
+        rec_size,
     )
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _write(  # type: ignore[no-untyped-def]
-    out, b_pos, b_first, nb, base_offset, attributes, leader_epoch, producer_id,
-    producer_epoch, base_sequence, log_append_time, use_log_append_time,
-    ts, rec_size, key_off, key_data, key_valid, val_off, val_data, val_valid,
-    has_headers, hl_off, hl_valid, hk_off, hk_data, hv_off, hv_data, hv_valid,
-    out_max_ts, out_max_ts_offset,
+    out,
+    b_pos,
+    b_first,
+    nb,
+    base_offset,
+    attributes,
+    leader_epoch,
+    producer_id,
+    producer_epoch,
+    base_sequence,
+    log_append_time,
+    use_log_append_time,
+    ts,
+    rec_size,
+    key_off,
+    key_data,
+    key_valid,
+    val_off,
+    val_data,
+    val_valid,
+    has_headers,
+    hl_off,
+    hl_valid,
+    hk_off,
+    hk_data,
+    hv_off,
+    hv_data,
+    hv_valid,
+    out_max_ts,
+    out_max_ts_offset,
 ):
     for b in range(nb):
         first = b_first[b]
@@ -602,26 +955,101 @@ def _write(  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def write_batches(  # type: ignore[no-untyped-def]
-    out, b_pos, b_first, nb, base_offset, attributes, leader_epoch, producer_id,
-    producer_epoch, base_sequence, log_append_time, use_log_append_time,
-    ts, rec_size, key_off, key_data, key_valid, val_off, val_data, val_valid,
-    has_headers, hl_off, hl_valid, hk_off, hk_data, hv_off, hv_data, hv_valid,
-    out_max_ts, out_max_ts_offset,
+    out,
+    b_pos,
+    b_first,
+    nb,
+    base_offset,
+    attributes,
+    leader_epoch,
+    producer_id,
+    producer_epoch,
+    base_sequence,
+    log_append_time,
+    use_log_append_time,
+    ts,
+    rec_size,
+    key_off,
+    key_data,
+    key_valid,
+    val_off,
+    val_data,
+    val_valid,
+    has_headers,
+    hl_off,
+    hl_valid,
+    hk_off,
+    hk_data,
+    hv_off,
+    hv_data,
+    hv_valid,
+    out_max_ts,
+    out_max_ts_offset,
 ):
     """Write complete v2 batches (CRC left zero) for the plan made by ``plan_batches``."""
     if has_headers:
         _write(
-            out, b_pos, b_first, nb, base_offset, attributes, leader_epoch, producer_id,
-            producer_epoch, base_sequence, log_append_time, use_log_append_time,
-            ts, rec_size, key_off, key_data, key_valid, val_off, val_data, val_valid,
-            True, hl_off, hl_valid, hk_off, hk_data, hv_off, hv_data, hv_valid,
-            out_max_ts, out_max_ts_offset,
+            out,
+            b_pos,
+            b_first,
+            nb,
+            base_offset,
+            attributes,
+            leader_epoch,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            log_append_time,
+            use_log_append_time,
+            ts,
+            rec_size,
+            key_off,
+            key_data,
+            key_valid,
+            val_off,
+            val_data,
+            val_valid,
+            True,
+            hl_off,
+            hl_valid,
+            hk_off,
+            hk_data,
+            hv_off,
+            hv_data,
+            hv_valid,
+            out_max_ts,
+            out_max_ts_offset,
         )
     else:
         _write(
-            out, b_pos, b_first, nb, base_offset, attributes, leader_epoch, producer_id,
-            producer_epoch, base_sequence, log_append_time, use_log_append_time,
-            ts, rec_size, key_off, key_data, key_valid, val_off, val_data, val_valid,
-            False, hl_off, hl_valid, hk_off, hk_data, hv_off, hv_data, hv_valid,
-            out_max_ts, out_max_ts_offset,
+            out,
+            b_pos,
+            b_first,
+            nb,
+            base_offset,
+            attributes,
+            leader_epoch,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            log_append_time,
+            use_log_append_time,
+            ts,
+            rec_size,
+            key_off,
+            key_data,
+            key_valid,
+            val_off,
+            val_data,
+            val_valid,
+            False,
+            hl_off,
+            hl_valid,
+            hk_off,
+            hk_data,
+            hv_off,
+            hv_data,
+            hv_valid,
+            out_max_ts,
+            out_max_ts_offset,
         )

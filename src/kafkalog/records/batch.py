@@ -105,7 +105,7 @@ class RecordBatch:
                 path=path,
                 position=position,
             )
-        return cls(*fields, position=position, path=path, buffer=view[position : position + size])
+        return cls(*fields, position, path, view[position : position + size])  # type: ignore[call-arg]
 
     # -- derived header values ------------------------------------------------------------
     @property
@@ -222,7 +222,11 @@ class RecordBatch:
                 )
                 if log_append:
                     rec = Record(
-                        rec.offset, self.max_timestamp, rec.key, rec.value, rec.headers,
+                        rec.offset,
+                        self.max_timestamp,
+                        rec.key,
+                        rec.value,
+                        rec.headers,
                         rec.sequence,
                     )
                 out.append(rec)
@@ -325,9 +329,7 @@ def _decode_record(
 # Encoding
 
 
-def encode_record(
-    out: bytearray, record: Record, offset_delta: int, base_timestamp: int
-) -> None:
+def encode_record(out: bytearray, record: Record, offset_delta: int, base_timestamp: int) -> None:
     """Append one record (length-prefixed) to ``out``."""
     body = bytearray()
     body.append(0)
@@ -375,9 +377,21 @@ def assemble_batch(
     length = HEADER_SIZE - LOG_OVERHEAD + len(records_area)
     out = bytearray(HEADER_SIZE)
     HEADER.pack_into(
-        out, 0, base_offset, length, partition_leader_epoch, 2, 0, attributes,
-        last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
-        base_sequence, records_count,
+        out,
+        0,
+        base_offset,
+        length,
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
     )
     out += records_area
     crc = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:])

@@ -27,9 +27,7 @@ from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits, Timestam
 
 TimestampUnit = Literal["ms", "us"]
 
-HEADERS_TYPE = pa.list_(
-    pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-)
+HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
 #: Optional per-record columns describing the batch a record came from.
 METADATA_COLUMNS: dict[str, pa.DataType] = {
@@ -149,9 +147,10 @@ def decode_range(
     tail = None
     if next_pos < stop:
         remaining = stop - next_pos
-        declared = None
+        declared: int | None = None
         if remaining >= LOG_OVERHEAD:
-            declared = int.from_bytes(data[next_pos + 8 : next_pos + 12].tobytes(), "big") + 12
+            size_field = data[next_pos + 8 : next_pos + 12].tobytes()
+            declared = int.from_bytes(size_field, "big", signed=True) + LOG_OVERHEAD
         tail = IncompleteTail(next_pos, declared, remaining)
     parts: list[pa.RecordBatch] = []
     magics = fields[:, F_MAGIC]
@@ -165,16 +164,35 @@ def decode_range(
         if legacy:
             parts.append(
                 _decode_legacy(
-                    data, positions[i:j], fields[i:j], schema, path, verify_crc, limits,
-                    topic, partition, timestamp_unit, metadata,
+                    data,
+                    positions[i:j],
+                    fields[i:j],
+                    schema,
+                    path,
+                    verify_crc,
+                    limits,
+                    topic,
+                    partition,
+                    timestamp_unit,
+                    metadata,
                 )
             )
         else:
             parts.append(
                 _decode_v2(
-                    data, positions[i:j], fields[i:j], schema, path, verify_crc,
-                    control_records, limits, topic, partition, timestamp_unit,
-                    include_headers, metadata,
+                    data,
+                    positions[i:j],
+                    fields[i:j],
+                    schema,
+                    path,
+                    verify_crc,
+                    control_records,
+                    limits,
+                    topic,
+                    partition,
+                    timestamp_unit,
+                    include_headers,
+                    metadata,
                 )
             )
         i = j
@@ -268,7 +286,7 @@ def _decode_v2(
     # compressed payloads are inflated into one side buffer
     pieces: list[bytes] = []
     dec_len = 0
-    for k_i, k in enumerate(idx):
+    for k_i, k in enumerate(idx.tolist()):
         codec = int(codecs[k])
         if codec == 0:
             continue
@@ -312,13 +330,33 @@ def _decode_v2(
     hl_off = _alloc(total + 1 if include_headers else 1, np.int32)
     hcap = max(16, total) if include_headers else 1
     res = K.decode_v2(
-        data, side, src, starts, ends, sel_counts, fields[idx, F_BASE_OFFSET],
-        fields[idx, F_BASE_TS], fields[idx, F_MAX_TS], fixed, include_headers,
-        out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid,
-        hl_off, np.empty(hcap, np.int32), np.empty(hcap * 4, np.uint8),
-        np.empty(hcap, np.int32), np.empty(hcap * 4, np.uint8), np.empty(hcap, np.bool_),
+        data,
+        side,
+        src,
+        starts,
+        ends,
+        sel_counts,
+        fields[idx, F_BASE_OFFSET],
+        fields[idx, F_BASE_TS],
+        fields[idx, F_MAX_TS],
+        fixed,
+        include_headers,
+        out_offset,
+        out_ts,
+        key_off,
+        key_data,
+        key_valid,
+        val_off,
+        val_data,
+        val_valid,
+        hl_off,
+        np.empty(hcap, np.int32),
+        np.empty(hcap * 4, np.uint8),
+        np.empty(hcap, np.int32),
+        np.empty(hcap * 4, np.uint8),
+        np.empty(hcap, np.bool_),
     )
-    err, err_b, err_pos, n, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid = res
+    err, err_b, err_pos, _, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid = res
     if err != K.OK:
         k = int(idx[err_b])
         where = int(positions[k])
@@ -415,9 +453,7 @@ def _headers(
         raw = pa.Array.from_buffers(
             pa.binary(), h, [None, pa.py_buffer(hk_off[: h + 1]), pa.py_buffer(hk_data)]
         )
-        keys = pa.array(
-            [b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string()
-        )
+        keys = pa.array([b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string())
     vals = _binary(h, hv_off, hv_data, hv_valid)
     structs = pa.StructArray.from_arrays([keys, vals], fields=list(HEADERS_TYPE.value_type))
     offs = list_off[: n + 1]
@@ -428,9 +464,7 @@ def _headers(
     )
 
 
-def _metadata(
-    name: str, fields: np.ndarray, positions: np.ndarray, counts: np.ndarray
-) -> pa.Array:
+def _metadata(name: str, fields: np.ndarray, positions: np.ndarray, counts: np.ndarray) -> pa.Array:
     attrs = fields[:, F_ATTRS]
     per_batch: dict[str, tuple[np.ndarray, pa.DataType]] = {
         "producerId": (fields[:, F_PID], pa.int64()),
@@ -460,8 +494,9 @@ def _decode_legacy(
     """Magic 0/1 entries are rare (logs older than Kafka 0.11): decoded through the object API."""
     start = int(positions[0])
     end = int(positions[-1] + LOG_OVERHEAD + fields[-1, F_LENGTH])
-    reader = LogReader(memoryview(data), path=path, start=start, end=end, limits=limits,
-                       verify_crc=verify_crc)
+    reader = LogReader(
+        data.data, path=path, start=start, end=end, limits=limits, verify_crc=verify_crc
+    )
     rows: dict[str, list[Any]] = {f.name: [] for f in schema}
     for entry in reader:
         ts_type = entry.timestamp_type
@@ -491,9 +526,7 @@ def _decode_legacy(
     arrays = []
     for f in schema:
         if f.name == "timestamp":
-            arrays.append(
-                pa.array(np.asarray(rows["timestamp"], np.int64)).cast(f.type)
-            )
+            arrays.append(pa.array(np.asarray(rows["timestamp"], np.int64)).cast(f.type))
         else:
             arrays.append(pa.array(rows[f.name], f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -19,7 +19,6 @@ import pyarrow.compute as pc
 from kafkalog.errors import InvalidRecordError
 from kafkalog.records import _kernels as K
 from kafkalog.records import compression as _compression
-from kafkalog.records.columnar import _alloc
 from kafkalog.records.batch import (
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
@@ -28,6 +27,7 @@ from kafkalog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
 )
+from kafkalog.records.columnar import _alloc
 from kafkalog.records.crc import crc32c
 from kafkalog.records.types import Compression, TimestampType
 
@@ -54,7 +54,8 @@ class EncodedBatches:
     @property
     def sizes(self) -> np.ndarray:
         ends = np.append(self.positions[1:], len(self.data))
-        return ends - self.positions
+        sizes: np.ndarray = ends - self.positions
+        return sizes
 
 
 def _binary_parts(arr: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -77,10 +78,7 @@ def _binary_parts(arr: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray, np.
         np.int64, copy=False
     )
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.empty(0, np.uint8)
-    if arr.null_count:
-        valid = np.asarray(arr.is_valid(), dtype=np.bool_)
-    else:
-        valid = np.ones(n, np.bool_)
+    valid = np.asarray(arr.is_valid(), dtype=np.bool_) if arr.null_count else np.ones(n, np.bool_)
     return offsets, data, valid
 
 
@@ -145,7 +143,9 @@ def encode_arrow(
         key_off, key_data, key_valid = _binary_parts(table.column("key"), "key")
     else:
         key_off, key_data, key_valid = (
-            np.zeros(n + 1, np.int64), np.empty(0, np.uint8), np.zeros(n, np.bool_),
+            np.zeros(n + 1, np.int64),
+            np.empty(0, np.uint8),
+            np.zeros(n, np.bool_),
         )
     ts = _timestamps_ms(table.column("timestamp") if "timestamp" in names else None, n, now)
     has_headers = "headers" in names
@@ -166,8 +166,22 @@ def encode_arrow(
     rec_size = np.empty(max(n, 1), np.int64)
     area_limit = max(1, max_batch_bytes - HEADER_SIZE)
     nb = K.plan_batches(
-        ts, key_off, key_valid, val_off, val_valid, has_headers, hl_off, hl_valid, hk_off,
-        hv_off, hv_valid, max_records_per_batch, area_limit, b_first, b_area, rec_size,
+        ts,
+        key_off,
+        key_valid,
+        val_off,
+        val_valid,
+        has_headers,
+        hl_off,
+        hl_valid,
+        hk_off,
+        hv_off,
+        hv_valid,
+        max_records_per_batch,
+        area_limit,
+        b_first,
+        b_area,
+        rec_size,
     )
     if nb < 0:
         i = -nb - 1
@@ -188,20 +202,47 @@ def encode_arrow(
     max_ts = np.empty(nb, np.int64)
     max_ts_off = np.empty(nb, np.int64)
     K.write_batches(
-        out, b_pos, b_first, nb, base_offset, attributes, partition_leader_epoch, producer_id,
-        producer_epoch, base_sequence, log_append_time or 0,
-        timestamp_type is TimestampType.LOG_APPEND_TIME, ts, rec_size, key_off, key_data,
-        key_valid, val_off, val_data, val_valid, has_headers, hl_off, hl_valid, hk_off,
-        hk_data, hv_off, hv_data, hv_valid, max_ts, max_ts_off,
+        out,
+        b_pos,
+        b_first,
+        nb,
+        base_offset,
+        attributes,
+        partition_leader_epoch,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        log_append_time or 0,
+        timestamp_type is TimestampType.LOG_APPEND_TIME,
+        ts,
+        rec_size,
+        key_off,
+        key_data,
+        key_valid,
+        val_off,
+        val_data,
+        val_valid,
+        has_headers,
+        hl_off,
+        hl_valid,
+        hk_off,
+        hk_data,
+        hv_off,
+        hv_data,
+        hv_valid,
+        max_ts,
+        max_ts_off,
     )
     counts = np.diff(b_first)
     base_offsets = base_offset + b_first[:-1]
     if codec is Compression.NONE:
-        view = memoryview(out)
+        view = out.data
         for b in range(nb):
             p = int(b_pos[b])
-            _CRC.pack_into(out, p + CRC_OFFSET, crc32c(view[p + ATTRIBUTES_OFFSET : p + int(sizes[b])]))
-        data = memoryview(out)
+            _CRC.pack_into(
+                view, p + CRC_OFFSET, crc32c(view[p + ATTRIBUTES_OFFSET : p + int(sizes[b])])
+            )
+        data = view
         positions = b_pos
     else:
         data, positions = _compress_batches(out, b_pos, sizes, codec, compression_level)
@@ -217,13 +258,16 @@ def encode_arrow(
 
 
 def _compress_batches(
-    out: np.ndarray, b_pos: np.ndarray, sizes: np.ndarray, codec: Compression,
+    out: np.ndarray,
+    b_pos: np.ndarray,
+    sizes: np.ndarray,
+    codec: Compression,
     level: int | None,
 ) -> tuple[memoryview, np.ndarray]:
     pieces: list[bytes] = []
     positions = np.empty(len(b_pos), np.int64)
     pos = 0
-    view = memoryview(out)
+    view = out.data
     for b in range(len(b_pos)):
         p = int(b_pos[b])
         header = bytearray(view[p : p + HEADER_SIZE])

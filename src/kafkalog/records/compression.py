@@ -51,9 +51,7 @@ _WRAPPED_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 _U32_LE = struct.Struct("<I")
-_U32_BE = struct.Struct(">I")
 _I32_BE = struct.Struct(">i")
-_U16_LE = struct.Struct("<H")
 
 
 def _as_bytes_view(data: BytesLike) -> memoryview:
@@ -67,9 +65,9 @@ def _as_bytes_view(data: BytesLike) -> memoryview:
 def _alloc(size: int) -> memoryview:
     """An uninitialised output buffer: ``np.empty`` does not touch its pages, unlike bytearray.
 
-    An upper bound can be far above the real output (a zstd frame without content size reserves a
-    whole block per block); untouched pages cost neither time nor resident memory.  The view
-    keeps the array alive.
+    An upper bound can be far above the real output (a zstd frame without content size reserves
+    128 KiB per compressed block, an LZ4 block 255x its size); untouched pages cost neither
+    time nor resident memory.  The view keeps the array alive.
     """
     return np.empty(size, dtype=np.uint8).data
 
@@ -420,8 +418,8 @@ def _lz4_compress(data: BytesLike, magic: int, level: int | None) -> bytes:
 
 # A planned LZ4 block: (source start, source size, compressed?, output upper bound).
 _Lz4Block = tuple[int, int, bool, int]
-# A planned frame: (frame start, block max, blocks, content checksum or None).
-_Lz4Frame = tuple[int, int, list[_Lz4Block], int | None]
+# A planned frame: (frame start, blocks, content checksum or None).
+_Lz4Frame = tuple[int, list[_Lz4Block], int | None]
 
 
 def _lz4_scan_frame(
@@ -508,7 +506,7 @@ def _lz4_scan_frame(
             raise CompressionError("lz4 frame: truncated content checksum", position=p)
         checksum = _U32_LE.unpack_from(view, p)[0]
         p += 4
-    return (pos, block_max, blocks, checksum), p, lower, upper
+    return (pos, blocks, checksum), p, lower, upper
 
 
 def _lz4_decompress(view: memoryview, magic: int, limit: int) -> bytes:
@@ -536,7 +534,7 @@ def _lz4_decompress(view: memoryview, magic: int, limit: int) -> bytes:
     limited = upper > limit
     out = _alloc(size)
     opos = 0
-    for frame_pos, _block_max, blocks, checksum in frames:
+    for frame_pos, blocks, checksum in frames:
         frame_out = opos
         for start, length, compressed, bound in blocks:
             room = min(bound, size - opos)
@@ -799,8 +797,10 @@ def decompress(
 
     Stricter than Kafka's Java reader, on purpose (bytes Java writers never produce): trailing
     bytes after the last gzip member / LZ4 frame / zstd frame are errors (Java ignores them for
-    gzip and LZ4); a 1-3 byte tail after the last xerial chunk is an error (xerial stops
-    silently); LZ4 content checksums are verified (Kafka >= 3.x verifies them too).
+    gzip and LZ4; LZ4 frames that follow are decoded, Java would ignore them too); a 1-3 byte
+    tail after the last xerial chunk is an error (xerial stops silently); LZ4 content checksums
+    are verified (the 4.0 snapshot skipped them, later Kafka verifies them).  Like Kafka, an LZ4
+    frame without its end mark is an error and the LZ4 header checksum is ignored for magic 0.
     Codec NONE returns ``bytes(data)`` (still subject to ``limit``).
     """
     if limit < 0:

@@ -12,7 +12,7 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING, Union
 
 from kafkalog.errors import BatchTooLargeError, CorruptRecordError, IncompleteTailError
 from kafkalog.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
@@ -156,5 +156,6 @@ def iter_entries(
     verify_crc: bool = False,
 ) -> Iterator[LogEntry]:
     """Entries of ``buffer`` from ``start``; a cut-off tail ends the iteration quietly."""
-    return iter(LogReader(buffer, path=path, start=start, end=end, limits=limits,
-                          verify_crc=verify_crc))
+    return iter(
+        LogReader(buffer, path=path, start=start, end=end, limits=limits, verify_crc=verify_crc)
+    )

@@ -1,0 +1,5 @@
+import sys
+
+from kafkalog.cli.main import main
+
+sys.exit(main())

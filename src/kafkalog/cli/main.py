@@ -1,0 +1,50 @@
+"""Entry point of the ``kafkalog`` command: sub-commands, and errors as one clear line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kafkalog.errors import KafkalogError
+
+EXAMPLES = """\
+examples:
+  kafkalog demo                          write a sample log and dump it
+  kafkalog dump --files 00000000000000000000.log
+  kafkalog dump --deep-iteration --print-data-log --files seg.log
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from kafkalog.cli import demo, dump
+
+    parser = argparse.ArgumentParser(
+        prog="kafkalog",
+        description="Read, verify and write Apache Kafka log directories.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    dump.add_parser(sub)
+    demo.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except KafkalogError as e:
+        print(f"kafkalog: error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as e:
+        print(f"kafkalog: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

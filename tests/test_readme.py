@@ -1,0 +1,31 @@
+"""The README's promises: its examples run, and CI runs exactly its test command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+EXAMPLES = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+
+
+@pytest.mark.parametrize("index", range(len(EXAMPLES)))
+def test_readme_example_runs(index: int) -> None:
+    exec(compile(EXAMPLES[index], f"README.md example {index + 1}", "exec"), {})
+
+
+def test_there_are_examples() -> None:
+    assert len(EXAMPLES) >= 4
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    first_block = re.search(r"```bash\n(.*?)```", README, re.DOTALL)
+    assert first_block is not None
+    commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    setup_and_demo, setup_and_test = commands[0], commands[1]
+    assert "kafkalog demo" in setup_and_demo and "pip install" in setup_and_demo
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert setup_and_test in [line.strip() for line in ci]
