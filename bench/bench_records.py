@@ -129,7 +129,7 @@ def main() -> None:
     )
     for codec, codec_id in (("none", 0), ("zstd", 4)):
         encoded = encode_arrow(table, compression=codec, max_records_per_batch=RECORDS_PER_BATCH)
-        data = encoded.data
+        data = bytes(encoded.data)
         prefix = data[: int(encoded.positions[args.kafka_python_batches])] if codec else data
         ours = best_of(args.repeat, lambda d=data: decode_arrow(d, verify_crc=True).num_rows)
         aio = best_of(args.repeat, peer_decode("aiokafka", data))

@@ -266,7 +266,7 @@ def _arrow_rows(data: bytes, control_records: str = "include") -> tuple[list[Row
     headers = rb.column("headers").to_pylist()
     rows: list[Row] = []
     meta: list[dict[str, Any]] = []
-    cols = {name: rb.column(name).to_pylist() for name in rb.schema.names}
+    cols = {name: rb.column(name).to_pylist() for name in rb.schema.names if name != "timestamp"}
     for i in range(rb.num_rows):
         # decode_arrow represents "no headers" as a null list (documented); a present list is
         # never empty. Check that rule, then map null -> () like the other decoders.

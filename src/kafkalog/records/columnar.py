@@ -284,7 +284,7 @@ def _decode_v2(
     starts = area_start[idx].copy()
     ends = area_end[idx].copy()
     # compressed payloads are inflated into one side buffer
-    pieces: list[bytes] = []
+    pieces: list[bytes | memoryview] = []
     dec_len = 0
     for k_i, k in enumerate(idx.tolist()):
         codec = int(codecs[k])
@@ -293,7 +293,7 @@ def _decode_v2(
         p = int(positions[k])
         body = data[p + HEADER_SIZE : int(area_end[k])]
         try:
-            raw = compression.decompress(
+            raw = compression.decompress_buffer(
                 Compression(codec), body, magic=2, limit=limits.decompressed_bound(len(body))
             )
         except _PositionedError as e:
@@ -305,7 +305,11 @@ def _decode_v2(
         dec_len += len(raw)
         ends[k_i] = dec_len
         pieces.append(raw)
-    side = np.frombuffer(b"".join(pieces), np.uint8) if pieces else np.empty(0, np.uint8)
+    side = _alloc(dec_len, np.uint8)
+    at = 0
+    for piece in pieces:
+        side[at : at + len(piece)] = np.frombuffer(piece, np.uint8)
+        at += len(piece)
     sel_counts = counts[idx]
     room = ends - starts
     over = np.flatnonzero(sel_counts * MIN_RECORD_SIZE > room)

@@ -22,6 +22,7 @@ from typing import Any, TypeAlias
 
 import cramjam
 import numpy as np
+import pyarrow as pa
 import xxhash
 from numpy.typing import NDArray
 
@@ -67,9 +68,10 @@ def _alloc(size: int) -> memoryview:
 
     An upper bound can be far above the real output (a zstd frame without content size reserves
     128 KiB per compressed block, an LZ4 block 255x its size); untouched pages cost neither
-    time nor resident memory.  The view keeps the array alive.
+    time nor resident memory.  It comes from Arrow's memory pool, which keeps freed pages, so
+    batch after batch reuses memory already faulted in.  The view keeps the buffer alive.
     """
-    return np.empty(size, dtype=np.uint8).data
+    return np.frombuffer(pa.allocate_buffer(max(size, 1)), dtype=np.uint8)[:size].data
 
 
 def _limit_error(
@@ -168,7 +170,7 @@ def _gzip_member_body(view: memoryview, pos: int, n: int, first: bool) -> int:
     return p
 
 
-def _gzip_decompress(view: memoryview, magic: int, limit: int) -> bytes:
+def _gzip_decompress(view: memoryview, magic: int, limit: int) -> bytes | memoryview:
     """Read concatenated gzip members like GZIPInputStream, bounded by ``limit``.
 
     zlib's ``max_length`` caps each call's output, so a bomb stops after ``limit`` bytes (plus one
@@ -297,7 +299,7 @@ def _snappy_preamble(view: memoryview, start: int, end: int) -> int:
     return value
 
 
-def _snappy_decompress(view: memoryview, magic: int, limit: int) -> bytes:
+def _snappy_decompress(view: memoryview, magic: int, limit: int) -> bytes | memoryview:
     """xerial framing (headers may repeat mid-stream), or one raw block when the magic is absent."""
     n = len(view)
     blocks: list[tuple[int, int, int]] = []  # (start, end, uncompressed length)
@@ -357,7 +359,7 @@ def _snappy_decompress(view: memoryview, magic: int, limit: int) -> bytes:
                 f"snappy block: declared {size} bytes but decoded {got}", position=start
             )
         opos += size
-    return out.tobytes()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,7 +511,7 @@ def _lz4_scan_frame(
     return (pos, blocks, checksum), p, lower, upper
 
 
-def _lz4_decompress(view: memoryview, magic: int, limit: int) -> bytes:
+def _lz4_decompress(view: memoryview, magic: int, limit: int) -> bytes | memoryview:
     """Kafka's LZ4 frame reader, plus concatenated frames; each block decoded in place."""
     n = len(view)
     frames: list[_Lz4Frame] = []
@@ -559,7 +561,7 @@ def _lz4_decompress(view: memoryview, magic: int, limit: int) -> bytes:
             opos += got
         if checksum is not None and xxhash.xxh32_intdigest(out[frame_out:opos]) != checksum:
             raise CompressionError("lz4 frame: content checksum mismatch", position=frame_pos)
-    return out[:opos].tobytes()
+    return out[:opos]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -675,7 +677,7 @@ def _zstd_scan_frame(view: memoryview, pos: int, n: int) -> tuple[_ZstdFrame, in
     return (pos, p, upper, False), p
 
 
-def _zstd_decompress(view: memoryview, magic: int, limit: int) -> bytes:
+def _zstd_decompress(view: memoryview, magic: int, limit: int) -> bytes | memoryview:
     """Bounded zstd: plan every frame, then decode each into a slice sized by its bound.
 
     ``cramjam.zstd.decompress`` is not safe here: it ignores ``output_len`` as a bound (grows
@@ -735,14 +737,14 @@ def _zstd_decompress(view: memoryview, magic: int, limit: int) -> bytes:
                 f"zstd frame: declared content size {bound} but decoded {got}", position=start
             )
         opos += got
-    return out[:opos].tobytes()
+    return out[:opos]
 
 
 # ---------------------------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------------------------
 
-_Decoder = Callable[[memoryview, int, int], bytes]
+_Decoder = Callable[[memoryview, int, int], bytes | memoryview]
 _DECODERS: dict[int, _Decoder] = {
     Compression.GZIP: _gzip_decompress,
     Compression.SNAPPY: _snappy_decompress,
@@ -788,6 +790,18 @@ def decompress(
     magic: int = 2,
     limit: int,
 ) -> bytes:
+    """As :func:`decompress_buffer`, returning ``bytes``."""
+    out = decompress_buffer(codec, data, magic=magic, limit=limit)
+    return out if isinstance(out, bytes) else out.tobytes()
+
+
+def decompress_buffer(
+    codec: Compression | int,
+    data: BytesLike,
+    *,
+    magic: int = 2,
+    limit: int,
+) -> bytes | memoryview:
     """Decompress one batch's (or legacy wrapper's) payload, producing at most ``limit`` bytes.
 
     Output larger than ``limit`` raises :class:`CompressionError` before more than ``limit``
