@@ -457,7 +457,7 @@ def encode_batch(
         max_ts = log_append_time
     area = bytearray()
     for rec, delta in zip(records, deltas, strict=True):
-        encode_record(area, rec, delta, records[0].timestamp if records else 0)
+        encode_record(area, rec, delta, base_ts)
     payload = (
         _compression.compress(codec, area, magic=2, level=compression_level)
         if codec is not Compression.NONE
