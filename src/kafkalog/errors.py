@@ -73,3 +73,24 @@ class IncompleteTailError(_PositionedError):
     Distinct from corruption: Kafka itself stops reading silently there, and a live broker's
     active segment routinely ends this way while an append is in flight.
     """
+
+
+class CorruptIndexError(_PositionedError):
+    """An index file that fails Kafka's sanity check (or cannot be an index at all)."""
+
+
+class IndexOffsetOverflowError(KafkalogError):
+    """An offset that does not fit the index's 32-bit relative offsets (Kafka's
+    IndexOffsetOverflowException): the segment must be rolled first."""
+
+
+class InvalidOffsetError(KafkalogError):
+    """An append that would break the index's ordering (Kafka's InvalidOffsetException)."""
+
+
+class IndexFullError(KafkalogError):
+    """An append to an index with no free slot (Kafka: "Attempt to append to a full index")."""
+
+
+class ReadOnlyError(KafkalogError, PermissionError):
+    """A write attempted through an object opened read-only (a live broker's files, a backup)."""

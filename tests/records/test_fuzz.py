@@ -285,6 +285,19 @@ RAW_OPS = [op_flip, op_set, op_field, op_varint, op_truncate, op_insert, op_dele
            op_dup_entry]
 BODY_OPS = [op_flip, op_set, op_field, op_varint, op_truncate, op_insert, op_delete, op_dup]
 INNER_OPS = [op_flip, op_set, op_varint, op_truncate, op_insert, op_delete, op_dup]
+LEGACY_INNER_OPS = [op_flip, op_set, op_field, op_truncate, op_insert, op_delete, op_dup,
+                    op_dup_entry]
+
+
+def inner_entries(raw: bytes) -> tuple[Entry, ...]:
+    """The inner messages of a (valid) decompressed legacy wrapper value."""
+    out = []
+    pos = 0
+    while pos < len(raw):
+        size = 12 + struct.unpack_from(">i", raw, pos + 8)[0]
+        out.append(Entry(pos, size, raw[pos + 16], 0, False))
+        pos += size
+    return tuple(out)
 
 
 @st.composite
@@ -333,8 +346,9 @@ def inner_mutation(draw: Any) -> bytes:
         wrapper = LegacyEntry.parse(ent)
         raw = bytearray(codecs.decompress(e.codec, wrapper.value or b"", magic=e.magic,
                                           limit=_UNBOUNDED))
-        fake = (Entry(0, len(raw), e.magic, 0, False),)
-    for op in draw(st.lists(st.sampled_from(INNER_OPS), min_size=0, max_size=3)):
+        fake = inner_entries(bytes(raw))
+    ops = INNER_OPS if e.magic >= 2 else LEGACY_INNER_OPS
+    for op in draw(st.lists(st.sampled_from(ops), min_size=0, max_size=3)):
         op(draw, raw, fake)
     if e.magic < 2 and draw(st.booleans()):
         fix_inner_crcs(raw)
@@ -351,10 +365,13 @@ def inner_mutation(draw: Any) -> bytes:
             put_int(new, 57, 4, _value(draw, count))
         fix_entry(new, 2)
     else:
+        offset = wrapper.offset
+        if draw(st.integers(0, 4)) == 0:  # the wrapper offset decides the inner offsets (v1)
+            offset = max(-(2**63), min(2**63 - 1, _value(draw, offset)))
         new = bytearray(
             encode_message(
                 magic=e.magic, key=wrapper.key, value=bytes(payload),
-                timestamp=wrapper.timestamp, attributes=wrapper.attributes, offset=wrapper.offset,
+                timestamp=wrapper.timestamp, attributes=wrapper.attributes, offset=offset,
             )
         )
     return seed.data[: e.pos] + bytes(new) + seed.data[e.end :]

@@ -1,0 +1,313 @@
+"""The memory-mapped machinery shared by the offset and time indexes (Kafka's AbstractIndex).
+
+Two ways to open a file, because kafkalog has two kinds of users:
+
+* **writable** (a log kafkalog owns): Kafka's exact semantics — a new file is created and
+  preallocated to ``max_index_size`` rounded down to whole entries, an existing file is assumed
+  to be full of valid entries, and ``close`` trims it to its entries.
+* **read-only** (a live broker's directory, a backup): only read permission is needed; the file
+  is never created, resized, truncated or written, so its bytes and mtime stay as they were. A
+  live broker's active index is preallocated with an all-zero tail, so the read-only open finds
+  the real entries instead of trusting the file length (see ``valid_prefix``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from types import TracebackType
+from typing import ClassVar, Self
+
+import numpy as np
+
+from kafkalog.errors import (
+    CorruptIndexError,
+    IndexFullError,
+    IndexOffsetOverflowError,
+    ReadOnlyError,
+)
+from kafkalog.index import _search
+
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+INT32_MAX = 2**31 - 1
+
+
+def round_down(n: int, factor: int) -> int:
+    return factor * (n // factor)
+
+
+class MappedIndex:
+    """A file of fixed-size big-endian entries, mapped into memory."""
+
+    ENTRY_SIZE: ClassVar[int]
+    KEY_OFFSET: ClassVar[int]
+    KEY_WIDTH: ClassVar[int]
+    VALUE_OFFSET: ClassVar[int]
+    VALUE_WIDTH: ClassVar[int]
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+    ) -> None:
+        self._path = os.fspath(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._file: object = None
+        self._mm: mmap.mmap | None = None
+        self._buf: np.ndarray = np.empty(0, np.uint8)
+        self._closed = False
+        self.warm_entries = _search.WARM_BYTES // self.ENTRY_SIZE
+        if writable:
+            self._open_writable()
+        else:
+            self._open_read_only()
+        self._after_open()
+
+    # -- opening ----------------------------------------------------------------------------
+    def _open_writable(self) -> None:
+        newly_created = not os.path.exists(self._path)
+        if newly_created:
+            if self.max_index_size < self.ENTRY_SIZE:
+                raise ValueError(
+                    f"invalid max index size {self.max_index_size} for {self._path}: "
+                    f"smaller than one {self.ENTRY_SIZE}-byte entry"
+                )
+            with open(self._path, "xb") as f:
+                f.truncate(round_down(self.max_index_size, self.ENTRY_SIZE))
+        f = open(self._path, "r+b")  # noqa: SIM115 - kept open for the mapping's lifetime
+        self._file = f
+        length = os.fstat(f.fileno()).st_size
+        self._map(length)
+        self._entries = 0 if newly_created else round_down(length, self.ENTRY_SIZE) // (
+            self.ENTRY_SIZE
+        )
+
+    def _open_read_only(self) -> None:
+        with open(self._path, "rb") as f:
+            length = os.fstat(f.fileno()).st_size
+            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if length else None
+        self._length = length
+        self._buf = (
+            np.frombuffer(self._mm, np.uint8) if self._mm is not None else np.empty(0, np.uint8)
+        )
+        self._max_entries = length // self.ENTRY_SIZE
+        self._entries = int(
+            _search.valid_prefix(
+                self._buf, self._max_entries, self.ENTRY_SIZE, self.KEY_OFFSET, self.KEY_WIDTH,
+                self.VALUE_OFFSET, self.VALUE_WIDTH,
+            )
+        )
+
+    def _map(self, length: int) -> None:
+        """(Re)map the first ``length`` bytes of the writable file."""
+        self._buf = np.empty(0, np.uint8)
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if length:
+            self._mm = mmap.mmap(self._file.fileno(), length)  # type: ignore[attr-defined]
+            self._buf = np.frombuffer(self._mm, np.uint8)
+        self._length = length
+        self._max_entries = length // self.ENTRY_SIZE
+
+    def _after_open(self) -> None:
+        """Subclasses recompute their cached last entry here."""
+
+    # -- state --------------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def entries(self) -> int:
+        """Number of valid entries."""
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """Current file (and mapping) length in bytes."""
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    def relative_offset(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            raise IndexOffsetOverflowError(
+                f"offset {offset} cannot be stored relative to base offset {self.base_offset} "
+                f"in {self._path}: the difference does not fit 32 bits"
+            )
+        return rel
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # -- searching ------------------------------------------------------------------------------
+    def _slot(self, target: int, by_key: bool, kind: int) -> int:
+        off, width = (
+            (self.KEY_OFFSET, self.KEY_WIDTH) if by_key else (self.VALUE_OFFSET, self.VALUE_WIDTH)
+        )
+        return int(
+            _search.search(
+                self._buf, self._entries, self.ENTRY_SIZE, off, width, target, kind,
+                self.warm_entries,
+            )
+        )
+
+    def _slots(self, targets: np.ndarray, by_key: bool, kind: int) -> np.ndarray:
+        off, width = (
+            (self.KEY_OFFSET, self.KEY_WIDTH) if by_key else (self.VALUE_OFFSET, self.VALUE_WIDTH)
+        )
+        out = np.empty(len(targets), np.int64)
+        _search.search_many(
+            self._buf, self._entries, self.ENTRY_SIZE, off, width,
+            np.ascontiguousarray(targets, np.int64), kind, self.warm_entries, out,
+        )
+        return out
+
+    def _fields(self, slots: np.ndarray, by_key: bool) -> np.ndarray:
+        off, width = (
+            (self.KEY_OFFSET, self.KEY_WIDTH) if by_key else (self.VALUE_OFFSET, self.VALUE_WIDTH)
+        )
+        out = np.empty(len(slots), np.int64)
+        _search.fields_at(self._buf, slots, self.ENTRY_SIZE, off, width, out)
+        return out
+
+    # -- writing -------------------------------------------------------------------------------
+    def _require_writable(self, what: str) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"cannot {what} {self._path}: the index was opened read-only")
+        if self._closed:
+            raise ValueError(f"cannot {what} {self._path}: the index is closed")
+
+    def _check_room(self) -> None:
+        if self.is_full():
+            raise IndexFullError(f"attempt to append to a full index {self._path}")
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``new_size`` rounded down to whole entries (entries unchanged)."""
+        self._require_writable("resize")
+        rounded = round_down(new_size, self.ENTRY_SIZE)
+        if rounded == self._length:
+            return False
+        self._buf = np.empty(0, np.uint8)
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        self._file.truncate(rounded)  # type: ignore[attr-defined]
+        self._map(rounded)
+        self._after_resize()
+        return True
+
+    def _after_resize(self) -> None:
+        """TimeIndex re-reads its last entry after a resize."""
+
+    def trim_to_valid_size(self) -> bool:
+        return self.resize(self.ENTRY_SIZE * self._entries)
+
+    def reset(self) -> None:
+        """Drop every entry and give the file back its full preallocated size."""
+        self._require_writable("reset")
+        self._truncate_to_entries(0)
+        self.resize(self.max_index_size)
+
+    def truncate(self) -> None:
+        self._truncate_to_entries(0)
+
+    def truncate_to_entries(self, n: int) -> None:
+        """Keep the first ``n`` entries (never grows the count)."""
+        self._truncate_to_entries(min(max(n, 0), self._entries))
+
+    def _truncate_to_entries(self, n: int) -> None:
+        self._require_writable("truncate")
+        self._entries = n
+        self._after_truncate()
+
+    def _after_truncate(self) -> None:
+        """Subclasses recompute their cached last entry here."""
+
+    def flush(self) -> None:
+        if self.writable and self._mm is not None:
+            self._mm.flush()
+
+    def close(self) -> None:
+        """Trim (writable only) and unmap. A read-only index is never trimmed."""
+        if self._closed:
+            return
+        if self.writable:
+            self.trim_to_valid_size()
+        self._release()
+
+    def close_handler(self) -> None:
+        """Unmap without trimming (Kafka's path when a disk failed)."""
+        self._release()
+
+    def _release(self) -> None:
+        self._buf = np.empty(0, np.uint8)
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._file is not None:
+            self._file.close()  # type: ignore[attr-defined]
+            self._file = None
+        self._closed = True
+
+    def delete_if_exists(self) -> bool:
+        self._release()
+        try:
+            os.remove(self._path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
+        """Move the file; the in-memory path follows even if the move fails (as Kafka)."""
+        self._require_writable("rename")
+        target = os.fspath(new_path)
+        try:
+            os.replace(self._path, target)
+        finally:
+            self._path = target
+
+    def _sanity_length(self) -> None:
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"index file length {self._length} is not a multiple of the "
+                f"{self.ENTRY_SIZE}-byte entry size",
+                path=self._path,
+                position=round_down(self._length, self.ENTRY_SIZE),
+            )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._entries
+
+    def __repr__(self) -> str:
+        mode = "rw" if self.writable else "r"
+        return (
+            f"{type(self).__name__}({self._path!r}, base_offset={self.base_offset}, "
+            f"entries={self._entries}, max_entries={self._max_entries}, mode={mode!r})"
+        )
