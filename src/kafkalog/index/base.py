@@ -76,11 +76,11 @@ class MappedIndex:
                     f"invalid max index size {self.max_index_size} for {self._path}: "
                     f"smaller than one {self.ENTRY_SIZE}-byte entry"
                 )
-            with open(self._path, "xb") as f:
-                f.truncate(round_down(self.max_index_size, self.ENTRY_SIZE))
-        f = open(self._path, "r+b")  # noqa: SIM115 - kept open for the mapping's lifetime
-        self._file = f
-        length = os.fstat(f.fileno()).st_size
+            with open(self._path, "xb") as new:
+                new.truncate(round_down(self.max_index_size, self.ENTRY_SIZE))
+        handle = open(self._path, "r+b")  # noqa: SIM115 - kept open for the mapping's lifetime
+        self._file = handle
+        length = os.fstat(handle.fileno()).st_size
         self._map(length)
         self._entries = 0 if newly_created else round_down(length, self.ENTRY_SIZE) // (
             self.ENTRY_SIZE

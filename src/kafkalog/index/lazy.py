@@ -7,6 +7,7 @@ created) only when something reads or appends to it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from typing import Generic, TypeVar
@@ -69,10 +70,8 @@ class LazyIndex(Generic[T]):
         if self._index is not None:
             self._index.rename_to(target)
         else:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.replace(self._path, target)
-            except FileNotFoundError:
-                pass
         self._path = target
 
     def delete_if_exists(self) -> bool:

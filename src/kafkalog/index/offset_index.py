@@ -54,7 +54,7 @@ class OffsetIndex(MappedIndex):
     def entry(self, n: int) -> OffsetPosition:
         if not 0 <= n < self._entries:
             raise IndexError(f"entry {n} is out of range: {self._path} has {self._entries}")
-        rel, pos = _ENTRY.unpack_from(self._buf, n * 8)
+        rel, pos = _ENTRY.unpack_from(self._buf.data, n * 8)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def __iter__(self):  # type: ignore[no-untyped-def]

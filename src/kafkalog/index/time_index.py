@@ -63,7 +63,7 @@ class TimeIndex(MappedIndex):
     def entry(self, n: int) -> TimestampOffset:
         if not 0 <= n < self._entries:
             raise IndexError(f"entry {n} is out of range: {self._path} has {self._entries}")
-        ts, rel = _ENTRY.unpack_from(self._buf, n * 12)
+        ts, rel = _ENTRY.unpack_from(self._buf.data, n * 12)
         return TimestampOffset(ts, self.base_offset + rel)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
