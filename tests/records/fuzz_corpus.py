@@ -22,7 +22,6 @@ import pyarrow as pa
 from kafkalog.errors import CorruptRecordError, IncompleteTailError, KafkalogError
 from kafkalog.records import (
     METADATA_COLUMNS,
-    Compression,
     ControlType,
     LegacyEntry,
     LogReader,
@@ -36,8 +35,7 @@ from kafkalog.records import (
     encode_message,
     encode_message_set,
 )
-from kafkalog.records import compression as codecs
-from kafkalog.records.batch import HEADER_SIZE, assemble_batch
+from kafkalog.records.batch import HEADER_SIZE
 from kafkalog.records.crc import crc32, crc32c
 from kafkalog.records.varint import read_varint, read_varlong
 
@@ -159,32 +157,53 @@ def _built_seeds() -> dict[str, bytes]:
     add(
         "v2-idempotent-logappend",
         lambda: encode_batch(
-            RECORDS[:2], producer_id=7, producer_epoch=3, base_sequence=2**31 - 1,
-            timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=T0 + 50,
+            RECORDS[:2],
+            producer_id=7,
+            producer_epoch=3,
+            base_sequence=2**31 - 1,
+            timestamp_type=TimestampType.LOG_APPEND_TIME,
+            log_append_time=T0 + 50,
         ),
     )
     add("v2-empty-horizon", lambda: encode_batch([], base_offset=5, delete_horizon_ms=T0))
     add(
         "v2-txn-commit",
-        lambda: encode_batch(
-            RECORDS[:2], compression="lz4", base_offset=10, producer_id=42, producer_epoch=1,
-            base_sequence=0, is_transactional=True,
-        )
-        + encode_control_batch(
-            ControlType.COMMIT, offset=12, timestamp=T0, producer_id=42, producer_epoch=1,
-            coordinator_epoch=5,
-        )
-        + encode_control_batch(
-            ControlType.ABORT, offset=13, timestamp=T0, producer_id=43, producer_epoch=0
+        lambda: (
+            encode_batch(
+                RECORDS[:2],
+                compression="lz4",
+                base_offset=10,
+                producer_id=42,
+                producer_epoch=1,
+                base_sequence=0,
+                is_transactional=True,
+            )
+            + encode_control_batch(
+                ControlType.COMMIT,
+                offset=12,
+                timestamp=T0,
+                producer_id=42,
+                producer_epoch=1,
+                coordinator_epoch=5,
+            )
+            + encode_control_batch(
+                ControlType.ABORT, offset=13, timestamp=T0, producer_id=43, producer_epoch=0
+            )
         ),
     )
     add(
         "v2-leader-change",
-        lambda: encode_control_batch(
-            ControlType.LEADER_CHANGE, offset=0, timestamp=T0, producer_id=-1,
-            producer_epoch=-1, value=b"\x00\x00\x00\x00\x00\x01",
-        )
-        + encode_batch(RECORDS[3:], base_offset=1),
+        lambda: (
+            encode_control_batch(
+                ControlType.LEADER_CHANGE,
+                offset=0,
+                timestamp=T0,
+                producer_id=-1,
+                producer_epoch=-1,
+                value=b"\x00\x00\x00\x00\x00\x01",
+            )
+            + encode_batch(RECORDS[3:], base_offset=1)
+        ),
     )
     table = pa.table(
         {
@@ -200,9 +219,9 @@ def _built_seeds() -> dict[str, bytes]:
     for codec in ("none", "snappy", "zstd"):
         add(
             f"arrow-{codec}",
-            lambda c=codec: encode_arrow(
-                table, base_offset=1000, compression=c, max_records_per_batch=2
-            ).data,
+            lambda c=codec: (
+                encode_arrow(table, base_offset=1000, compression=c, max_records_per_batch=2).data
+            ),
         )
     for magic in (0, 1):
         for codec in ("none", "gzip", "snappy", "lz4"):
@@ -215,15 +234,21 @@ def _built_seeds() -> dict[str, bytes]:
     add(
         "v1-lz4-logappend",
         lambda: encode_message_set(
-            LEGACY_RECORDS, magic=1, base_offset=3, compression="lz4",
-            timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=T0 + 99,
+            LEGACY_RECORDS,
+            magic=1,
+            base_offset=3,
+            compression="lz4",
+            timestamp_type=TimestampType.LOG_APPEND_TIME,
+            log_append_time=T0 + 99,
         ),
     )
     add(
         "mixed-v1-v2",
-        lambda: encode_message_set(LEGACY_RECORDS[:2], magic=1, base_offset=0)
-        + encode_batch(RECORDS[:2], base_offset=2)
-        + encode_message(magic=0, key=b"k", value=b"v", offset=4),
+        lambda: (
+            encode_message_set(LEGACY_RECORDS[:2], magic=1, base_offset=0)
+            + encode_batch(RECORDS[:2], base_offset=2)
+            + encode_message(magic=0, key=b"k", value=b"v", offset=4)
+        ),
     )
     return out
 
@@ -277,21 +302,74 @@ SEED_NAMES = sorted(SEEDS)
 
 #: (offset, width) of the header fields of a v2 batch and of a legacy message.
 V2_FIELDS = {
-    "baseOffset": (0, 8), "length": (8, 4), "leaderEpoch": (12, 4), "magic": (16, 1),
-    "crc": (17, 4), "attributes": (21, 2), "lastOffsetDelta": (23, 4),
-    "baseTimestamp": (27, 8), "maxTimestamp": (35, 8), "producerId": (43, 8),
-    "producerEpoch": (51, 2), "baseSequence": (53, 4), "count": (57, 4),
+    "baseOffset": (0, 8),
+    "length": (8, 4),
+    "leaderEpoch": (12, 4),
+    "magic": (16, 1),
+    "crc": (17, 4),
+    "attributes": (21, 2),
+    "lastOffsetDelta": (23, 4),
+    "baseTimestamp": (27, 8),
+    "maxTimestamp": (35, 8),
+    "producerId": (43, 8),
+    "producerEpoch": (51, 2),
+    "baseSequence": (53, 4),
+    "count": (57, 4),
 }
 LEGACY_FIELDS = {
-    "offset": (0, 8), "size": (8, 4), "crc": (12, 4), "magic": (16, 1), "attributes": (17, 1),
-    "timestamp|keyLength": (18, 8), "keyLength(v0)": (18, 4), "keyLength(v1)": (26, 4),
+    "offset": (0, 8),
+    "size": (8, 4),
+    "crc": (12, 4),
+    "magic": (16, 1),
+    "attributes": (17, 1),
+    "timestamp|keyLength": (18, 8),
+    "keyLength(v0)": (18, 4),
+    "keyLength(v1)": (26, 4),
 }
 
 #: Values that sit on the boundaries the decoders check.
 INTERESTING = [
-    0, 1, 2, 3, 4, 5, 6, 7, 8, 13, 14, 15, 21, 48, 49, 50, 60, 61, 62, 0x7F, 0x80, 0xFF, 0x100,
-    0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFFFF, 2**24, 2**31 - 12, 2**31 - 13, 2**31 - 1,
-    2**31, 2**32 - 1, 2**63 - 1, 2**63, 2**64 - 1, -1, -2, -(2**31), -(2**63),
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    13,
+    14,
+    15,
+    21,
+    48,
+    49,
+    50,
+    60,
+    61,
+    62,
+    0x7F,
+    0x80,
+    0xFF,
+    0x100,
+    0x7FFF,
+    0x8000,
+    0xFFFF,
+    0x10000,
+    0x7FFFFF,
+    2**24,
+    2**31 - 12,
+    2**31 - 13,
+    2**31 - 1,
+    2**31,
+    2**32 - 1,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+    -1,
+    -2,
+    -(2**31),
+    -(2**63),
 ]
 
 
@@ -359,7 +437,10 @@ def check_error(exc: KafkalogError, data: bytes, *, tail_ok: bool = False) -> No
 
 def _row(rec: Record) -> Row:
     return (
-        rec.offset, rec.timestamp, rec.key, rec.value,
+        rec.offset,
+        rec.timestamp,
+        rec.key,
+        rec.value,
         tuple((h.key, h.value) for h in rec.headers),
     )
 
@@ -397,8 +478,15 @@ class ObjectResult:
 
 def _decode_entry(entry: RecordBatch | LegacyEntry) -> list[Row]:
     # header-derived properties must never fail with anything but a positioned error
-    _ = (entry.last_offset, entry.next_offset, entry.timestamp_type, entry.max_timestamp,
-         entry.is_control, entry.is_transactional, entry.size_in_bytes)
+    _ = (
+        entry.last_offset,
+        entry.next_offset,
+        entry.timestamp_type,
+        entry.max_timestamp,
+        entry.is_control,
+        entry.is_transactional,
+        entry.size_in_bytes,
+    )
     if isinstance(entry, RecordBatch):
         _ = (entry.last_sequence, entry.delete_horizon_ms, entry.compression)
         rows = [_row(r) for r in entry.records()]
@@ -414,8 +502,9 @@ def _decode_entry(entry: RecordBatch | LegacyEntry) -> list[Row]:
     return rows
 
 
-def run_object_api(data: bytes, *, verify_crc: bool, strict_tail: bool = False,
-                   decode: bool = True) -> ObjectResult:
+def run_object_api(
+    data: bytes, *, verify_crc: bool, strict_tail: bool = False, decode: bool = True
+) -> ObjectResult:
     reader = LogReader(data, path=PATH, verify_crc=verify_crc, strict_tail=strict_tail)
     entries: list[EntryResult] = []
     iter_error = None
@@ -455,16 +544,21 @@ def arrow_rows(batch: pa.RecordBatch) -> list[Row]:
     headers = cols.get("headers") or [None] * batch.num_rows
     return [
         (o, t, k, v, tuple((h["key"], h["value"]) for h in hs or ()))
-        for o, t, k, v, hs in zip(cols["offset"], ts, cols["key"], cols["value"], headers,
-                                  strict=True)
+        for o, t, k, v, hs in zip(
+            cols["offset"], ts, cols["key"], cols["value"], headers, strict=True
+        )
     ]
 
 
 def run_columnar(data: bytes, *, verify_crc: bool, control_records: str) -> ColumnarResult:
     try:
         res = decode_range(
-            data, path=PATH, include_headers=True, metadata=ALL_METADATA,
-            control_records=control_records, verify_crc=verify_crc,  # type: ignore[arg-type]
+            data,
+            path=PATH,
+            include_headers=True,
+            metadata=ALL_METADATA,
+            control_records=control_records,
+            verify_crc=verify_crc,  # type: ignore[arg-type]
         )
     except KafkalogError as exc:
         check_error(exc, data)
@@ -534,7 +628,8 @@ def run_all_decoders(data: bytes) -> Outcome:
             disagreements.append(f"records differ: object {want!r} columnar {got!r}")
     elif obj.complete_data != (col_skip.error is None):
         what = (
-            f"columnar raised {col_skip.error!r}" if col_skip.error is not None
+            f"columnar raised {col_skip.error!r}"
+            if col_skip.error is not None
             else f"object API raised {obj.iter_error or _first_error(obj)!r}"
         )
         disagreements.append(f"validity differs ({what}, the other decoded)")

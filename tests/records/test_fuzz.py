@@ -25,6 +25,8 @@ more. Examples have a 2 s deadline (the numba kernels are compiled/loaded by a w
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import faulthandler
 import gc
 import os
@@ -33,12 +35,12 @@ import signal
 import struct
 import time
 import tracemalloc
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from fuzz_corpus import (
     INTERESTING,
@@ -54,8 +56,6 @@ from fuzz_corpus import (
     fix_inner_crcs,
     put_int,
     run_all_decoders,
-    run_columnar,
-    run_object_api,
     seed_problems,
     varint_fields,
     zigzag_varint,
@@ -65,13 +65,10 @@ from hypothesis import strategies as st
 
 from kafkalog.errors import (
     BatchTooLargeError,
-    CompressionError,
     CorruptRecordError,
     IncompleteTailError,
-    KafkalogError,
 )
 from kafkalog.records import (
-    Compression,
     LegacyEntry,
     Limits,
     LogReader,
@@ -188,8 +185,15 @@ def assert_agree(out: Outcome) -> None:
 
 INTERESTING_BYTES = [0x00, 0x01, 0x02, 0x7E, 0x7F, 0x80, 0x81, 0xFE, 0xFF]
 OVERLONG_VARINTS = [
-    b"\x80", b"\xff", b"\xff" * 5, b"\x80" * 5 + b"\x00", b"\xff\xff\xff\xff\x0f",
-    b"\xfe\xff\xff\xff\x0f", b"\xff\xff\xff\xff\x7f", b"\x80" * 10 + b"\x01", b"\xff" * 11,
+    b"\x80",
+    b"\xff",
+    b"\xff" * 5,
+    b"\x80" * 5 + b"\x00",
+    b"\xff\xff\xff\xff\x0f",
+    b"\xfe\xff\xff\xff\x0f",
+    b"\xff\xff\xff\xff\x7f",
+    b"\x80" * 10 + b"\x01",
+    b"\xff" * 11,
     b"\x81\x80\x80\x80\x80\x80\x80\x80\x80\x01",
 ]
 
@@ -281,12 +285,29 @@ def op_dup_entry(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int 
     buf[at:at] = buf[e.pos : e.end]
 
 
-RAW_OPS = [op_flip, op_set, op_field, op_varint, op_truncate, op_insert, op_delete, op_dup,
-           op_dup_entry]
+RAW_OPS = [
+    op_flip,
+    op_set,
+    op_field,
+    op_varint,
+    op_truncate,
+    op_insert,
+    op_delete,
+    op_dup,
+    op_dup_entry,
+]
 BODY_OPS = [op_flip, op_set, op_field, op_varint, op_truncate, op_insert, op_delete, op_dup]
 INNER_OPS = [op_flip, op_set, op_varint, op_truncate, op_insert, op_delete, op_dup]
-LEGACY_INNER_OPS = [op_flip, op_set, op_field, op_truncate, op_insert, op_delete, op_dup,
-                    op_dup_entry]
+LEGACY_INNER_OPS = [
+    op_flip,
+    op_set,
+    op_field,
+    op_truncate,
+    op_insert,
+    op_delete,
+    op_dup,
+    op_dup_entry,
+]
 
 
 def inner_entries(raw: bytes) -> tuple[Entry, ...]:
@@ -344,8 +365,9 @@ def inner_mutation(draw: Any) -> bytes:
         fake = (Entry(0, len(raw), 2, 0, False, tuple(varint_fields(raw, count))),)
     else:
         wrapper = LegacyEntry.parse(ent)
-        raw = bytearray(codecs.decompress(e.codec, wrapper.value or b"", magic=e.magic,
-                                          limit=_UNBOUNDED))
+        raw = bytearray(
+            codecs.decompress(e.codec, wrapper.value or b"", magic=e.magic, limit=_UNBOUNDED)
+        )
         fake = inner_entries(bytes(raw))
     ops = INNER_OPS if e.magic >= 2 else LEGACY_INNER_OPS
     for op in draw(st.lists(st.sampled_from(ops), min_size=0, max_size=3)):
@@ -370,8 +392,12 @@ def inner_mutation(draw: Any) -> bytes:
             offset = max(-(2**63), min(2**63 - 1, _value(draw, offset)))
         new = bytearray(
             encode_message(
-                magic=e.magic, key=wrapper.key, value=bytes(payload),
-                timestamp=wrapper.timestamp, attributes=wrapper.attributes, offset=offset,
+                magic=e.magic,
+                key=wrapper.key,
+                value=bytes(payload),
+                timestamp=wrapper.timestamp,
+                attributes=wrapper.attributes,
+                offset=offset,
             )
         )
     return seed.data[: e.pos] + bytes(new) + seed.data[e.end :]
@@ -418,3 +444,401 @@ def test_mutations_with_fixed_crc(data: bytes) -> None:
 @given(inner_mutation())
 def test_mutations_inside_compressed_payloads(data: bytes) -> None:
     assert_agree(decode_everything(data))
+
+
+# ---------------------------------------------------------------------------------------------
+# truncation: an incomplete tail, never corruption
+
+
+@st.composite
+def truncation(draw: Any) -> tuple[str, int]:
+    name = draw(st.sampled_from(SEED_NAMES))
+    return name, draw(st.integers(0, len(SEEDS[name].data)))
+
+
+_FULL = {name: run_all_decoders(SEEDS[name].data) for name in SEED_NAMES}
+
+
+@fuzz(800)
+@given(truncation())
+def test_truncation_is_an_incomplete_tail_not_corruption(case: tuple[str, int]) -> None:
+    name, cut = case
+    seed = SEEDS[name]
+    full = _FULL[name]
+    data = seed.data[:cut]
+    whole = [i for i, e in enumerate(seed.entries) if e.end <= cut]
+    cut_entry = next((e for e in seed.entries if e.pos < cut < e.end), None)
+    expected_tail = None
+    if cut_entry is not None:
+        available = cut - cut_entry.pos
+        expected_tail = (cut_entry.pos, cut_entry.size if available >= 12 else None, available)
+    expected_next = cut_entry.pos if cut_entry is not None else cut
+
+    def tail_of(t: Any) -> tuple[int, int | None, int] | None:
+        return None if t is None else (t.position, t.declared_size, t.available)
+
+    with time_limit(10):
+        out = run_all_decoders(data)
+        assert_agree(out)
+        for walk in (out.obj, out.obj_crc):
+            assert walk.iter_error is None, f"truncation reported as {walk.iter_error!r}"
+            assert [e.position for e in walk.entries] == [seed.entries[i].pos for i in whole]
+            assert tail_of(walk.tail) == expected_tail
+        # every entry fully present decodes exactly as in the intact file
+        assert out.obj.complete
+        assert [e.rows for e in out.obj.entries] == [full.obj.entries[i].rows for i in whole]
+        # strict_tail: an IncompleteTailError (not a CorruptRecordError) iff something was cut
+        if cut_entry is None:
+            assert out.strict.iter_error is None
+        else:
+            err = out.strict.iter_error
+            assert isinstance(err, IncompleteTailError) and not isinstance(err, CorruptRecordError)
+            assert err.position == cut_entry.pos and PATH in str(err)
+        # the columnar path: same records as the intact prefix, same tail
+        n_rows = sum(len(full.obj.entries[i].rows or ()) for i in whole)
+        for col in (out.col_all, out.col_crc):
+            assert col.error is None, f"truncation reported as {col.error!r}"
+            assert col.rows == (full.col_all.rows or [])[:n_rows]
+            assert tail_of(col.result.incomplete_tail) == expected_tail
+            assert col.result.next_position == expected_next
+        # reading the intact buffer only up to ``end`` is the same as reading the cut copy
+        reader = LogReader(seed.data, path=PATH, end=cut, verify_crc=True)
+        assert [e.position for e in reader] == [seed.entries[i].pos for i in whole]
+        assert tail_of(reader.incomplete_tail) == expected_tail
+        res = decode_range(
+            seed.data, end=cut, path=PATH, include_headers=True, control_records="include"
+        )
+        assert tail_of(res.incomplete_tail) == expected_tail
+        assert res.batch.num_rows == n_rows
+
+
+# ---------------------------------------------------------------------------------------------
+# CRC: what verification must decide
+
+
+@st.composite
+def covered_burst(draw: Any) -> tuple[str, int, bytes]:
+    """A change of 1-4 consecutive bytes inside one entry's CRC-covered bytes (or its CRC field).
+
+    CRC-32C and CRC-32 detect every burst error of at most 32 bits, so with verification on the
+    entry must be rejected; damage that spans both the stored CRC and the covered bytes is not
+    generated (it is not guaranteed to be detectable).
+    """
+    name = draw(st.sampled_from(SEED_NAMES))
+    seed = SEEDS[name]
+    k = draw(st.integers(0, len(seed.entries) - 1))
+    e = seed.entries[k]
+    crc_at, covered_from = (17, 21) if e.magic >= 2 else (12, 16)
+    if draw(st.integers(0, 4)) == 0:
+        lo, hi = e.pos + crc_at, e.pos + crc_at + 4
+    else:
+        # v2: [21, end); legacy: [17, end) -- the magic byte is left alone (it picks the parser)
+        lo, hi = e.pos + covered_from + (1 if e.magic < 2 else 0), e.end
+    start = draw(st.integers(lo, hi - 1))
+    width = draw(st.integers(1, min(4, hi - start)))
+    old = seed.data[start : start + width]
+    new = draw(st.binary(min_size=width, max_size=width).filter(lambda b: b != old))
+    return name, k, seed.data[:start] + new + seed.data[start + width :]
+
+
+@fuzz(1000)
+@given(covered_burst())
+def test_crc_verification_rejects_damage_to_covered_bytes(case: tuple[str, int, bytes]) -> None:
+    name, k, data = case
+    e = SEEDS[name].entries[k]
+    out = decode_everything(data)
+    assert_agree(out)
+    err = out.obj_crc.iter_error
+    assert isinstance(err, CorruptRecordError), "damaged entry passed CRC verification"
+    assert len(out.obj_crc.entries) == k  # the entries before it are intact
+    assert e.pos <= err.position <= e.end
+    err = out.col_crc.error
+    assert isinstance(err, CorruptRecordError), "columnar CRC verification missed the damage"
+    assert e.pos <= err.position <= e.end
+
+
+V2_ENTRIES = [(n, i) for n in SEED_NAMES for i, e in enumerate(SEEDS[n].entries) if e.magic >= 2]
+
+
+@fuzz(300)
+@given(
+    st.sampled_from(V2_ENTRIES),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(0, 2**62),
+)
+def test_bytes_outside_the_crc_do_not_invalidate_a_v2_batch(
+    where: tuple[str, int], epoch: int, base_offset: int
+) -> None:
+    """baseOffset and partitionLeaderEpoch are stamped by the leader, outside the CRC (§8.2)."""
+    name, k = where
+    seed = SEEDS[name]
+    e = seed.entries[k]
+    buf = bytearray(seed.data)
+    old_base = struct.unpack_from(">q", buf, e.pos)[0]
+    struct.pack_into(">qii", buf, e.pos, base_offset, e.size - 12, epoch)
+    out = decode_everything(bytes(buf))
+    assert_agree(out)
+    assert out.obj_crc.iter_error is None and out.col_crc.error is None
+    assert out.obj.complete
+    before = _FULL[name].obj.entries[k].rows or []
+    after = out.obj.entries[k].rows or []
+    shift = base_offset - old_base
+    assert after == [(r[0] + shift, *r[1:]) for r in before]
+
+
+# ---------------------------------------------------------------------------------------------
+# resource bounds
+
+MiB = 1 << 20
+SMALL_LIMITS = Limits(
+    max_batch_bytes=8 * MiB,
+    max_decompression_ratio=4,
+    min_decompressed_allowance=64 * 1024,
+    max_decompressed_bytes=1 * MiB,
+)
+BOMB_SIZE = 112 * MiB  # "100+ MiB"
+SLACK = 24 * MiB  # interpreter, allocator and page-granularity noise
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset VmHWM (Linux >= 4.0: writing 5 to clear_refs); False where impossible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return _status_kib("VmHWM") is not None
+
+
+class MemoryProbe:
+    """Peak memory while running a call, measured two ways.
+
+    * ``rss_growth``: peak resident set (VmHWM, reset before the call) minus the resident set
+      before it. Sees everything that is actually touched -- Python objects, numpy, Arrow's
+      memory pool, the codecs' native buffers -- and nothing that is only reserved (an
+      ``np.empty`` whose pages are never written costs no memory). Linux only; where VmHWM
+      cannot be reset, ``ru_maxrss`` is used, which only shows growth beyond the process's
+      earlier peak (a weaker check).
+    * ``traced_peak``: tracemalloc's peak. Sees Python objects and numpy arrays (numpy reports
+      its buffers to tracemalloc, reserved or touched), not Arrow's pool nor native codec
+      buffers.
+    """
+
+    rss_growth = 0
+    traced_peak = 0
+    how = ""
+
+    def __repr__(self) -> str:
+        return (
+            f"<rss growth {self.rss_growth / MiB:.1f} MiB ({self.how}), "
+            f"tracemalloc peak {self.traced_peak / MiB:.1f} MiB>"
+        )
+
+
+def _release_free_memory() -> None:
+    """Give freed memory back to the OS, so the baseline RSS is not inflated by earlier tests."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+@contextmanager
+def probe_memory() -> Iterator[MemoryProbe]:
+    probe = MemoryProbe()
+    _release_free_memory()
+    hwm = _reset_peak_rss()
+    before = (
+        (_status_kib("VmRSS") or 0) if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    )
+    tracemalloc.start()
+    try:
+        yield probe
+    finally:
+        probe.traced_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        if hwm:
+            probe.rss_growth = ((_status_kib("VmHWM") or 0) - before) * 1024
+            probe.how = "VmHWM"
+        else:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            probe.rss_growth = max(0, peak - before) * 1024
+            probe.how = "ru_maxrss"
+
+
+def v2_batch(payload: bytes, codec: int, count: int = 1) -> bytes:
+    return assemble_batch(
+        payload,
+        base_offset=0,
+        last_offset_delta=max(count - 1, 0),
+        records_count=count,
+        base_timestamp=T0,
+        max_timestamp=T0,
+        attributes=codec,
+    )
+
+
+T0 = 1_700_000_000_000
+
+
+def _zstd_rle_frame(total: int) -> bytes:
+    """A zstd frame of RLE blocks (4 bytes per 128 KiB of output), no content size."""
+    block = 128 * 1024
+    out = bytearray(b"\x28\xb5\x2f\xfd\x00\x38")  # magic, FHD 0, window 2^(10+7) = 128 KiB
+    n = total // block
+    for i in range(n):
+        header = (1 if i == n - 1 else 0) | (1 << 1) | (block << 3)
+        out += header.to_bytes(3, "little") + b"\x00"
+    return bytes(out)
+
+
+def _snappy_lie(declared: int) -> bytes:
+    """A raw snappy block whose preamble declares ``declared`` bytes, followed by 3 literals."""
+    pre = bytearray()
+    u = declared
+    while u >= 0x80:
+        pre.append((u & 0x7F) | 0x80)
+        u >>= 7
+    pre.append(u)
+    return bytes(pre) + b"\x08abc"
+
+
+def _bombs() -> dict[str, tuple[int, Callable[[], bytes]]]:
+    zeros = lambda: bytes(BOMB_SIZE)  # noqa: E731
+    return {
+        "zstd": (4, lambda: codecs.compress(4, zeros())),
+        "zstd-rle-1GiB": (4, lambda: _zstd_rle_frame(1 << 30)),
+        "gzip": (1, lambda: codecs.compress(1, zeros())),
+        "lz4": (3, lambda: codecs.compress(3, zeros())),
+        "snappy": (2, lambda: codecs.compress(2, zeros())),
+        "snappy-declared-4GiB": (2, lambda: _snappy_lie(2**32 - 1)),
+        "snappy-xerial-declared": (
+            2,
+            lambda: (
+                b"\x82SNAPPY\x00"
+                + struct.pack(">ii", 1, 1)
+                + b"".join(
+                    struct.pack(">i", len(_snappy_lie(2**31))) + _snappy_lie(2**31)
+                    for _ in range(4)
+                )
+            ),
+        ),
+    }
+
+
+BOMBS = _bombs()
+
+
+@pytest.mark.parametrize("limits", [None, SMALL_LIMITS], ids=["default-limits", "small-limits"])
+@pytest.mark.parametrize("bomb", sorted(BOMBS))
+def test_decompression_bombs_are_bounded(bomb: str, limits: Limits | None) -> None:
+    codec, build = BOMBS[bomb]
+    payload = build()
+    data = v2_batch(payload, codec)
+    lim = limits or Limits()
+    bound = lim.decompressed_bound(len(payload))
+    kwargs: dict[str, Any] = {} if limits is None else {"limits": limits}
+    for api in ("object", "columnar"):
+        t0 = time.perf_counter()
+        with probe_memory() as mem, pytest.raises(CorruptRecordError) as info:
+            if api == "object":
+                for entry in LogReader(data, path=PATH, **kwargs):
+                    entry.records(lim)
+            else:
+                decode_range(data, path=PATH, include_headers=True, **kwargs)
+        elapsed = time.perf_counter() - t0
+        check_error(info.value, data)
+        assert elapsed < 10, f"{api}: {elapsed:.1f} s"
+        # the output may grow to the bound before it is refused: never much beyond it
+        assert mem.rss_growth <= bound + SLACK, f"{api}: {mem!r}, bound {bound / MiB:.1f} MiB"
+        assert mem.traced_peak <= bound + SLACK, f"{api}: {mem!r}, bound {bound / MiB:.1f} MiB"
+        if bound < BOMB_SIZE:
+            assert "limit" in info.value.reason, info.value.reason
+
+
+def _reseal(buf: bytearray) -> bytes:
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+def _absurd_cases() -> dict[str, bytes]:
+    plain = encode_batch([Record.of(b"value", key=b"key", timestamp=T0, headers=[("h", b"v")])])
+    cases: dict[str, bytes] = {}
+    for name, value in [("count=2^31-1", 2**31 - 1), ("count=-2^31", -(2**31))]:
+        buf = bytearray(plain)
+        struct.pack_into(">i", buf, 57, value)
+        cases[name] = _reseal(buf)
+        zbuf = bytearray(v2_batch(codecs.compress(4, plain[HEADER_SIZE:]), 4))
+        struct.pack_into(">i", zbuf, 57, value)
+        cases[name + " zstd"] = _reseal(zbuf)
+    # varints inside the record: length, key length, value length, header count, header key
+    area = plain[HEADER_SIZE:]
+    fields = varint_fields(area, 1)
+    for label, idx in [
+        ("record length", 0),
+        ("key length", 3),
+        ("value length", 4),
+        ("header count", 5),
+        ("header key length", 6),
+    ]:
+        off, n = fields[idx]
+        for value in (2**31 - 1, -(2**31)):
+            new_area = area[:off] + zigzag_varint(value) + area[off + n :]
+            cases[f"{label}={value}"] = v2_batch(new_area, 0)
+    legacy = bytearray(encode_message(magic=1, key=b"k", value=b"v", timestamp=T0))
+    struct.pack_into(">i", legacy, 26, 2**31 - 1)  # key length
+    cases["legacy key length=2^31-1"] = bytes(legacy)
+    return cases
+
+
+ABSURD = _absurd_cases()
+
+
+@pytest.mark.parametrize("case", sorted(ABSURD))
+def test_absurd_counts_and_lengths_fail_fast_without_allocating(case: str) -> None:
+    data = ABSURD[case]
+    for _ in range(2):  # the second run is measured: caches and kernels are warm
+        t0 = time.perf_counter()
+        with probe_memory() as mem:
+            out = run_all_decoders(data)
+        elapsed = time.perf_counter() - t0
+    assert not out.obj.complete and out.col_all.error is not None
+    assert out.obj_crc.iter_error is None or "CRC" not in out.obj_crc.iter_error.reason
+    assert elapsed < 1.0
+    assert mem.rss_growth <= 8 * MiB and mem.traced_peak <= 2 * MiB, repr(mem)
+
+
+@pytest.mark.parametrize("magic", [0, 1, 2])
+@pytest.mark.parametrize("at_end", [False, True])
+def test_absurd_entry_size_is_too_large_not_a_tail(magic: int, at_end: bool) -> None:
+    """An entry size of 2^31-1 exceeds max_batch_bytes: corruption, even at the end of the data."""
+    entry = bytearray(
+        encode_batch([Record.of(b"v")])
+        if magic == 2
+        else encode_message(magic=magic, key=None, value=b"v")
+    )
+    struct.pack_into(">i", entry, 8, 2**31 - 1)
+    data = bytes(entry) if at_end else bytes(entry) + bytes(entry)
+    with probe_memory() as mem:
+        out = run_all_decoders(data)
+    for err in (out.obj.iter_error, out.strict.iter_error, out.col_all.error):
+        assert isinstance(err, BatchTooLargeError) and err.position == 8, repr(err)
+    assert mem.traced_peak <= 2 * MiB and mem.rss_growth <= 8 * MiB, repr(mem)
+    # a reader allowed such sizes reports a cut-off tail instead, still without allocating
+    big = Limits(max_batch_bytes=2**31 + 12)
+    reader = LogReader(data, path=PATH, limits=big)
+    assert list(reader) == [] and reader.incomplete_tail is not None
+    assert reader.incomplete_tail.declared_size == 2**31 + 11
+    res = decode_range(data, path=PATH, limits=big)
+    assert res.batch.num_rows == 0 and res.incomplete_tail == reader.incomplete_tail

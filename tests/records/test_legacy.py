@@ -37,9 +37,11 @@ KAFKAJS_FETCH = FIXTURES / "kafkajs-fetch-captures"
 KAFKAJS_CLIENT = FIXTURES / "kafkajs-client-encoded"
 KAFKA_PYTHON = FIXTURES / "kafka-python-real-broker-vectors"
 
+
 def needs_fixtures(test: Callable[..., None]) -> Callable[..., None]:
     """Fixtures are part of the contract: a missing tree must fail, never skip."""
     return test
+
 
 CODECS = ["none", "gzip", "snappy", "lz4"]
 T0 = 1700000000000

@@ -29,6 +29,7 @@ from kafkalog.errors import (
 from kafkalog.index import _search
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+_SORTED_BATCH = 64  # from this many targets on, sorting them first pays off
 INT32_MAX = 2**31 - 1
 
 
@@ -60,6 +61,8 @@ class MappedIndex:
         self._mm: mmap.mmap | None = None
         self._buf: np.ndarray = np.empty(0, np.uint8)
         self._closed = False
+        self._ordered_entries = -1
+        self._keys_ordered = False
         self.warm_entries = _search.WARM_BYTES // self.ENTRY_SIZE
         if writable:
             self._open_writable()
@@ -82,8 +85,8 @@ class MappedIndex:
         self._file = handle
         length = os.fstat(handle.fileno()).st_size
         self._map(length)
-        self._entries = 0 if newly_created else round_down(length, self.ENTRY_SIZE) // (
-            self.ENTRY_SIZE
+        self._entries = (
+            0 if newly_created else round_down(length, self.ENTRY_SIZE) // (self.ENTRY_SIZE)
         )
 
     def _open_read_only(self) -> None:
@@ -97,8 +100,13 @@ class MappedIndex:
         self._max_entries = length // self.ENTRY_SIZE
         self._entries = int(
             _search.valid_prefix(
-                self._buf, self._max_entries, self.ENTRY_SIZE, self.KEY_OFFSET, self.KEY_WIDTH,
-                self.VALUE_OFFSET, self.VALUE_WIDTH,
+                self._buf,
+                self._max_entries,
+                self.ENTRY_SIZE,
+                self.KEY_OFFSET,
+                self.KEY_WIDTH,
+                self.VALUE_OFFSET,
+                self.VALUE_WIDTH,
             )
         )
 
@@ -162,7 +170,13 @@ class MappedIndex:
         )
         return int(
             _search.search(
-                self._buf, self._entries, self.ENTRY_SIZE, off, width, target, kind,
+                self._buf,
+                self._entries,
+                self.ENTRY_SIZE,
+                off,
+                width,
+                target,
+                kind,
                 self.warm_entries,
             )
         )
@@ -171,12 +185,46 @@ class MappedIndex:
         off, width = (
             (self.KEY_OFFSET, self.KEY_WIDTH) if by_key else (self.VALUE_OFFSET, self.VALUE_WIDTH)
         )
+        targets = np.ascontiguousarray(targets, np.int64)
         out = np.empty(len(targets), np.int64)
+        if kind == _search.LLB and by_key and len(targets) >= _SORTED_BATCH and self._ordered():
+            # many floor lookups: answer them in key order in one pass over the index
+            order = np.argsort(targets, kind="stable")
+            slots = np.empty(len(targets), np.int64)
+            _search.floor_sorted(
+                self._buf, self._entries, self.ENTRY_SIZE, off, width, targets[order], slots
+            )
+            out[order] = slots
+            return out
         _search.search_many(
-            self._buf, self._entries, self.ENTRY_SIZE, off, width,
-            np.ascontiguousarray(targets, np.int64), kind, self.warm_entries, out,
+            self._buf,
+            self._entries,
+            self.ENTRY_SIZE,
+            off,
+            width,
+            targets,
+            kind,
+            self.warm_entries,
+            out,
         )
         return out
+
+    def _ordered(self) -> bool:
+        """Whether the keys strictly increase (true unless a crashed file was opened writable
+        and its zero tail taken for entries, as Kafka does); checked once, then kept up."""
+        if self._ordered_entries != self._entries:
+            valid = _search.valid_prefix(
+                self._buf,
+                self._entries,
+                self.ENTRY_SIZE,
+                self.KEY_OFFSET,
+                self.KEY_WIDTH,
+                self.VALUE_OFFSET,
+                self.VALUE_WIDTH,
+            )
+            self._keys_ordered = valid == self._entries or (self._entries == 1)
+            self._ordered_entries = self._entries
+        return self._keys_ordered
 
     def _fields(self, slots: np.ndarray, by_key: bool) -> np.ndarray:
         off, width = (

@@ -9,7 +9,7 @@ import numpy as np
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.index import _search
-from kafkalog.index.base import MappedIndex
+from kafkalog.index.base import INT32_MAX, MappedIndex
 
 _ENTRY = struct.Struct(">ii")
 
@@ -42,8 +42,8 @@ class OffsetIndex(MappedIndex):
         self._recompute_last()
 
     def _recompute_last(self) -> None:
-        self._last_offset = self.entry(self._entries - 1).offset if self._entries else (
-            self.base_offset
+        self._last_offset = (
+            self.entry(self._entries - 1).offset if self._entries else (self.base_offset)
         )
 
     @property
@@ -75,6 +75,10 @@ class OffsetIndex(MappedIndex):
             raise InvalidOffsetError(
                 f"attempt to append an offset ({offset}) no larger than the last offset "
                 f"appended ({self._last_offset}) to {self._path}"
+            )
+        if not 0 <= position <= INT32_MAX:
+            raise InvalidOffsetError(
+                f"position {position} does not fit a 32-bit .log position in {self._path}"
             )
         rel = self.relative_offset(offset)
         _ENTRY.pack_into(self._mm, self._entries * 8, rel, position)  # type: ignore[arg-type]
