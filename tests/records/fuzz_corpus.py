@@ -617,6 +617,7 @@ def run_all_decoders(data: bytes) -> Outcome:
             assert col_crc.rows == col_all.rows
     if col_crc.error is None:
         assert col_all.error is None and col_crc.rows == col_all.rows
+        assert obj_crc.iter_error is None, f"only the object walk failed: {obj_crc.iter_error!r}"
     # columnar: including control batches never makes a valid range invalid the other way round
     if col_all.error is None:
         assert col_skip.error is None

@@ -1,4 +1,4 @@
-"""Fuzzing every decoder with mutated valid log bytes: only kafkalog errors, no hang, bounded memory.
+"""Fuzzing the decoders with mutated valid log bytes: only kafkalog errors, no hang, bounded memory.
 
 Seeds (``fuzz_corpus.SEEDS``) are valid logs written by kafkalog's encoders (v2 with every codec,
 control batches, ``encode_arrow``, magic 0/1 message sets) and cut from real Kafka-written
@@ -25,19 +25,23 @@ more. Examples have a 2 s deadline (the numba kernels are compiled/loaded by a w
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import faulthandler
 import gc
 import os
 import resource
+import shutil
 import signal
 import struct
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -56,6 +60,7 @@ from fuzz_corpus import (
     fix_inner_crcs,
     put_int,
     run_all_decoders,
+    run_columnar,
     seed_problems,
     varint_fields,
     zigzag_varint,
@@ -65,21 +70,27 @@ from hypothesis import strategies as st
 
 from kafkalog.errors import (
     BatchTooLargeError,
+    CompressionError,
     CorruptRecordError,
     IncompleteTailError,
+    KafkalogError,
 )
 from kafkalog.records import (
+    ControlType,
     LegacyEntry,
     Limits,
     LogReader,
     Record,
+    RecordBatch,
     decode_range,
     encode_batch,
+    encode_control_batch,
     encode_message,
 )
 from kafkalog.records import compression as codecs
 from kafkalog.records.batch import HEADER_SIZE, assemble_batch
 from kafkalog.records.crc import crc32c
+from kafkalog.records.reader import read_only_buffer
 
 # ---------------------------------------------------------------------------------------------
 # settings
@@ -125,6 +136,24 @@ def _watchdog() -> Iterator[None]:
     faulthandler.cancel_dump_traceback_later()
 
 
+FUZZ_PEAK_RSS = 128 << 20
+
+
+@pytest.fixture
+def peak_rss_guard() -> Iterator[None]:
+    """No fuzz example may make the process's resident set jump: inputs are a few KB and every
+    decompression of them is bounded by a few MiB, so a peak far above the start is a leak or an
+    unbounded allocation (measured as VmHWM, reset at the start; Linux only)."""
+    _release_free_memory()
+    if not _reset_peak_rss():
+        yield
+        return
+    before = _status_kib("VmRSS") or 0
+    yield
+    growth = ((_status_kib("VmHWM") or 0) - before) * 1024
+    assert growth <= FUZZ_PEAK_RSS, f"peak RSS grew by {growth / 2**20:.0f} MiB during fuzzing"
+
+
 class DecoderTimeout(Exception):
     pass
 
@@ -150,9 +179,9 @@ def decode_everything(data: bytes) -> Outcome:
         return run_all_decoders(data)
 
 
-# warm-up: loads/compiles the numba kernels and every codec before any deadline is measured
-for _name in SEED_NAMES:
-    run_all_decoders(SEEDS[_name].data)
+# warm-up: loads/compiles the numba kernels and every codec before any deadline is measured;
+# the seeds' decoded outcomes are the reference for the truncation tests
+_FULL = {name: run_all_decoders(SEEDS[name].data) for name in SEED_NAMES}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,18 +189,24 @@ for _name in SEED_NAMES:
 
 
 def known_disagreement(out: Outcome) -> str | None:
-    """The name of a known object-vs-columnar disagreement explaining ``out``, if any."""
+    """The name of a known object-vs-columnar disagreement explaining ``out``, if any.
+
+    Each has a failing regression test below; once fixed, its clause here can go.
+    """
+    int64 = range(-(2**63), 2**63)
+    if any(r[0] not in int64 or r[1] not in int64 for r in out.obj.rows(control=True)):
+        return "int64-overflow"  # test_regression_v2_offset_or_timestamp_beyond_int64_...
     err = out.obj.iter_error or next(
         (e.error for e in out.obj.entries if e.error is not None and not e.is_control), None
     )
     if err is not None and "header key is not valid UTF-8" in err.reason:
-        return "header-key-utf8"
+        return "header-key-utf8"  # test_regression_invalid_utf8_header_key_...
     col = out.col_skip.error
     if col is not None and out.obj.complete_data and col.position is not None:
         starts = [e.position for e in out.obj.entries] + [len(out.data)]
         for e, end in zip(out.obj.entries, starts[1:], strict=False):
             if e.is_control and e.position <= col.position < end:
-                return "skipped-control-batch-header-checked"
+                return "skipped-control-batch"  # test_regression_skipped_control_batches_...
     return None
 
 
@@ -428,22 +463,65 @@ def test_seeds_cover_every_codec_and_magic() -> None:
 # mutation fuzzing
 
 
+def _crc_covered(entry: Any) -> bytes:
+    return bytes(entry.buffer[17 if isinstance(entry, RecordBatch) else 12 :])
+
+
+#: The CRC-covered bytes (stored CRC included) of every seed entry.
+SEED_COVERED = {_crc_covered(entry) for seed in SEEDS.values() for entry in LogReader(seed.data)}
+
+
+@pytest.mark.usefixtures("peak_rss_guard")
 @fuzz(3000)
 @given(raw_mutation())
 def test_raw_mutations(data: bytes) -> None:
-    assert_agree(decode_everything(data))
+    out = decode_everything(data)
+    assert_agree(out)
+    # An entry that passes CRC verification after a random mutation has the covered bytes of
+    # some seed entry (moved, duplicated or with only baseOffset/epoch changed): anything else
+    # would be a 2^-32 CRC collision, i.e. never in a derandomized run.
+    with contextlib.suppress(KafkalogError):
+        for entry in LogReader(data, path=PATH, verify_crc=True):
+            assert _crc_covered(entry) in SEED_COVERED, "mutated entry passed CRC verification"
 
 
+@pytest.mark.usefixtures("peak_rss_guard")
 @fuzz(2500)
 @given(fixed_mutation())
 def test_mutations_with_fixed_crc(data: bytes) -> None:
     assert_agree(decode_everything(data))
 
 
+@pytest.mark.usefixtures("peak_rss_guard")
 @fuzz(1500)
 @given(inner_mutation())
 def test_mutations_inside_compressed_payloads(data: bytes) -> None:
     assert_agree(decode_everything(data))
+
+
+_FILES = Path(tempfile.mkdtemp(prefix="kafkalog-fuzz-"))
+atexit.register(shutil.rmtree, _FILES, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("peak_rss_guard")
+@fuzz(300)
+@given(st.one_of(raw_mutation(), fixed_mutation()))
+def test_file_backed_decoding_names_the_file(data: bytes) -> None:
+    """The same contract through ``LogReader.open`` / ``read_only_buffer`` (read-only mmap)."""
+    path = _FILES / "00000000000000000042.log"
+    path.write_bytes(data)
+    where = str(path)
+    try:
+        for entry in LogReader.open(path, verify_crc=True):
+            entry.records()
+    except KafkalogError as exc:
+        assert isinstance(exc, CorruptRecordError) and exc.path == where and where in str(exc)
+        assert exc.position is not None and 0 <= exc.position <= len(data)
+    try:
+        decode_range(read_only_buffer(path), path=where, include_headers=True)
+    except KafkalogError as exc:
+        assert isinstance(exc, CorruptRecordError) and where in str(exc)
+        assert exc.position is not None and 0 <= exc.position <= len(data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -456,9 +534,7 @@ def truncation(draw: Any) -> tuple[str, int]:
     return name, draw(st.integers(0, len(SEEDS[name].data)))
 
 
-_FULL = {name: run_all_decoders(SEEDS[name].data) for name in SEED_NAMES}
-
-
+@pytest.mark.usefixtures("peak_rss_guard")
 @fuzz(800)
 @given(truncation())
 def test_truncation_is_an_incomplete_tail_not_corruption(case: tuple[str, int]) -> None:
@@ -541,6 +617,7 @@ def covered_burst(draw: Any) -> tuple[str, int, bytes]:
     return name, k, seed.data[:start] + new + seed.data[start + width :]
 
 
+@pytest.mark.usefixtures("peak_rss_guard")
 @fuzz(1000)
 @given(covered_burst())
 def test_crc_verification_rejects_damage_to_covered_bytes(case: tuple[str, int, bytes]) -> None:
@@ -560,6 +637,7 @@ def test_crc_verification_rejects_damage_to_covered_bytes(case: tuple[str, int, 
 V2_ENTRIES = [(n, i) for n in SEED_NAMES for i, e in enumerate(SEEDS[n].entries) if e.magic >= 2]
 
 
+@pytest.mark.usefixtures("peak_rss_guard")
 @fuzz(300)
 @given(
     st.sampled_from(V2_ENTRIES),
@@ -767,6 +845,34 @@ def test_decompression_bombs_are_bounded(bomb: str, limits: Limits | None) -> No
             assert "limit" in info.value.reason, info.value.reason
 
 
+MEDIUM_LIMITS = Limits(min_decompressed_allowance=64 * MiB, max_decompressed_bytes=64 * MiB)
+ACCEPTED_SIZE = 56 * MiB
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_decompression_within_the_limit_peaks_near_the_limit(codec: int) -> None:
+    """A payload inside the bound (56 MiB of zeros, bound 64 MiB) is inflated, then rejected as
+    records; peak memory must stay near the bound, not at a multiple of it (copies of the
+    decompressed output count: they are what makes the bound meaningful)."""
+    payload = codecs.compress(codec, bytes(ACCEPTED_SIZE))
+    data = v2_batch(payload, codec)
+    bound = MEDIUM_LIMITS.decompressed_bound(len(payload))
+    assert bound == 64 * MiB
+    failures = []
+    for api in ("object", "columnar"):
+        with probe_memory() as mem, pytest.raises(CorruptRecordError) as info:
+            if api == "object":
+                for entry in LogReader(data, path=PATH, limits=MEDIUM_LIMITS):
+                    entry.records(MEDIUM_LIMITS)
+            else:
+                decode_range(data, path=PATH, include_headers=True, limits=MEDIUM_LIMITS)
+        check_error(info.value, data)
+        assert "limit" not in info.value.reason  # the codec accepted it; the records did not
+        if mem.rss_growth > bound + SLACK:
+            failures.append(f"{api}: {mem!r} for {ACCEPTED_SIZE / MiB:.0f} MiB of output")
+    assert not failures, failures
+
+
 def _reseal(buf: bytearray) -> bytes:
     struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
     return bytes(buf)
@@ -842,3 +948,146 @@ def test_absurd_entry_size_is_too_large_not_a_tail(magic: int, at_end: bool) -> 
     assert reader.incomplete_tail.declared_size == 2**31 + 11
     res = decode_range(data, path=PATH, limits=big)
     assert res.batch.num_rows == 0 and res.incomplete_tail == reader.incomplete_tail
+
+
+# ---------------------------------------------------------------------------------------------
+# findings: minimal regression tests (each names the source location and the suggested fix)
+
+
+def _v1_wrapper(inner_offsets: list[int], wrapper_offset: int) -> bytes:
+    inner = b"".join(
+        encode_message(magic=1, key=None, value=b"v%d" % i, timestamp=T0, offset=off)
+        for i, off in enumerate(inner_offsets)
+    )
+    payload = codecs.compress(1, inner, magic=1)
+    return encode_message(
+        magic=1, key=None, value=payload, timestamp=T0, attributes=1, offset=wrapper_offset
+    )
+
+
+def test_regression_legacy_inner_offsets_beyond_int64_do_not_crash_decode_range() -> None:
+    """BUG: ``OverflowError`` escapes ``decode_range`` (columnar.py ``_decode_legacy``:
+    ``pa.array(rows["offset"], pa.int64())``) for a CRC-valid v1 gzip wrapper at offset 2^63-1
+    whose last inner relative offset is -5: ``LegacyEntry.inner_entries`` computes absolute
+    offsets ``base + relative`` = 2^63+4 with Python ints. Fix: reject absolute inner offsets
+    outside [0, 2^63-1] in ``inner_entries`` (CorruptRecordError at the wrapper).
+    """
+    data = _v1_wrapper([0, -5], 2**63 - 1)
+    out = decode_everything(data)
+    for row in out.obj.rows(control=True):
+        assert -(2**63) <= row[0] < 2**63, f"object API offset {row[0]} is not an int64"
+    assert_agree(out)
+
+
+def _resealed_v2(batch: bytes, at: int, fmt: str, value: int) -> bytes:
+    buf = bytearray(batch)
+    struct.pack_into(fmt, buf, at, value)
+    return _reseal(buf)
+
+
+def _int64_overflow_batch(field: str) -> bytes:
+    if field == "offset":  # baseOffset is outside the CRC: only the leader's stamp is off
+        batch = encode_batch([Record.of(b"a", timestamp=T0), Record.of(b"b", timestamp=T0)])
+        return _resealed_v2(batch, 0, ">q", 2**63 - 1)
+    batch = encode_batch([Record.of(b"a", timestamp=0), Record.of(b"b", timestamp=10)])
+    return _resealed_v2(batch, 27, ">q", 2**63 - 5)  # baseTimestamp
+
+
+@pytest.mark.parametrize("field", ["offset", "timestamp"])
+def test_regression_v2_offset_or_timestamp_beyond_int64_decodes_alike(field: str) -> None:
+    """FINDING: base + delta beyond int64. The object API (batch.py ``_decode_record``: ``Record(
+    base_offset + offset_delta, base_ts + ts_delta, ...)``) returns Python ints >= 2^63; the
+    columnar kernel (``_kernels.decode_v2``) wraps to negative int64 (as Java's long arithmetic
+    does). They must agree; suggested fix: raise CorruptRecordError in both when an offset or
+    timestamp leaves int64 (an offset can never legitimately do so).
+    """
+    out = decode_everything(_int64_overflow_batch(field))
+    for row in out.obj.rows(control=True):
+        assert -(2**63) <= row[0] < 2**63 and -(2**63) <= row[1] < 2**63, row
+    assert not out.disagreements, out.disagreements
+
+
+def test_regression_invalid_utf8_header_key_is_read_leniently_by_both_apis() -> None:
+    """FINDING (object vs columnar validity): a header key that is not UTF-8 makes
+    ``RecordBatch.records()`` raise ("header key is not valid UTF-8", batch.py ``_decode_record``)
+    while ``decode_range`` decodes it with U+FFFD replacements (columnar.py ``_headers``).
+    Java (``Utils.utf8`` -> ``new String(bytes, UTF_8)``) is lenient, so the columnar path is
+    right; fix: ``.decode("utf-8", "replace")`` in ``_decode_record``.
+    """
+    batch = bytearray(encode_batch([Record.of(b"v", timestamp=T0, headers=[("\u00e9", b"x")])]))
+    at = bytes(batch).index("\u00e9".encode())
+    batch[at] = 0xFF  # b"\xff\xa9": not UTF-8
+    data = _reseal(batch)
+    res = decode_range(data, path=PATH, include_headers=True)
+    assert res.batch.column("headers").to_pylist() == [[{"key": "\ufffd\ufffd", "value": b"x"}]]
+    (entry,) = LogReader(data, path=PATH, verify_crc=True)
+    (record,) = entry.records()
+    assert record.headers[0].key == "\ufffd\ufffd"
+
+
+def _control_batch_variants() -> dict[str, bytes]:
+    marker = encode_control_batch(
+        ControlType.COMMIT, offset=5, timestamp=T0, producer_id=1, producer_epoch=0
+    )
+    fields = varint_fields(marker[HEADER_SIZE:], 1)
+    out = {}
+    out["negative count"] = _resealed_v2(marker, 57, ">i", -1)
+    out["unknown codec"] = _resealed_v2(marker, 21, ">h", 0x0037)
+    buf = bytearray(marker)
+    buf[HEADER_SIZE + fields[0][0]] = 0x7F  # record length -64
+    out["corrupt record"] = _reseal(buf)
+    buf = bytearray(marker[:HEADER_SIZE] + codecs.compress(3, marker[HEADER_SIZE:])[:-6])
+    struct.pack_into(">h", buf, 21, 0x0033)  # transactional control batch, lz4
+    out["truncated lz4 payload"] = bytes(fix_entry(buf, 2))
+    data = encode_batch([Record.of(b"data", timestamp=T0)], base_offset=0)
+    return {k: data + v for k, v in out.items()}
+
+
+@pytest.mark.parametrize("case", sorted(_control_batch_variants()))
+def test_regression_skipped_control_batches_are_validated_consistently(case: str) -> None:
+    """FINDING: ``decode_range(control_records="skip")`` rejects a corrupt control batch when
+    the damage is in its header (negative count, unknown codec: checked for *all* batches in
+    columnar.py ``_decode_v2`` before the skip filter) but silently accepts it when the damage
+    is in its records or compressed payload (never decoded). Kafka's consumer iterates control
+    batches (to read the marker), so a corrupt control batch is an error there; the issue asks
+    that a corrupt batch raise. Fix: decode skipped control batches too (drop their rows), or
+    at least validate them the same way whatever the damage.
+    """
+    data = _control_batch_variants()[case]
+    include = run_columnar(data, verify_crc=True, control_records="include")
+    skip = run_columnar(data, verify_crc=True, control_records="skip")
+    assert include.error is not None  # corrupt whatever the mode
+    assert skip.error is not None, f"{case}: skipped control batch accepted"
+
+
+def test_regression_short_tail_declared_size_is_read_alike() -> None:
+    """FINDING: for a tail shorter than 18 bytes ``LogReader`` reads the size field as a signed
+    int32 (``IncompleteTail.declared_size`` = -222691328 + 12 here) and ``decode_range`` as
+    unsigned (columnar.py ``decode_range``: ``int.from_bytes(..., "big")`` without
+    ``signed=True``: 4072275968 + 12). Fix: ``signed=True`` (Kafka's size field is an int32).
+    """
+    data = bytes.fromhex("1eb0794270066328f2ba000000000000")
+    reader = LogReader(data, path=PATH)
+    assert list(reader) == []
+    res = decode_range(data, path=PATH)
+    assert reader.incomplete_tail is not None
+    assert res.incomplete_tail == reader.incomplete_tail
+
+
+@pytest.mark.parametrize("api", ["object", "columnar"])
+def test_regression_v2_payload_that_does_not_decompress_raises_compression_error(
+    api: str,
+) -> None:
+    """FINDING (error class): a v2 batch whose payload cannot be decompressed, or decompresses
+    beyond the limit, raises a plain CorruptRecordError (batch.py ``records_area`` and
+    columnar.py ``_decode_v2`` re-raise ``CorruptRecordError``), while legacy wrappers raise
+    ``CompressionError``, the class errors.py documents for exactly this. Fix: raise
+    ``CompressionError`` (a CorruptRecordError subclass) in both v2 paths.
+    """
+    data = v2_batch(_snappy_lie(2**32 - 1), 2)
+    with pytest.raises(CompressionError):
+        if api == "object":
+            for entry in LogReader(data, path=PATH):
+                entry.records()
+        else:
+            decode_range(data, path=PATH)

@@ -197,8 +197,7 @@ def scan_entries(buf, start, end, max_entry, out_pos, out_fields):  # type: igno
 
 @njit(cache=True, nogil=True)
 def decode_v2(  # type: ignore[no-untyped-def]
-    src_a,
-    src_b,
+    srcs,
     b_src,
     b_start,
     b_end,
@@ -225,8 +224,9 @@ def decode_v2(  # type: ignore[no-untyped-def]
 ):
     """Decode the records of many batches straight into Arrow-shaped buffers.
 
-    Each batch's records area lies in ``src_a`` (the file) or ``src_b`` (decompressed payloads)
-    between ``b_start`` and ``b_end``. Header buffers grow on demand and are returned.
+    Each batch's records area lies in ``srcs[b_src[b]]`` (the file is ``srcs[0]``, decompressed
+    payloads follow, so nothing is copied twice) between ``b_start`` and ``b_end``. Header
+    buffers grow on demand and are returned.
     Returns (error, batch, error pos, records, key bytes, value bytes, headers, hk bytes,
     hv bytes, hk_off, hk_data, hv_off, hv_data, hv_valid).
     """
@@ -242,7 +242,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
     hk_off[0] = 0
     hv_off[0] = 0
     for b in range(b_start.shape[0]):
-        buf = src_a if b_src[b] == 0 else src_b
+        buf = srcs[b_src[b]]
         pos = b_start[b]
         end = b_end[b]
         base_off = b_base_offset[b]

@@ -11,11 +11,13 @@ metadata columns.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+from numba.typed import List
 
 from kafkalog.errors import BatchTooLargeError, CorruptRecordError, _PositionedError
 from kafkalog.records import _kernels as K
@@ -89,6 +91,23 @@ def arrow_schema(
 
 
 @dataclass(frozen=True)
+class _Options:
+    """The decode options, carried together through the per-run decoders."""
+
+    schema: pa.Schema
+    path: str | None
+    include_headers: bool
+    metadata: tuple[str, ...]
+    timestamp_unit: TimestampUnit
+    verify_crc: bool
+    control_records: str
+    topic: str | None
+    partition: int | None
+    limits: Limits
+    decompress_threads: int
+
+
+@dataclass(frozen=True)
 class DecodedRange:
     """What :func:`decode_range` read: the records, and where reading stopped and why."""
 
@@ -125,6 +144,7 @@ def decode_range(
     topic: str | None = None,
     partition: int | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    decompress_threads: int = 1,
 ) -> DecodedRange:
     """Decode every complete log entry from ``start`` to ``end`` of ``buffer``.
 
@@ -132,6 +152,8 @@ def decode_range(
     records (transaction markers) are skipped unless ``control_records="include"``. A cut-off
     last entry ends decoding and is reported in ``incomplete_tail``; corruption raises
     :class:`CorruptRecordError` naming ``path`` and the byte position.
+    ``decompress_threads`` > 1 inflates compressed batches on that many threads (zstd and gzip
+    release the GIL); leave it at 1 where every core already runs a task, as under Spark.
     """
     if (topic is None) != (partition is None):
         raise ValueError("give both topic and partition, or neither")
@@ -140,6 +162,19 @@ def decode_range(
         metadata=metadata,
         timestamp_unit=timestamp_unit,
         topic_partition=topic is not None,
+    )
+    opts = _Options(
+        schema,
+        path,
+        include_headers,
+        tuple(metadata),
+        timestamp_unit,
+        verify_crc,
+        control_records,
+        topic,
+        partition,
+        limits,
+        max(1, decompress_threads),
     )
     data = np.frombuffer(buffer, dtype=np.uint8)
     stop = len(data) if end is None else min(end, len(data))
@@ -161,40 +196,8 @@ def decode_range(
         legacy = magics[i] < 2
         while j < n and (magics[j] < 2) == legacy:
             j += 1
-        if legacy:
-            parts.append(
-                _decode_legacy(
-                    data,
-                    positions[i:j],
-                    fields[i:j],
-                    schema,
-                    path,
-                    verify_crc,
-                    limits,
-                    topic,
-                    partition,
-                    timestamp_unit,
-                    metadata,
-                )
-            )
-        else:
-            parts.append(
-                _decode_v2(
-                    data,
-                    positions[i:j],
-                    fields[i:j],
-                    schema,
-                    path,
-                    verify_crc,
-                    control_records,
-                    limits,
-                    topic,
-                    partition,
-                    timestamp_unit,
-                    include_headers,
-                    metadata,
-                )
-            )
+        decode = _decode_legacy if legacy else _decode_v2
+        parts.append(decode(data, positions[i:j], fields[i:j], opts))
         i = j
     if not parts:
         batch = schema.empty_table().to_batches()
@@ -231,26 +234,15 @@ def _scan(
 
 
 def _decode_v2(
-    data: np.ndarray,
-    positions: np.ndarray,
-    fields: np.ndarray,
-    schema: pa.Schema,
-    path: str | None,
-    verify_crc: bool,
-    control_records: str,
-    limits: Limits,
-    topic: str | None,
-    partition: int | None,
-    timestamp_unit: TimestampUnit,
-    include_headers: bool,
-    metadata: Sequence[str],
+    data: np.ndarray, positions: np.ndarray, fields: np.ndarray, opts: _Options
 ) -> pa.RecordBatch:
+    path, limits, include_headers = opts.path, opts.limits, opts.include_headers
     lengths = fields[:, F_LENGTH]
     attrs = fields[:, F_ATTRS]
     counts = fields[:, F_COUNT]
     area_start = positions + HEADER_SIZE
     area_end = positions + LOG_OVERHEAD + lengths
-    if verify_crc:
+    if opts.verify_crc:
         crcs = fields[:, F_CRC]
         for k in range(len(positions)):
             p = int(positions[k])
@@ -277,39 +269,40 @@ def _decode_v2(
             position=int(positions[k]) + 21,
         )
     keep = np.ones(len(positions), bool)
-    if control_records == "skip":
+    if opts.control_records == "skip":
         keep &= (attrs & 0x20) == 0
     idx = np.flatnonzero(keep)
-    src = np.zeros(len(idx), np.int8)
+    src = np.zeros(len(idx), np.int32)
     starts = area_start[idx].copy()
     ends = area_end[idx].copy()
-    # compressed payloads are inflated into one side buffer
-    pieces: list[bytes | memoryview] = []
-    dec_len = 0
-    for k_i, k in enumerate(idx.tolist()):
-        codec = int(codecs[k])
-        if codec == 0:
-            continue
+    # compressed payloads are inflated into buffers of their own, read in place by the kernel
+    srcs = List()
+    srcs.append(_read_only(data))
+    compressed = [(k_i, k) for k_i, k in enumerate(idx.tolist()) if codecs[k] != 0]
+
+    def inflate(item: tuple[int, int]) -> bytes | memoryview:
+        k = item[1]
+        codec = Compression(int(codecs[k]))
         p = int(positions[k])
         body = data[p + HEADER_SIZE : int(area_end[k])]
         try:
-            raw = compression.decompress_buffer(
-                Compression(codec), body, magic=2, limit=limits.decompressed_bound(len(body))
+            return compression.decompress_buffer(
+                codec, body, magic=2, limit=limits.decompressed_bound(len(body))
             )
         except _PositionedError as e:
             raise CorruptRecordError(
-                f"{Compression(codec).label} payload: {e.reason}", path=path, position=p + 61
+                f"{codec.label} payload: {e.reason}", path=path, position=p + HEADER_SIZE
             ) from e
-        src[k_i] = 1
-        starts[k_i] = dec_len
-        dec_len += len(raw)
-        ends[k_i] = dec_len
-        pieces.append(raw)
-    side = _alloc(dec_len, np.uint8)
-    at = 0
-    for piece in pieces:
-        side[at : at + len(piece)] = np.frombuffer(piece, np.uint8)
-        at += len(piece)
+
+    if opts.decompress_threads > 1 and len(compressed) > 1:
+        inflated = list(_pool(opts.decompress_threads).map(inflate, compressed))
+    else:
+        inflated = [inflate(item) for item in compressed]
+    for (k_i, _), raw in zip(compressed, inflated, strict=True):
+        src[k_i] = len(srcs)
+        starts[k_i] = 0
+        ends[k_i] = len(raw)
+        srcs.append(_read_only(np.frombuffer(raw, np.uint8)))
     sel_counts = counts[idx]
     room = ends - starts
     over = np.flatnonzero(sel_counts * MIN_RECORD_SIZE > room)
@@ -334,8 +327,7 @@ def _decode_v2(
     hl_off = _alloc(total + 1 if include_headers else 1, np.int32)
     hcap = max(16, total) if include_headers else 1
     res = K.decode_v2(
-        data,
-        side,
+        srcs,
         src,
         starts,
         ends,
@@ -376,22 +368,41 @@ def _decode_v2(
         _binary(total, key_off, key_data[:kp], key_valid),
         _binary(total, val_off, val_data[:vp], val_valid),
     ]
-    if topic is not None:
-        assert partition is not None
-        columns += _topic_partition(topic, partition, total)
+    if opts.topic is not None:
+        assert opts.partition is not None
+        columns += _topic_partition(opts.topic, opts.partition, total)
     ts_type = np.where(fixed, 1, 0).astype(np.int32)
     columns += [
         pa.array(out_offset, pa.int64()),
-        _timestamps(out_ts, timestamp_unit),
+        _timestamps(out_ts, opts.timestamp_unit),
         pa.array(np.repeat(ts_type, sel_counts), pa.int32()),
     ]
     if include_headers:
         columns.append(
             _headers(total, hl_off, h, hk_off, hk_data[:hkp], hv_off, hv_data[:hvp], hv_valid)
         )
-    for name in metadata:
+    for name in opts.metadata:
         columns.append(_metadata(name, fields[idx], positions[idx], sel_counts))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.RecordBatch.from_arrays(columns, schema=opts.schema)
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A shared pool per size: zstd and zlib release the GIL while inflating, so batches of a
+    range can be decompressed on several cores."""
+    pool = _POOLS.get(threads)
+    if pool is None:
+        pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-inflate")
+    return pool
+
+
+def _read_only(arr: np.ndarray) -> np.ndarray:
+    """A read-only view: every source handed to the kernel must have the same numba type."""
+    view = arr.view()
+    view.flags.writeable = False
+    return view
 
 
 def _alloc(n: int, dtype: type) -> np.ndarray:
@@ -483,19 +494,16 @@ def _metadata(name: str, fields: np.ndarray, positions: np.ndarray, counts: np.n
 
 
 def _decode_legacy(
-    data: np.ndarray,
-    positions: np.ndarray,
-    fields: np.ndarray,
-    schema: pa.Schema,
-    path: str | None,
-    verify_crc: bool,
-    limits: Limits,
-    topic: str | None,
-    partition: int | None,
-    timestamp_unit: TimestampUnit,
-    metadata: Sequence[str],
+    data: np.ndarray, positions: np.ndarray, fields: np.ndarray, opts: _Options
 ) -> pa.RecordBatch:
     """Magic 0/1 entries are rare (logs older than Kafka 0.11): decoded through the object API."""
+    schema, path, limits, verify_crc = opts.schema, opts.path, opts.limits, opts.verify_crc
+    topic, partition, timestamp_unit, metadata = (
+        opts.topic,
+        opts.partition,
+        opts.timestamp_unit,
+        opts.metadata,
+    )
     start = int(positions[0])
     end = int(positions[-1] + LOG_OVERHEAD + fields[-1, F_LENGTH])
     reader = LogReader(
