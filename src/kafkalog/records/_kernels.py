@@ -27,8 +27,12 @@ ERR_BATCH_TRAILING = 9
 ERR_ENTRY_SIZE = 10
 ERR_ENTRY_TOO_LARGE = 11
 ERR_BATCH_LENGTH = 12
+ERR_OVERFLOW = 13
+ERR_MAGIC = 14
 
 _U32 = np.int64(0xFFFFFFFF)
+_I64_MAX = np.int64(2**63 - 1)
+_I64_MIN = np.int64(-(2**63))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -172,6 +176,8 @@ def scan_entries(buf, start, end, max_entry, out_pos, out_fields):  # type: igno
         if size > remaining - 12:
             return OK, n, pos, -1
         magic = np.int64(buf[pos + 16])
+        if magic >= 128:  # Java reads it as a signed byte: negative, and no known format
+            return ERR_MAGIC, n, pos, pos + 16
         f = out_fields[n]
         f[0] = _be_i64(buf, pos)
         f[1] = size
@@ -604,6 +610,29 @@ def decode_v2(  # type: ignore[no-untyped-def]
                 )
             if want_headers:
                 hl_off[n + 1] = h
+            # Python's object API has unbounded ints; the columns wrap. Both refuse instead.
+            if ((od > 0 and base_off > _I64_MAX - od) or (od < 0 and base_off < _I64_MIN - od)) or (
+                not fixed
+                and (
+                    (tsd > 0 and base_ts > _I64_MAX - tsd) or (tsd < 0 and base_ts < _I64_MIN - tsd)
+                )
+            ):
+                return (
+                    ERR_OVERFLOW,
+                    b,
+                    rstart,
+                    n,
+                    kp,
+                    vp,
+                    h,
+                    hkp,
+                    hvp,
+                    hk_off,
+                    hk_data,
+                    hv_off,
+                    hv_data,
+                    hv_valid,
+                )
             out_offset[n] = base_off + od
             out_ts[n] = fixed_ts if fixed else base_ts + tsd
             n += 1

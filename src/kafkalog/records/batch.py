@@ -11,7 +11,12 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from kafkalog.errors import CorruptRecordError, InvalidRecordError, _PositionedError
+from kafkalog.errors import (
+    CompressionError,
+    CorruptRecordError,
+    InvalidRecordError,
+    _PositionedError,
+)
 from kafkalog.records import compression as _compression
 from kafkalog.records.crc import crc32c
 from kafkalog.records.model import (
@@ -39,6 +44,8 @@ ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
@@ -185,11 +192,11 @@ class RecordBatch:
         if codec is Compression.NONE:
             return body
         try:
-            return _compression.decompress(
+            return _compression.decompress_buffer(
                 codec, body, magic=2, limit=limits.decompressed_bound(len(body))
             )
         except _PositionedError as e:
-            raise CorruptRecordError(
+            raise CompressionError(
                 f"{codec.label} payload: {e.reason}"
                 + ("" if e.position is None else f" (at byte {e.position} of the payload)"),
                 path=self.path,
@@ -296,10 +303,8 @@ def _decode_record(
         hk_len, pos = read_varint(area, pos, rec_end)
         if hk_len < 0 or pos + hk_len > rec_end:
             raise CorruptRecordError(f"invalid header key length {hk_len}", position=start)
-        try:
-            hkey = bytes(area[pos : pos + hk_len]).decode("utf-8")
-        except UnicodeDecodeError:
-            raise CorruptRecordError("header key is not valid UTF-8", position=start) from None
+        # Java decodes header keys leniently (invalid UTF-8 becomes U+FFFD); so do we.
+        hkey = bytes(area[pos : pos + hk_len]).decode("utf-8", "replace")
         pos += hk_len
         hv_len, pos = read_varint(area, pos, rec_end)
         hval: bytes | None = None
@@ -319,10 +324,13 @@ def _decode_record(
             position=start,
         )
     seq = _increment_sequence(base_seq, offset_delta) if base_seq != NO_SEQUENCE else NO_SEQUENCE
-    return (
-        Record(base_offset + offset_delta, base_ts + ts_delta, key, value, tuple(headers), seq),
-        rec_end,
-    )
+    offset = base_offset + offset_delta
+    timestamp = base_ts + ts_delta
+    if not INT64_MIN <= offset <= INT64_MAX or not INT64_MIN <= timestamp <= INT64_MAX:
+        raise CorruptRecordError(
+            "record offset or timestamp delta overflows 64 bits", position=start
+        )
+    return Record(offset, timestamp, key, value, tuple(headers), seq), rec_end
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ metadata columns.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,7 +19,12 @@ import numpy as np
 import pyarrow as pa
 from numba.typed import List
 
-from kafkalog.errors import BatchTooLargeError, CorruptRecordError, _PositionedError
+from kafkalog.errors import (
+    BatchTooLargeError,
+    CompressionError,
+    CorruptRecordError,
+    _PositionedError,
+)
 from kafkalog.records import _kernels as K
 from kafkalog.records import compression
 from kafkalog.records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_RECORD_SIZE
@@ -60,6 +65,8 @@ _KERNEL_ERRORS = {
     K.ERR_ENTRY_SIZE: "record size smaller than the minimum record overhead (14)",
     K.ERR_ENTRY_TOO_LARGE: "entry size exceeds the maximum batch size",
     K.ERR_BATCH_LENGTH: "record batch length smaller than the 49-byte minimum",
+    K.ERR_OVERFLOW: "record offset or timestamp delta overflows 64 bits",
+    K.ERR_MAGIC: "invalid magic byte (negative as Kafka reads it)",
 }
 
 
@@ -226,6 +233,8 @@ def _scan(
         field_chunks.append(out_fields[:count])
         if err != K.OK:
             cls = BatchTooLargeError if err == K.ERR_ENTRY_TOO_LARGE else CorruptRecordError
+            if err == K.ERR_MAGIC:
+                raise cls(_KERNEL_ERRORS[err], path=path, position=err_pos)
             size = int.from_bytes(data[err_pos : err_pos + 4].tobytes(), "big", signed=True)
             raise cls(f"{_KERNEL_ERRORS[err]} (size field {size})", path=path, position=err_pos)
         if count < cap:
@@ -268,10 +277,9 @@ def _decode_v2(
             path=path,
             position=int(positions[k]) + 21,
         )
-    keep = np.ones(len(positions), bool)
-    if opts.control_records == "skip":
-        keep &= (attrs & 0x20) == 0
-    idx = np.flatnonzero(keep)
+    # control batches are decoded (and so validated) like any other; their rows are dropped
+    # afterwards when skipped, as a consumer iterates and then discards them
+    idx = np.arange(len(positions))
     src = np.zeros(len(idx), np.int32)
     starts = area_start[idx].copy()
     ends = area_end[idx].copy()
@@ -290,7 +298,7 @@ def _decode_v2(
                 codec, body, magic=2, limit=limits.decompressed_bound(len(body))
             )
         except _PositionedError as e:
-            raise CorruptRecordError(
+            raise CompressionError(
                 f"{codec.label} payload: {e.reason}", path=path, position=p + HEADER_SIZE
             ) from e
 
@@ -374,7 +382,9 @@ def _decode_v2(
     ts_type = np.where(fixed, 1, 0).astype(np.int32)
     columns += [
         pa.array(out_offset, pa.int64()),
-        _timestamps(out_ts, opts.timestamp_unit),
+        _timestamps(
+            out_ts, opts.timestamp_unit, lambda i: _batch_of(i, sel_counts, positions), path
+        ),
         pa.array(np.repeat(ts_type, sel_counts), pa.int32()),
     ]
     if include_headers:
@@ -383,7 +393,16 @@ def _decode_v2(
         )
     for name in opts.metadata:
         columns.append(_metadata(name, fields[idx], positions[idx], sel_counts))
-    return pa.RecordBatch.from_arrays(columns, schema=opts.schema)
+    batch = pa.RecordBatch.from_arrays(columns, schema=opts.schema)
+    control = (attrs & 0x20) != 0
+    if opts.control_records == "skip" and control.any():
+        batch = batch.filter(pa.array(np.repeat(~control, sel_counts)))
+    return batch
+
+
+def _batch_of(record: int, counts: np.ndarray, positions: np.ndarray) -> int:
+    """Byte position of the batch holding the ``record``-th decoded record."""
+    return int(positions[int(np.searchsorted(np.cumsum(counts), record, side="right"))])
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -431,7 +450,24 @@ def _binary(n: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) ->
     )
 
 
-def _timestamps(ts_ms: np.ndarray, unit: TimestampUnit) -> pa.Array:
+_MAX_US_MS = (2**63 - 1) // 1000
+
+
+def _timestamps(
+    ts_ms: np.ndarray,
+    unit: TimestampUnit,
+    locate: Callable[[int], int] | None = None,
+    path: str | None = None,
+) -> pa.Array:
+    if unit == "us":
+        too_far = np.flatnonzero((ts_ms > _MAX_US_MS) | (ts_ms < -_MAX_US_MS))
+        if too_far.size:
+            i = int(too_far[0])
+            raise CorruptRecordError(
+                f"timestamp {int(ts_ms[i])} ms cannot be represented in microseconds",
+                path=path,
+                position=None if locate is None else locate(i),
+            )
     values = ts_ms if unit == "ms" else ts_ms * 1000
     return pa.Array.from_buffers(
         pa.timestamp(unit, tz="UTC"), len(values), [None, pa.py_buffer(values)]
@@ -516,6 +552,12 @@ def _decode_legacy(
             rows["key"].append(rec.key)
             rows["value"].append(rec.value)
             rows["offset"].append(rec.offset)
+            if timestamp_unit == "us" and abs(rec.timestamp) > _MAX_US_MS:
+                raise CorruptRecordError(
+                    f"timestamp {rec.timestamp} ms cannot be represented in microseconds",
+                    path=path,
+                    position=entry.position,
+                )
             ts = rec.timestamp if timestamp_unit == "ms" else rec.timestamp * 1000
             rows["timestamp"].append(ts)
             rows["timestampType"].append(int(ts_type))
@@ -538,6 +580,7 @@ def _decode_legacy(
     arrays = []
     for f in schema:
         if f.name == "timestamp":
+            # already scaled to the unit above (range-checked), so the cast only relabels
             arrays.append(pa.array(np.asarray(rows["timestamp"], np.int64)).cast(f.type))
         else:
             arrays.append(pa.array(rows[f.name], f.type))

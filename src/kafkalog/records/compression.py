@@ -23,7 +23,6 @@ from typing import Any, TypeAlias
 
 import cramjam
 import numpy as np
-import pyarrow as pa
 import xxhash
 import zstandard
 from numpy.typing import NDArray
@@ -70,10 +69,11 @@ def _alloc(size: int) -> memoryview:
 
     An upper bound can be far above the real output (a zstd frame without content size reserves
     128 KiB per compressed block, an LZ4 block 255x its size); untouched pages cost neither
-    time nor resident memory.  It comes from Arrow's memory pool, which keeps freed pages, so
-    batch after batch reuses memory already faulted in.  The view keeps the buffer alive.
+    time nor resident memory.  Plain ``malloc`` (not Arrow's caching pool): large blocks go back
+    to the OS when freed, so a reserved-but-unused bound never lingers in the resident set.
+    The view keeps the array alive.
     """
-    return np.frombuffer(pa.allocate_buffer(max(size, 1)), dtype=np.uint8)[:size].data
+    return np.empty(size, dtype=np.uint8).data
 
 
 def _limit_error(
@@ -101,6 +101,7 @@ _FCOMMENT = 0x10
 #: cost O(N * len(data)).  Starting small and doubling keeps the waste proportional to the member.
 _GZIP_FIRST_FEED = 4096
 _GZIP_MAX_FEED = 1 << 22
+_GZIP_CHUNK = 1 << 20
 
 
 def _gzip_compress(data: BytesLike, level: int | None) -> bytes:
@@ -181,7 +182,7 @@ def _gzip_decompress(view: memoryview, magic: int, limit: int) -> bytes | memory
     n = len(view)
     if n == 0:
         raise CompressionError("empty gzip stream", position=0)
-    parts: list[bytes] = []
+    out_buf = _alloc(limit)  # untouched pages cost nothing until written
     produced = 0
     pos = 0
     first = True
@@ -205,8 +206,10 @@ def _gzip_decompress(view: memoryview, magic: int, limit: int) -> bytes | memory
                 feed_pos += len(pending)
                 feed = min(feed * 2, _GZIP_MAX_FEED)
             room = limit - produced
+            # small chunks copied into one buffer: peak memory stays near the output itself
+            chunk = min(room, _GZIP_CHUNK) if room > 0 else 1
             try:
-                out = inflater.decompress(pending, room if room > 0 else 1)
+                out = inflater.decompress(pending, chunk)
             except zlib.error as exc:
                 raise CompressionError(
                     f"gzip member at byte {pos}: corrupt deflate data ({exc})", position=body
@@ -214,15 +217,15 @@ def _gzip_decompress(view: memoryview, magic: int, limit: int) -> bytes | memory
             if out:
                 if room <= 0:
                     raise _limit_error("gzip", limit, body)
+                out_buf[produced : produced + len(out)] = out
                 produced += len(out)
                 member_out += len(out)
                 crc = zlib.crc32(out, crc)
-                parts.append(out)
             if inflater.eof:
                 break
             pending = inflater.unconsumed_tail
             # zlib can still have output buffered when it stopped because max_length was reached.
-            need_input = not pending and not (room > 0 and len(out) == room)
+            need_input = not pending and len(out) < chunk
         end = feed_pos - len(inflater.unused_data)
         if n - end < 8:
             raise CompressionError(
@@ -244,9 +247,7 @@ def _gzip_decompress(view: memoryview, magic: int, limit: int) -> bytes | memory
         pos = end + 8
         if pos >= n:
             break
-    if len(parts) == 1:
-        return parts[0]
-    return b"".join(parts)
+    return out_buf[:produced]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -326,7 +326,7 @@ class LegacyEntry:
             return [Record(self.offset, self.timestamp, self.key, self.value)]
         return [Record(e.offset, e.timestamp, e.key, e.value) for e in self.inner_entries(limits)]
 
-    def decompressed_value(self, limits: Limits = DEFAULT_LIMITS) -> bytes:
+    def decompressed_value(self, limits: Limits = DEFAULT_LIMITS) -> bytes | memoryview:
         """A wrapper's value, decompressed (bounded by ``limits``): the inner log entries."""
         codec = self.compression
         if codec is Compression.NONE:
@@ -340,7 +340,7 @@ class LegacyEntry:
             raise self._error("compressed wrapper message has a null value", self.value_size_offset)
         payload_at = self.value_size_offset + 4
         try:
-            return _codecs.decompress(
+            return _codecs.decompress_buffer(
                 codec,
                 self.value,
                 magic=self.magic,
@@ -393,6 +393,8 @@ class LegacyEntry:
         out: list[LegacyEntry] = []
         for inner in raw:
             absolute = base + inner.offset if self.magic == 1 else inner.offset
+            if not -(2**63) <= absolute < 2**63:
+                raise self._error(f"inner message offset {absolute} does not fit a 64-bit offset")
             if inner.magic == 1:
                 ts = (
                     self.timestamp

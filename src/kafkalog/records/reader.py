@@ -115,7 +115,14 @@ class LogReader:
             if size > remaining - LOG_OVERHEAD:
                 self._tail(pos, size + LOG_OVERHEAD, remaining)
                 return
-            entry = self._parse(pos, buf[pos + MAGIC_OFFSET])
+            magic = buf[pos + MAGIC_OFFSET]
+            if magic >= 128:  # Java reads the magic as a signed byte: no format is negative
+                raise CorruptRecordError(
+                    f"invalid magic byte {magic - 256} (negative as Kafka reads it)",
+                    path=self.path,
+                    position=pos + MAGIC_OFFSET,
+                )
+            entry = self._parse(pos, magic)
             if self.verify_crc:
                 entry.ensure_valid()
             yield entry
