@@ -65,6 +65,43 @@ def search(buf, entries, entry_size, offset, width, target, kind, warm_entries):
 
 
 @njit(cache=True, nogil=True)
+def offset_floor(buf, entries, target):  # type: ignore[no-untyped-def]
+    """OffsetIndex.lookup in one call with few arguments (dispatch cost dominates a single
+    lookup): the floor slot for a relative offset, with that entry's two fields."""
+    slot = search(buf, entries, 8, 0, 4, target, LLB, WARM_BYTES // 8)
+    if slot < 0:
+        return slot, 0, 0
+    return slot, _field(buf, slot, 8, 0, 4), _field(buf, slot, 8, 4, 4)
+
+
+@njit(cache=True, nogil=True)
+def time_floor(buf, entries, target):  # type: ignore[no-untyped-def]
+    """TimeIndex.lookup in one call: the floor slot for a timestamp, with its two fields."""
+    slot = search(buf, entries, 12, 0, 8, target, LLB, WARM_BYTES // 12)
+    if slot < 0:
+        return slot, 0, 0
+    return slot, _field(buf, slot, 12, 0, 8), _field(buf, slot, 12, 8, 4)
+
+
+@njit(cache=True, nogil=True)
+def floor_sorted_fields(  # type: ignore[no-untyped-def]
+    buf, entries, entry_size, key_off, key_width, val_off, val_width, targets, out_key, out_val
+):
+    """Floor lookups for ascending targets with both fields gathered (-1 slots give -1, -1)."""
+    slots = np.empty(targets.shape[0], np.int64)
+    floor_sorted(buf, entries, entry_size, key_off, key_width, targets, slots)
+    for i in range(targets.shape[0]):
+        s = slots[i]
+        if s < 0:
+            out_key[i] = -1
+            out_val[i] = -1
+        else:
+            out_key[i] = _field(buf, s, entry_size, key_off, key_width)
+            out_val[i] = _field(buf, s, entry_size, val_off, val_width)
+    return slots
+
+
+@njit(cache=True, nogil=True)
 def search_many(buf, entries, entry_size, offset, width, targets, kind, warm_entries, out):  # type: ignore[no-untyped-def]
     """:func:`search` for every target, in one call (the vectorised form the Spark path uses)."""
     for i in range(targets.shape[0]):

@@ -209,6 +209,35 @@ class MappedIndex:
         )
         return out
 
+    def _floors(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Floor slots of many key targets with both fields of each found entry."""
+        targets = np.ascontiguousarray(targets, np.int64)
+        if len(targets) >= _SORTED_BATCH and self._ordered():
+            order = np.argsort(targets)
+            keys = np.empty(len(targets), np.int64)
+            values = np.empty(len(targets), np.int64)
+            slots = _search.floor_sorted_fields(
+                self._buf,
+                self._entries,
+                self.ENTRY_SIZE,
+                self.KEY_OFFSET,
+                self.KEY_WIDTH,
+                self.VALUE_OFFSET,
+                self.VALUE_WIDTH,
+                targets[order],
+                keys,
+                values,
+            )
+            out_slots = np.empty_like(slots)
+            out_keys = np.empty_like(keys)
+            out_values = np.empty_like(values)
+            out_slots[order] = slots
+            out_keys[order] = keys
+            out_values[order] = values
+            return out_slots, out_keys, out_values
+        slots = self._slots(targets, True, _search.LLB)
+        return slots, self._fields(slots, True), self._fields(slots, False)
+
     def _ordered(self) -> bool:
         """Whether the keys strictly increase (true unless a crashed file was opened writable
         and its zero tail taken for entries, as Kafka does); checked once, then kept up."""

@@ -88,10 +88,12 @@ class OffsetIndex(MappedIndex):
     # -- lookups ----------------------------------------------------------------------------------
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Greatest indexed offset <= target and its position, or (base offset, 0)."""
-        slot = self._slot(target_offset - self.base_offset, True, _search.LLB)
+        slot, rel, pos = _search.offset_floor(
+            self._buf, self._entries, target_offset - self.base_offset
+        )
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
-        return self.entry(slot)
+        return OffsetPosition(self.base_offset + rel, pos)
 
     def lookup_ceiling(self, target_offset: int) -> OffsetPosition | None:
         """Kafka's smallest-upper-bound search by offset (None when no entry is >= target).
@@ -113,9 +115,7 @@ class OffsetIndex(MappedIndex):
     def lookup_many(self, target_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`lookup` for many targets at once: (offsets, positions) arrays."""
         targets = np.asarray(target_offsets, np.int64) - self.base_offset
-        slots = self._slots(targets, True, _search.LLB)
-        rel = self._fields(slots, True)
-        pos = self._fields(slots, False)
+        slots, rel, pos = self._floors(targets)
         missing = slots < 0
         offsets = np.where(missing, self.base_offset, rel + self.base_offset)
         positions = np.where(missing, 0, pos)

@@ -103,16 +103,14 @@ class TimeIndex(MappedIndex):
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the greatest timestamp <= target, or (-1, base offset)."""
-        slot = self._slot(target_timestamp, True, _search.LLB)
+        slot, ts, rel = _search.time_floor(self._buf, self._entries, target_timestamp)
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return self.entry(slot)
+        return TimestampOffset(ts, self.base_offset + rel)
 
     def lookup_many(self, target_timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`lookup` for many targets at once: (timestamps, offsets) arrays."""
-        slots = self._slots(np.asarray(target_timestamps, np.int64), True, _search.LLB)
-        ts = self._fields(slots, True)
-        rel = self._fields(slots, False)
+        slots, ts, rel = self._floors(np.asarray(target_timestamps, np.int64))
         missing = slots < 0
         return (
             np.where(missing, NO_TIMESTAMP, ts),
