@@ -876,3 +876,12 @@ def test_random_bytes_only_raise_compression_error(codec: Compression, junk: byt
         except CompressionError:
             continue
         assert len(out) <= 1000
+
+
+def test_zstd_truncated_frame_header_position_inside_data() -> None:
+    """Regression (found by hypothesis): a header cut inside its dictionary-id field reported a
+    position past the end of the data."""
+    data = b"\x28\xb5\x2f\xfd\x03\x00"
+    with pytest.raises(CompressionError, match="truncated frame header") as info:
+        decompress(Compression.ZSTD, data, limit=100)
+    assert info.value.position is not None and info.value.position <= len(data)

@@ -623,6 +623,9 @@ def _zstd_scan_frame(view: memoryview, pos: int, n: int) -> tuple[_ZstdFrame, in
     fcs_size = _FCS_SIZES[fhd >> 6]
     if single_segment and fcs_size == 0:
         fcs_size = 1
+    header_len = 5 + (0 if single_segment else 1) + _DID_SIZES[fhd & 0x03] + fcs_size
+    if n - pos < header_len:
+        raise CompressionError("zstd frame: truncated frame header", position=pos)
     p = pos + 5
     window = 0
     if not single_segment:
