@@ -11,10 +11,15 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Union
 
-from kafkalog.errors import BatchTooLargeError, CorruptRecordError, IncompleteTailError
+from kafkalog.errors import (
+    BatchTooLargeError,
+    CorruptRecordError,
+    IncompleteTailError,
+    _PositionedError,
+)
 from kafkalog.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
@@ -54,7 +59,9 @@ class LogReader:
     After iteration, :attr:`incomplete_tail` tells whether the data ended mid-entry and
     :attr:`end_position` where the last complete entry ended. With ``strict_tail=True`` a cut-off
     tail raises :class:`IncompleteTailError` instead. ``verify_crc`` checks every entry's CRC
-    while walking (Kafka's readers leave that to the consumer).
+    while walking (Kafka's readers leave that to the consumer). ``base_position`` is where the
+    buffer starts in its file: entry positions, the tail and errors are reported in file terms,
+    so a file can be walked in chunks.
     """
 
     def __init__(
@@ -67,7 +74,9 @@ class LogReader:
         limits: Limits = DEFAULT_LIMITS,
         verify_crc: bool = False,
         strict_tail: bool = False,
+        base_position: int = 0,
     ) -> None:
+        self.base_position = base_position
         self.buffer = memoryview(buffer)
         self.path = path
         self.start = start
@@ -84,6 +93,24 @@ class LogReader:
         return cls(read_only_buffer(path), path=os.fspath(path), **kwargs)  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[LogEntry]:
+        if not self.base_position:
+            yield from self._walk()
+            return
+        base = self.base_position
+        try:
+            for entry in self._walk():
+                yield replace(entry, position=entry.position + base)
+        except _PositionedError as e:
+            raise e.located(self.path, base) from e
+        finally:
+            self.end_position += base
+            if self.incomplete_tail is not None:
+                tail = self.incomplete_tail
+                self.incomplete_tail = IncompleteTail(
+                    tail.position + base, tail.declared_size, tail.available
+                )
+
+    def _walk(self) -> Iterator[LogEntry]:
         buf = self.buffer
         pos = self.start
         end = self.end

@@ -1,0 +1,692 @@
+"""One partition directory as Kafka keeps it (spec §7): ordered segments, offsets assigned on
+append, reads across segments, time lookups, rolling, retention, truncation and recovery.
+
+A :class:`Log` opened ``writable=False`` never writes, renames, trims or locks anything, so it
+can be pointed at a running broker's directory; the active segment growing while it is read is
+expected (a cut-off trailing batch is simply the end, for now).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import struct
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError, ReadOnlyError
+from kafkalog.log.layout import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    is_segment_log,
+    offset_from_filename,
+    parse_partition_dir,
+)
+from kafkalog.log.segment import (
+    LogSegment,
+    RollParams,
+    SegmentConfig,
+    TimestampAndOffset,
+    TxnState,
+)
+from kafkalog.records import LogReader, Record, RecordBatch, TimestampType, encode_batch
+from kafkalog.records.batch import ATTR_TIMESTAMP_TYPE, ATTRIBUTES_OFFSET, CRC_OFFSET
+from kafkalog.records.crc import crc32c
+from kafkalog.records.reader import LogEntry
+from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+_BASE_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+_MAX_TS = struct.Struct(">q")
+_ATTRS = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """What an append stored: its offsets and the largest timestamp (with its offset)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    batches: int
+    size: int
+
+
+class Log:
+    """A partition log: ``<topic>-<partition>`` directory of segments."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        config: SegmentConfig | None = None,
+        *,
+        writable: bool = True,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        had_clean_shutdown: bool = False,
+        clock: Callable[[], float] = time.time,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        from kafkalog.log.config import TopicConfig
+
+        self.directory = os.fspath(directory)
+        self.topic, self.partition = parse_partition_dir(self.directory)
+        self.config: Any = config if config is not None else TopicConfig()
+        self.writable = writable
+        self.clock = clock
+        self.limits = limits
+        self._bases: list[int] = []
+        self._segments: dict[int, LogSegment] = {}
+        self._txn_state = TxnState()
+        self.leader_epochs: Any = None
+        self._lock: Any = None
+        if writable:
+            from kafkalog.log.lock import DirectoryLock, LockedError, broker_holds
+
+            parent = os.path.dirname(os.path.abspath(self.directory))
+            if not os.path.isdir(self.directory) and broker_holds(parent):
+                raise LockedError(  # refuse before creating anything in a broker's directory
+                    self.directory,
+                    f"refusing to create it: a Kafka broker holds {parent}/.lock",
+                    broker=True,
+                )
+            os.makedirs(self.directory, exist_ok=True)
+            self._lock = DirectoryLock(self.directory)
+            self._lock.acquire()  # one writer per partition: a second one gets a clear error
+        elif not os.path.isdir(self.directory):
+            raise FileNotFoundError(f"no partition directory {self.directory}")
+        try:
+            self._load(recovery_point, log_start_offset, had_clean_shutdown)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # -- loading (spec §7.9) --------------------------------------------------------------------
+    def _load(self, recovery_point: int, log_start: int | None, clean: bool) -> None:
+        names = sorted(os.listdir(self.directory))
+        if self.writable:
+            names = self._remove_temp_files(names)
+        logs = sorted((offset_from_filename(n), n) for n in names if is_segment_log(n))
+        if self.writable:
+            for n in names:
+                stem, _, suffix = n.partition(".")
+                index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+                if index_file and stem.isdigit() and stem + LOG_SUFFIX not in names:
+                    os.remove(os.path.join(self.directory, n))  # orphaned index
+        for base, _name in logs:
+            seg = self._open_segment(base, exists=True)
+            if self.writable and not os.path.exists(seg.offset_index.path):
+                seg.recover(self._leader_epoch_cache_or_none(), self._txn_state)
+            self._add(seg)
+        self._load_leader_epochs()
+        if self.writable and not clean:
+            self._recover(recovery_point)
+        if not self._bases:
+            if not self.writable:
+                self.recovery_point = self.log_start_offset = self.log_end_offset = log_start or 0
+                return
+            self._add(self._open_segment(log_start or 0, exists=False))
+        active = self.active_segment
+        if self.writable:
+            active.offset_index.get().resize(self.config.segment_index_bytes)
+            active.time_index.get().resize(self.config.segment_index_bytes)
+        self.log_end_offset = active.read_next_offset()
+        first_base = self._bases[0]
+        self.log_start_offset = max(log_start or 0, first_base)
+        self.recovery_point = (
+            self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
+        )
+        if self.leader_epochs is not None:
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
+
+    def _remove_temp_files(self, names: list[str]) -> list[str]:
+        """Pass 1 of Kafka's loader: drop ``.deleted`` and ``.cleaned`` files, and ``.swap``
+        files of an unfinished operation; complete the swap of a finished one."""
+        keep = []
+        swaps = []
+        cleaned_min: int | None = None
+        for n in names:
+            path = os.path.join(self.directory, n)
+            if n.endswith(DELETED_SUFFIX):
+                os.remove(path)
+            elif n.endswith(CLEANED_SUFFIX):
+                off = offset_from_filename(n)
+                cleaned_min = off if cleaned_min is None else min(cleaned_min, off)
+                os.remove(path)
+            elif n.endswith(SWAP_SUFFIX):
+                swaps.append(n)
+            else:
+                keep.append(n)
+        for n in swaps:
+            path = os.path.join(self.directory, n)
+            if cleaned_min is not None and offset_from_filename(n) >= cleaned_min:
+                os.remove(path)
+                continue
+            target = n[: -len(SWAP_SUFFIX)]
+            os.replace(path, os.path.join(self.directory, target))
+            keep.append(target)
+        return sorted(keep)
+
+    def _open_segment(self, base: int, *, exists: bool) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base,
+            self.config,
+            writable=self.writable,
+            file_already_exists=exists,
+            clock=self.clock,
+            limits=self.limits,
+        )
+
+    def _recover(self, recovery_point: int) -> None:
+        """Recover every segment from the one holding the recovery point; a truncated segment
+        makes every later one go (spec §7.9 recoverLog)."""
+        if not self._bases:
+            return
+        i = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        state = TxnState()
+        # transactions open before the first recovered segment: replay earlier segments' markers
+        for base in self._bases[:i]:
+            for batch in self._segments[base].entries():
+                if isinstance(batch, RecordBatch):
+                    with contextlib.suppress(KafkalogError):
+                        state.update(batch, self.limits)
+        for base in list(self._bases[i:]):
+            seg = self._segments[base]
+            try:
+                truncated = seg.recover(self._leader_epoch_cache_or_none(), state)
+            except KafkalogError:
+                seg.truncate_to(seg.base_offset)
+                truncated = 1
+            if truncated > 0:
+                for later in self._bases[self._bases.index(base) + 1 :]:
+                    self._delete_segment(self._segments[later])
+                break
+        self._txn_state = state
+
+    def _leader_epoch_cache_or_none(self) -> Any:
+        return self.leader_epochs
+
+    def _load_leader_epochs(self) -> None:
+        from kafkalog.log.checkpoints import LeaderEpochCache
+
+        path = os.path.join(self.directory, "leader-epoch-checkpoint")
+        try:
+            self.leader_epochs = LeaderEpochCache.from_file(path)
+        except KafkalogError:
+            self.leader_epochs = LeaderEpochCache()  # unreadable: rebuilt from the batches
+
+    def _add(self, seg: LogSegment) -> None:
+        bisect.insort(self._bases, seg.base_offset)
+        self._segments[seg.base_offset] = seg
+
+    # -- segments -----------------------------------------------------------------------------
+    @property
+    def segments(self) -> list[LogSegment]:
+        return [self._segments[b] for b in self._bases]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[self._bases[-1]]
+
+    def floor_segment(self, offset: int) -> LogSegment | None:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self._segments[self._bases[i]] if i >= 0 else None
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments.values())
+
+    def refresh(self) -> None:
+        """Pick up what a broker appended or rolled since this read-only log was opened."""
+        if self.writable:
+            return
+        names = os.listdir(self.directory)
+        for base in sorted(offset_from_filename(n) for n in names if is_segment_log(n)):
+            if base not in self._segments:
+                self._add(self._open_segment(base, exists=True))
+        for base in list(self._bases):
+            if not os.path.exists(self._segments[base].log.path):
+                self._bases.remove(base)
+                del self._segments[base]
+        for seg in self._segments.values():
+            seg.refresh()
+        if self._bases:
+            self.log_end_offset = self.active_segment.read_next_offset()
+            self.log_start_offset = max(self.log_start_offset, self._bases[0])
+
+    # -- appending -----------------------------------------------------------------------------
+    def _require_writable(self, what: str) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"cannot {what} {self.directory}: the log was opened read-only")
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+    ) -> AppendInfo:
+        """Append v2 batches (as a producer sends them), assigning offsets from the log end.
+
+        Every batch's CRC is checked and its size limited by ``max.message.bytes``; with
+        ``message.timestamp.type=LogAppendTime`` the batch is stamped now (re-CRC'd). With
+        ``assign_offsets=False`` the batches keep their offsets, which must continue the log
+        (a follower's append).
+        """
+        self._require_writable("append to")
+        data = bytearray(records)
+        batches = list(LogReader(bytes(data), path=self.directory, limits=self.limits))
+        if not batches:
+            raise InvalidRecordError("nothing to append: no complete record batch")
+        reader_tail_end = batches[-1].position + batches[-1].size_in_bytes
+        if reader_tail_end != len(data):
+            raise InvalidRecordError(
+                f"the appended bytes end with {len(data) - reader_tail_end} bytes that are not a "
+                "complete batch"
+            )
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        now = int(self.clock() * 1000)
+        next_offset = self.log_end_offset
+        max_ts, max_ts_offset = -1, -1
+        first_offset = next_offset if assign_offsets else batches[0].base_offset
+        for batch in batches:
+            if not isinstance(batch, RecordBatch):
+                raise InvalidRecordError("kafkalog appends record batches of magic 2 only")
+            if batch.size_in_bytes > self.config.max_message_bytes:
+                raise InvalidRecordError(
+                    f"a batch of {batch.size_in_bytes} bytes is larger than max.message.bytes "
+                    f"({self.config.max_message_bytes})"
+                )
+            batch.ensure_valid()
+            p = batch.position
+            if assign_offsets:
+                _BASE_OFFSET.pack_into(data, p, next_offset)
+                base = next_offset
+            else:
+                if batch.base_offset < next_offset:
+                    raise InvalidRecordError(
+                        f"batch at offset {batch.base_offset} is below the log end offset "
+                        f"{next_offset}"
+                    )
+                base = batch.base_offset
+            if leader_epoch is not None:
+                _EPOCH.pack_into(data, p + 12, leader_epoch)
+            batch_max = batch.max_timestamp
+            if log_append and not batch.is_control:
+                attrs = (batch.attributes & ~0x08) | ATTR_TIMESTAMP_TYPE
+                _ATTRS.pack_into(data, p + ATTRIBUTES_OFFSET, attrs)
+                _MAX_TS.pack_into(data, p + 35, now)
+                end = p + batch.size_in_bytes
+                _CRC.pack_into(data, p + CRC_OFFSET, crc32c(memoryview(data)[p + 21 : end]))
+                batch_max = now
+            last = base + batch.last_offset_delta
+            if batch_max > max_ts:
+                max_ts, max_ts_offset = batch_max, last
+            next_offset = last + 1
+        last_offset = next_offset - 1
+        if len(data) > self.config.segment_bytes:
+            raise InvalidRecordError(
+                f"an append of {len(data)} bytes is larger than segment.bytes "
+                f"({self.config.segment_bytes})"
+            )
+        segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset)
+        segment.append(last_offset, max_ts, max_ts_offset, bytes(data))
+        self._after_append(bytes(data))
+        self.log_end_offset = next_offset
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(first_offset, last_offset, max_ts, max_ts_offset, len(batches), len(data))
+
+    def _after_append(self, data: bytes) -> None:
+        for batch in LogReader(data, limits=self.limits):
+            if not isinstance(batch, RecordBatch):
+                continue
+            if self.leader_epochs is not None and batch.partition_leader_epoch >= 0:
+                self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+            aborted = self._txn_state.update(batch, self.limits)
+            if aborted is not None:
+                self.active_segment.update_txn_index(aborted)
+
+    def append_records(
+        self,
+        records: Sequence[Record],
+        *,
+        compression: Compression | str = Compression.NONE,
+        **batch_options: Any,
+    ) -> AppendInfo:
+        """Encode ``records`` as one batch and append it (offsets assigned by the log)."""
+        if self.config.message_timestamp_type == "LogAppendTime":
+            batch_options.setdefault("timestamp_type", TimestampType.CREATE_TIME)
+        return self.append(encode_batch(records, compression=compression, **batch_options))
+
+    def _maybe_roll(
+        self, size: int, max_ts: int, last_offset: int, first_offset: int
+    ) -> LogSegment:
+        segment = self.active_segment
+        params = RollParams(
+            max_segment_ms=self.config.max_segment_ms,
+            max_segment_bytes=self.config.segment_bytes,
+            max_timestamp_in_messages=max_ts,
+            max_offset_in_messages=last_offset,
+            messages_size=size,
+            now=int(self.clock() * 1000),
+        )
+        if segment.should_roll(params):
+            return self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment (spec §7.3)."""
+        self._require_writable("roll")
+        new_offset = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.active_segment
+        if new_offset in self._segments:
+            if active.base_offset == new_offset and active.size == 0:
+                self._delete_segment(active)
+            else:
+                raise KafkalogError(
+                    f"cannot roll {self.directory}: a segment with base offset {new_offset} "
+                    "already exists"
+                )
+        elif new_offset < active.base_offset:
+            raise KafkalogError(
+                f"cannot roll {self.directory} to offset {new_offset}, below the active "
+                f"segment's base offset {active.base_offset}"
+            )
+        else:
+            active.on_become_inactive()
+        segment = self._open_segment(new_offset, exists=False)
+        self._add(segment)
+        self.flush(new_offset)
+        return segment
+
+    # -- reading ---------------------------------------------------------------------------------
+    def batches(
+        self, start_offset: int | None = None, end_offset: int | None = None
+    ) -> Iterator[LogEntry]:
+        """Batches holding offsets from ``start_offset`` (default: log start) to before
+        ``end_offset``, across segments, found through the offset index."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for base in list(self._bases[i:]):
+            if end_offset is not None and base >= end_offset:
+                return
+            seg = self._segments[base]
+            found = seg.translate_offset(start) if start > base else None
+            position = found.position if found is not None else 0
+            if start > base and found is None:
+                continue
+            for entry in seg.entries(position):
+                if entry.last_offset < start:
+                    continue
+                if end_offset is not None and _first_offset(entry) >= end_offset:
+                    return
+                yield entry
+
+    def records(
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        *,
+        include_control: bool = False,
+    ) -> Iterator[Record]:
+        """Records with offsets in [start, end), control records skipped unless asked."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        for entry in self.batches(start, end_offset):
+            if entry.is_control and not include_control:
+                continue
+            for rec in entry.records(self.limits):
+                if rec.offset < start:
+                    continue
+                if end_offset is not None and rec.offset >= end_offset:
+                    return
+                yield rec
+
+    def read(self, start_offset: int, max_bytes: int, min_one_message: bool = True) -> bytes:
+        """Raw batches from the one holding ``start_offset``, at most ``max_bytes`` (at least one
+        batch with ``min_one_message``), as a Kafka fetch returns them."""
+        if start_offset > self.log_end_offset or start_offset < self.log_start_offset:
+            raise KafkalogError(
+                f"offset {start_offset} is out of range [{self.log_start_offset}, "
+                f"{self.log_end_offset}] of {self.directory}"
+            )
+        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        for base in self._bases[i:]:
+            data = self._segments[base].read(start_offset, max_bytes, None, min_one_message)
+            if data is not None:
+                return data.records
+        return b""
+
+    def offsets_for_times(self, timestamp: int) -> TimestampAndOffset | None:
+        """Kafka's ListOffsets for one partition (spec §7.5): -2 earliest, -1 latest, -3 the
+        record with the largest timestamp, else the first record at or after ``timestamp``."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_start_offset, self._epoch_at_start())
+        if timestamp == LATEST_TIMESTAMP:
+            latest = self.leader_epochs.latest_epoch if self.leader_epochs is not None else None
+            return TimestampAndOffset(-1, self.log_end_offset, latest)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_record()
+        if timestamp < 0:
+            raise ValueError(f"unsupported special timestamp {timestamp}")
+        for seg in self.segments:
+            if seg.largest_timestamp >= timestamp:
+                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+        return None
+
+    def _epoch_at_start(self) -> int | None:
+        cache = self.leader_epochs
+        if cache is None or not cache.entries:
+            return None
+        first = cache.entries[0]
+        return first.epoch if first.start_offset <= self.log_start_offset else None
+
+    def _max_timestamp_record(self) -> TimestampAndOffset | None:
+        best: LogSegment | None = None
+        for seg in self.segments:
+            if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = seg
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        target = best.max_timestamp_so_far
+        for batch in best.entries(0):
+            if batch.max_timestamp == target:
+                for rec in batch.records(self.limits):
+                    if rec.timestamp == target:
+                        epoch = batch.partition_leader_epoch
+                        return TimestampAndOffset(target, rec.offset, epoch if epoch >= 0 else None)
+        return None
+
+    # -- retention and truncation -----------------------------------------------------------------
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Kafka's retention pass (spec §7.6): below the log start offset, then by size, then by
+        time; returns the number of segments deleted (renamed ``.deleted``, removed later)."""
+        self._require_writable("delete segments of")
+        now = int(self.clock() * 1000) if now is None else now
+        deleted = self._delete_where(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
+        )
+        policy = str(self.config.cleanup_policy)
+        if "delete" in policy:
+            retention_bytes = self.config.retention_bytes
+            if retention_bytes >= 0:
+                diff = self.size_in_bytes() - retention_bytes
+                if diff >= 0:
+                    budget = [diff]
+
+                    def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                        if budget[0] - seg.size >= 0:
+                            budget[0] -= seg.size
+                            return True
+                        return False
+
+                    deleted += self._delete_where(over)
+            retention_ms = self.config.retention_ms
+            if retention_ms >= 0:
+                deleted += self._delete_where(
+                    lambda seg, nxt: now - seg.largest_timestamp > retention_ms
+                )
+        return deleted
+
+    def _delete_where(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        doomed: list[LogSegment] = []
+        segs = self.segments
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if self.log_end_offset < upper or not predicate(seg, nxt):
+                break
+            if nxt is None and seg.size == 0:
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        if len(doomed) == len(segs):
+            self.roll()
+            if self.active_segment is doomed[-1]:
+                doomed.pop()
+        for seg in doomed:
+            self._delete_segment(seg)
+        if self._bases:
+            self.log_start_offset = max(self.log_start_offset, self._bases[0])
+            if self.leader_epochs is not None:
+                self.leader_epochs.truncate_from_start(self.log_start_offset)
+        return len(doomed)
+
+    def _delete_segment(self, seg: LogSegment) -> None:
+        """Remove from the map, rename every file ``.deleted``; deleted for real right away when
+        ``file.delete.delay.ms`` is 0, else at the next open (Kafka deletes them asynchronously)."""
+        if seg.base_offset in self._segments:
+            self._bases.remove(seg.base_offset)
+            del self._segments[seg.base_offset]
+        if not seg.has_suffix(DELETED_SUFFIX):
+            seg.change_file_suffixes("", DELETED_SUFFIX)
+        if self.config.file_delete_delay_ms == 0:
+            seg.delete_if_exists()
+        else:
+            seg.close_handlers()
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        """DeleteRecords: move the log start forward (segments below go at the next retention)."""
+        self._require_writable("move the start of")
+        if offset > self.log_end_offset:
+            raise ValueError(f"log start offset {offset} is beyond the log end offset")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            if self.leader_epochs is not None:
+                self.leader_epochs.truncate_from_start(offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at or after ``offset`` (spec §7.7)."""
+        self._require_writable("truncate")
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return
+        if self._bases[0] > offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        for base in [b for b in self._bases if b > offset]:
+            self._delete_segment(self._segments[base])
+        self.active_segment.truncate_to(offset)
+        self.log_end_offset = self.active_segment.read_next_offset()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, offset)
+        if self.leader_epochs is not None:
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self._txn_state = TxnState()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._require_writable("truncate")
+        for base in list(self._bases):
+            self._delete_segment(self._segments[base])
+        self._add(self._open_segment(offset, exists=False))
+        self.log_end_offset = self.log_start_offset = self.recovery_point = offset
+        if self.leader_epochs is not None:
+            self.leader_epochs.truncate_from_end(offset)
+            self.leader_epochs.truncate_from_start(offset)
+
+    # -- durability ---------------------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets before ``offset`` (default: everything) and move
+        the recovery point there."""
+        if not self.writable:
+            return
+        upto = self.log_end_offset if offset is None else offset
+        if upto <= self.recovery_point:
+            return
+        i = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+        for base in self._bases[i:]:
+            if base >= upto and base != self._bases[i]:
+                break
+            self._segments[base].flush()
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.recovery_point = upto
+        self.write_checkpoints()
+
+    def write_checkpoints(self) -> None:
+        """The partition's own files: ``leader-epoch-checkpoint``."""
+        if not self.writable or self.leader_epochs is None:
+            return
+        self.leader_epochs.write(os.path.join(self.directory, "leader-epoch-checkpoint"))
+
+    def close(self) -> None:
+        if self.writable and self._lock is not None:
+            self.flush()
+        for seg in self._segments.values():
+            seg.close()
+        self._release_lock()
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "rw" if self.writable else "r"
+        return (
+            f"Log({self.directory!r}, segments={len(self._bases)}, "
+            f"offsets=[{getattr(self, 'log_start_offset', '?')}, "
+            f"{getattr(self, 'log_end_offset', '?')}), mode={mode!r})"
+        )
+
+
+def _first_offset(entry: LogEntry) -> int:
+    if isinstance(entry, RecordBatch):
+        return entry.base_offset
+    return entry.offset if entry.compression is Compression.NONE else entry.base_offset
+
+
+def scan_records(log: Log) -> Iterator[Record]:
+    """Every record of ``log`` by a plain scan of every segment (the brute-force reference)."""
+    for seg in log.segments:
+        for entry in seg.entries(0):
+            try:
+                yield from entry.records(log.limits)
+            except CorruptRecordError:
+                raise

@@ -1,0 +1,143 @@
+"""A broker-style data directory (one entry of ``log.dirs``): many partition logs plus the
+root files Kafka keeps there (spec §1.1, §7.8-§7.9).
+
+Read-only mode is how tools and the Spark reader open a running broker's directory: nothing is
+written, renamed, resized, trimmed or locked, and partitions are opened only when asked for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from kafkalog.errors import ReadOnlyError
+from kafkalog.log.layout import parse_partition_dir, partition_dir_name
+from kafkalog.log.log import Log
+from kafkalog.records.types import DEFAULT_LIMITS, Limits
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+_SKIPPED_DIRS = {"remote-log-index-cache"}
+
+
+class LogDir:
+    """The partitions under one data directory, opened lazily."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        writable: bool = False,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        from kafkalog.log import checkpoints
+
+        self.path = os.fspath(path)
+        self.writable = writable
+        self.limits = limits
+        self._logs: dict[tuple[str, int], Log] = {}
+        if writable:
+            os.makedirs(self.path, exist_ok=True)
+        elif not os.path.isdir(self.path):
+            raise FileNotFoundError(f"no data directory {self.path}")
+        self.had_clean_shutdown = checkpoints.CleanShutdownMarker.exists(self.path)
+        if writable and self.had_clean_shutdown:
+            # a crash while we hold the directory must count as unclean (KAFKA-10471)
+            checkpoints.CleanShutdownMarker.remove(self.path)
+        self.recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        self.log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+
+    def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
+        from kafkalog.log.checkpoints import OffsetCheckpoint
+
+        path = os.path.join(self.path, name)
+        try:
+            return dict(OffsetCheckpoint.read(path))
+        except FileNotFoundError:
+            return {}
+        except Exception:  # unreadable: treated as empty, as Kafka's LogManager does
+            return {}
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """Every ``topic-partition`` directory (``-delete``/``-future``/``-stray`` excluded)."""
+        out = []
+        for name in sorted(os.listdir(self.path)):
+            full = os.path.join(self.path, name)
+            if name in _SKIPPED_DIRS or not os.path.isdir(full):
+                continue
+            if name.endswith(("-delete", "-future", "-stray")):
+                continue
+            try:
+                out.append(parse_partition_dir(name))
+            except ValueError:
+                continue
+        return out
+
+    def topics(self) -> list[str]:
+        return sorted({t for t, _ in self.partitions()})
+
+    def log(self, topic: str, partition: int, *, create: bool = False, config: Any = None) -> Log:
+        """The partition's log, opened (and, writable, locked and recovered) on first use."""
+        key = (topic, partition)
+        found = self._logs.get(key)
+        if found is not None:
+            return found
+        directory = os.path.join(self.path, partition_dir_name(topic, partition))
+        if not os.path.isdir(directory):
+            if not create:
+                raise FileNotFoundError(f"no partition {topic}-{partition} in {self.path}")
+            if not self.writable:
+                raise ReadOnlyError(f"cannot create {directory}: {self.path} is open read-only")
+        log = Log(
+            directory,
+            config,
+            writable=self.writable,
+            recovery_point=self.recovery_points.get(key, 0),
+            log_start_offset=self.log_start_offsets.get(key),
+            had_clean_shutdown=self.had_clean_shutdown,
+            limits=self.limits,
+        )
+        self._logs[key] = log
+        return log
+
+    def logs(self) -> Iterator[Log]:
+        for topic, partition in self.partitions():
+            yield self.log(topic, partition)
+
+    def checkpoint(self) -> None:
+        """Write the root checkpoints (recovery points and log start offsets) for open logs."""
+        if not self.writable:
+            return
+        from kafkalog.log.checkpoints import OffsetCheckpoint
+
+        for key, log in self._logs.items():
+            self.recovery_points[key] = log.recovery_point
+            self.log_start_offsets[key] = log.log_start_offset
+        OffsetCheckpoint.write(
+            os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), self.recovery_points
+        )
+        OffsetCheckpoint.write(
+            os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT), self.log_start_offsets
+        )
+
+    def close(self) -> None:
+        """Flush and close every open log; a writable directory then records a clean shutdown."""
+        from kafkalog.log.checkpoints import CleanShutdownMarker
+
+        for log in self._logs.values():
+            log.close()
+        if self.writable:
+            self.checkpoint()
+            CleanShutdownMarker.write(self.path, None)
+        self._logs.clear()
+
+    def __enter__(self) -> LogDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "rw" if self.writable else "r"
+        return f"LogDir({self.path!r}, mode={mode!r})"

@@ -1,0 +1,680 @@
+"""One log segment: a ``.log`` of batches with its lazy ``.index``/``.timeindex`` and its
+``.txnindex``, behaving as Kafka's LogSegment does (spec §6).
+
+The ``.log`` is read with ``pread`` in chunks rather than mapped: a segment that is truncated while
+a mapping of it is alive would kill the process with SIGBUS on the next touch, and a live broker's
+active segment is appended to (and occasionally truncated) under our feet.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from kafkalog.errors import (
+    CorruptRecordError,
+    IndexOffsetOverflowError,
+    KafkalogError,
+    ReadOnlyError,
+)
+from kafkalog.index import (
+    AbortedTxn,
+    LazyIndex,
+    OffsetIndex,
+    TimeIndex,
+    TimestampOffset,
+    TransactionIndex,
+)
+from kafkalog.log.layout import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file,
+)
+from kafkalog.records import ControlType, LogReader, RecordBatch
+from kafkalog.records.reader import IncompleteTail, LogEntry
+from kafkalog.records.types import DEFAULT_LIMITS, Limits
+
+_CHUNK = 4 * 1024 * 1024
+_UNKNOWN = TimestampOffset(-1, -1)
+
+
+class SegmentOverflowError(IndexOffsetOverflowError):
+    """An append whose offsets do not fit this segment's 32-bit relative offsets."""
+
+
+class SegmentConfig(Protocol):
+    """What a segment needs of the topic configuration (``kafkalog.log.config.TopicConfig``)."""
+
+    segment_bytes: int
+    segment_index_bytes: int
+    index_interval_bytes: int
+    preallocate: bool
+
+    @property
+    def max_segment_ms(self) -> int: ...
+
+    def random_segment_jitter(self, rng: random.Random) -> int: ...
+
+
+class LogOffsetPosition(NamedTuple):
+    """Where a batch is: its last offset, start position and size (Kafka's translateOffset)."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True)
+class FetchData:
+    """What :meth:`LogSegment.read` returns: where reading started and the raw bytes."""
+
+    start_offset: int
+    segment_base_offset: int
+    position: int
+    records: bytes
+    first_entry_incomplete: bool = False
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+@dataclass(frozen=True)
+class RollParams:
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now: int
+
+
+class TxnState:
+    """Just enough producer state to rebuild ``.txnindex`` entries while recovering (spec §5.1,
+    §6.5): the first offset of each producer's open transaction, carried across segments."""
+
+    def __init__(self) -> None:
+        self.ongoing: dict[int, int] = {}
+
+    def update(self, batch: RecordBatch, limits: Limits) -> AbortedTxn | None:
+        pid = batch.producer_id
+        if not batch.is_transactional or pid < 0:
+            return None
+        if not batch.is_control:
+            self.ongoing.setdefault(pid, batch.base_offset)
+            return None
+        marker = batch.control_record(limits)
+        first = self.ongoing.pop(pid, None)
+        if marker.type is not ControlType.ABORT:
+            return None
+        # LSO when the abort was written: the earliest other open transaction, or just past it
+        others = list(self.ongoing.values())
+        lso = min(others) if others else batch.last_offset + 1
+        return AbortedTxn(
+            pid, batch.base_offset if first is None else first, batch.last_offset, lso
+        )
+
+
+class SegmentFile:
+    """The ``.log`` file: a logical size, appends at the end, reads at any position."""
+
+    def __init__(
+        self,
+        path: str,
+        writable: bool,
+        *,
+        exists: bool,
+        init_size: int = 0,
+        preallocate: bool = False,
+    ) -> None:
+        self.path = path
+        self.writable = writable
+        if writable:
+            flags = os.O_RDWR | (0 if exists else os.O_CREAT | os.O_EXCL)
+            self.fd = os.open(path, flags, 0o644)
+            if not exists and preallocate and init_size > 0:
+                os.ftruncate(self.fd, init_size)
+                self.size = 0
+            else:
+                self.size = os.fstat(self.fd).st_size
+        else:
+            self.fd = os.open(path, os.O_RDONLY)
+            self.size = os.fstat(self.fd).st_size
+        if self.size > 2**31 - 1:
+            raise CorruptRecordError(
+                f"segment file of {self.size} bytes is larger than Kafka allows (2 GiB)",
+                path=path,
+            )
+
+    def refresh(self) -> int:
+        """Re-read the length of a file another process appends to (read-only segments)."""
+        if not self.writable:
+            self.size = os.fstat(self.fd).st_size
+        return self.size
+
+    def read(self, position: int, length: int) -> bytes:
+        length = max(0, min(length, self.size - position))
+        return os.pread(self.fd, length, position) if length else b""
+
+    def append(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self.fd, view[written:], self.size + written)
+        self.size += written
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the logical (and physical) size to ``size``; returns the bytes removed."""
+        if size < 0 or size > self.size:
+            raise ValueError(f"cannot truncate {self.path} of {self.size} bytes to {size}")
+        removed = self.size - size
+        if os.fstat(self.fd).st_size > size:
+            os.ftruncate(self.fd, size)
+        self.size = size
+        return removed
+
+    def trim(self) -> None:
+        if self.writable and os.fstat(self.fd).st_size > self.size:
+            os.ftruncate(self.fd, self.size)
+
+    def flush(self) -> None:
+        if self.writable:
+            os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            if self.writable:
+                self.flush()
+                self.trim()
+            os.close(self.fd)
+            self.fd = -1
+
+    def entries(
+        self,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        verify_crc: bool = False,
+        tail: list[IncompleteTail | None] | None = None,
+    ) -> Iterator[LogEntry]:
+        """Walk the entries from ``start`` (an entry boundary) in chunks, positions in file terms.
+
+        A cut-off last entry ends the walk (Kafka's rule); ``tail`` receives it, if given.
+        """
+        stop = self.size if end is None else min(end, self.size)
+        pos = start
+        want = _CHUNK
+        while pos < stop:
+            chunk = self.read(pos, min(want, stop - pos))
+            reader = LogReader(
+                chunk, path=self.path, limits=limits, verify_crc=verify_crc, base_position=pos
+            )
+            yield from reader
+            cut = reader.incomplete_tail
+            if cut is None:
+                return
+            if pos + len(chunk) >= stop:
+                if tail is not None:
+                    tail.append(cut)
+                return
+            if cut.position == pos:  # one entry larger than the chunk: read it whole
+                want = max(want * 2, cut.declared_size or 0)
+            pos = cut.position
+
+
+class LogSegment:
+    """A segment of a partition log (Kafka's LogSegment)."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        config: SegmentConfig,
+        *,
+        writable: bool = True,
+        file_already_exists: bool = False,
+        suffix: str = "",
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self.directory = os.fspath(directory)
+        self.base_offset = base_offset
+        self.config = config
+        self.writable = writable
+        self.limits = limits
+        self._clock = clock
+        self.index_interval_bytes = config.index_interval_bytes
+        self.roll_jitter_ms = config.random_segment_jitter(rng or random.Random())
+        exists = file_already_exists or not writable
+        self.log = SegmentFile(
+            segment_file(directory, base_offset, LOG_SUFFIX + suffix),
+            writable,
+            exists=exists,
+            init_size=config.segment_bytes,
+            preallocate=config.preallocate,
+        )
+        index_size = config.segment_index_bytes
+        self.offset_index: LazyIndex[OffsetIndex] = LazyIndex(
+            segment_file(directory, base_offset, INDEX_SUFFIX + suffix),
+            base_offset,
+            OffsetIndex,
+            index_size,
+            writable,
+        )
+        self.time_index: LazyIndex[TimeIndex] = LazyIndex(
+            segment_file(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
+            base_offset,
+            TimeIndex,
+            index_size,
+            writable,
+        )
+        self.txn_index = TransactionIndex(
+            segment_file(directory, base_offset, TXN_INDEX_SUFFIX + suffix),
+            base_offset,
+            writable=writable,
+        )
+        self.bytes_since_last_index_entry = 0
+        self._max_ts_and_offset = _UNKNOWN
+        self.rolling_based_timestamp: int | None = None
+        self.created = self._now_ms()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- index access (read-only segments may lack index files: lookups then start at 0) -------
+    def _offset_index(self) -> OffsetIndex | None:
+        if not self.writable and not os.path.exists(self.offset_index.path):
+            return None
+        return self.offset_index.get()
+
+    def _time_index(self) -> TimeIndex | None:
+        if not self.writable and not os.path.exists(self.time_index.path):
+            return None
+        return self.time_index.get()
+
+    def _require_writable(self, what: str) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"cannot {what} {self.log.path}: the segment was opened read-only")
+
+    # -- sizes and timestamps -------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    def refresh(self) -> int:
+        """Pick up bytes another process appended (read-only segments of a live broker)."""
+        return self.log.refresh()
+
+    def _read_max_ts_and_offset(self) -> TimestampOffset:
+        if self._max_ts_and_offset == _UNKNOWN:
+            index = self._time_index()
+            self._max_ts_and_offset = (
+                index.last_entry if index is not None else TimestampOffset(-1, self.base_offset)
+            )
+            if not self.writable and index is not None:
+                # a live segment's time index lags its log: include the batches after it
+                self._max_ts_and_offset = self._read_largest_timestamp()
+        return self._max_ts_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._read_max_ts_and_offset().timestamp
+
+    @property
+    def shallow_offset_of_max_timestamp_so_far(self) -> int:
+        return self._read_max_ts_and_offset().offset
+
+    @property
+    def largest_record_timestamp(self) -> int | None:
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else None
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, else the ``.log`` mtime in ms (Kafka's fallback, spec §6.3)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified
+
+    @property
+    def last_modified(self) -> int:
+        return int(os.stat(self.log.path).st_mtime_ns // 1_000_000)
+
+    def set_last_modified(self, ms: int) -> None:
+        self._require_writable("touch")
+        ns = ms * 1_000_000
+        for path in (self.log.path, self.offset_index.path, self.time_index.path):
+            if os.path.exists(path):
+                os.utime(path, ns=(ns, ns))
+
+    # -- appending -------------------------------------------------------------------------------
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        shallow_offset_of_max_timestamp: int,
+        records: bytes | memoryview,
+    ) -> None:
+        """Append already-valid batches; index them per ``index.interval.bytes`` (spec §6.2)."""
+        self._require_writable("append to")
+        size = len(records)
+        if size == 0:
+            return
+        position = self.log.size
+        if position == 0:
+            self.rolling_based_timestamp = largest_timestamp
+        offset_index = self.offset_index.get()
+        if not offset_index.can_append_offset(largest_offset):
+            raise SegmentOverflowError(
+                f"offset {largest_offset} does not fit segment {self.log.path} "
+                f"(base offset {self.base_offset}); roll a new segment first"
+            )
+        self.log.append(records)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_ts_and_offset = TimestampOffset(
+                largest_timestamp, shallow_offset_of_max_timestamp
+            )
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            offset_index.append(largest_offset, position)
+            latest = self._max_ts_and_offset
+            self.time_index.get().maybe_append(latest.timestamp, latest.offset)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+
+    def update_txn_index(self, aborted: AbortedTxn) -> None:
+        self._require_writable("append to")
+        self.txn_index.append(aborted)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def entries(self, start_position: int = 0, **kwargs: Any) -> Iterator[LogEntry]:
+        return self.log.entries(start_position, limits=self.limits, **kwargs)
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The first batch whose last offset is >= ``offset``: its last offset, start, size."""
+        index = self._offset_index()
+        start = index.lookup(offset).position if index is not None else 0
+        for entry in self.log.entries(max(start, starting_position), limits=self.limits):
+            if entry.last_offset >= offset:
+                return LogOffsetPosition(entry.last_offset, entry.position, entry.size_in_bytes)
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchData | None:
+        """Raw bytes from the batch holding ``start_offset`` (spec §6.4); None past the end."""
+        if max_size < 0:
+            raise ValueError(
+                f"invalid max size {max_size} for log read from segment {self.log.path}"
+            )
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        limit = self.log.size if max_position is None else max_position
+        adjusted = max(max_size, found.size) if min_one_message else max_size
+        if adjusted == 0:
+            return FetchData(start_offset, self.base_offset, found.position, b"")
+        fetch = min(limit - found.position, adjusted)
+        return FetchData(
+            start_offset,
+            self.base_offset,
+            found.position,
+            self.log.read(found.position, fetch),
+            adjusted < found.size,
+        )
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (base offset when empty)."""
+        index = self._offset_index()
+        start = index.lookup(index.last_offset).position if index is not None else 0
+        last = None
+        for entry in self.log.entries(start, limits=self.limits):
+            last = entry
+        return self.base_offset if last is None else last.last_offset + 1
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int | None = None
+    ) -> TimestampAndOffset | None:
+        """First record with timestamp >= ``timestamp`` and offset >= ``starting_offset``,
+        through the time index then the offset index then a short scan (spec §6.7)."""
+        start_offset = self.base_offset if starting_offset is None else starting_offset
+        tindex = self._time_index()
+        entry = (
+            tindex.lookup(timestamp)
+            if tindex is not None
+            else TimestampOffset(-1, self.base_offset)
+        )
+        oindex = self._offset_index()
+        position = (
+            oindex.lookup(max(entry.offset, start_offset)).position if oindex is not None else 0
+        )
+        for batch in self.log.entries(position, limits=self.limits):
+            if batch.max_timestamp >= timestamp:
+                for rec in batch.records(self.limits):
+                    if rec.timestamp >= timestamp and rec.offset >= start_offset:
+                        epoch = batch.partition_leader_epoch
+                        return TimestampAndOffset(
+                            rec.timestamp, rec.offset, epoch if epoch >= 0 else None
+                        )
+        return None
+
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
+        index = self._offset_index()
+        if index is None:
+            return None
+        found = index.fetch_upper_bound_offset(start_position, fetch_size)
+        return None if found is None else found.offset
+
+    # -- recovery and truncation ---------------------------------------------------------------
+    def recover(self, leader_epochs: Any = None, txn_state: TxnState | None = None) -> int:
+        """Rebuild all three indexes from the log and cut it at the first invalid batch (spec
+        §6.5); returns the bytes truncated."""
+        self._require_writable("recover")
+        offset_index = self.offset_index.get()
+        time_index = self.time_index.get()
+        offset_index.reset()
+        time_index.reset()
+        self.txn_index.reset()
+        state = txn_state if txn_state is not None else TxnState()
+        valid = 0
+        last_index_entry = 0
+        max_ts = _UNKNOWN
+        try:
+            for batch in self.log.entries(0, limits=self.limits):
+                batch.ensure_valid()
+                if not offset_index.can_append_offset(batch.last_offset):
+                    raise SegmentOverflowError(
+                        f"batch ending at offset {batch.last_offset} does not fit segment "
+                        f"{self.log.path} (base offset {self.base_offset})"
+                    )
+                if batch.max_timestamp > max_ts.timestamp:
+                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if valid - last_index_entry > self.index_interval_bytes:
+                    offset_index.append(batch.last_offset, valid)
+                    time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                    last_index_entry = valid
+                valid += batch.size_in_bytes
+                if isinstance(batch, RecordBatch):
+                    epoch = batch.partition_leader_epoch
+                    if (
+                        leader_epochs is not None
+                        and epoch >= 0
+                        and (
+                            leader_epochs.latest_epoch is None or epoch > leader_epochs.latest_epoch
+                        )
+                    ):
+                        leader_epochs.assign(epoch, batch.base_offset)
+                    aborted = state.update(batch, self.limits)
+                    if aborted is not None:
+                        self.txn_index.append(aborted)
+        except CorruptRecordError:
+            pass  # everything from the first invalid batch on is cut, as Kafka does
+        truncated = self.log.size - valid
+        self.log.truncate_to(valid)
+        offset_index.trim_to_valid_size()
+        self._max_ts_and_offset = max_ts
+        time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        time_index.trim_to_valid_size()
+        self.bytes_since_last_index_entry = valid - last_index_entry
+        return truncated
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        tindex = self._time_index()
+        last = tindex.last_entry if tindex is not None else TimestampOffset(-1, self.base_offset)
+        oindex = self._offset_index()
+        position = oindex.lookup(last.offset).position if oindex is not None else 0
+        best = TimestampOffset(-1, -1)
+        try:
+            for batch in self.log.entries(position, limits=self.limits):
+                if batch.max_timestamp > best.timestamp:
+                    best = TimestampOffset(batch.max_timestamp, batch.last_offset)
+        except KafkalogError:
+            pass
+        return best if best.timestamp > last.timestamp else last
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything at or after ``offset`` (whole batches: the log is cut at the start
+        of the batch holding ``offset``); returns the bytes removed (spec §6.6)."""
+        self._require_writable("truncate")
+        mapping = self.translate_offset(offset)
+        offset_index = self.offset_index.get()
+        time_index = self.time_index.get()
+        offset_index.truncate_to(offset)
+        time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        offset_index.resize(self.config.segment_index_bytes)
+        time_index.resize(self.config.segment_index_bytes)
+        removed = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        if self.log.size == 0:
+            self.created = self._now_ms()
+            self.rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        if self.max_timestamp_so_far >= 0:
+            self._max_ts_and_offset = self._read_largest_timestamp()
+        return removed
+
+    # -- rolling ------------------------------------------------------------------------------
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        if self.rolling_based_timestamp is None:
+            first = next(iter(self.log.entries(0, limits=self.limits)), None)
+            if first is not None:
+                self.rolling_based_timestamp = first.max_timestamp
+        based = self.rolling_based_timestamp
+        if based is not None and based >= 0:
+            return message_timestamp - based
+        return now - self.created
+
+    def should_roll(self, params: RollParams) -> bool:
+        """Kafka's rolling decision (spec §6.9): size, record-time age, full indexes, overflow."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)
+            > params.max_segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self.size > params.max_segment_bytes - params.messages_size
+            or (self.size > 0 and reached_roll_ms)
+            or self.offset_index.get().is_full()
+            or self.time_index.get().is_full()
+            or not self.offset_index.get().can_append_offset(params.max_offset_in_messages)
+        )
+
+    def on_become_inactive(self) -> None:
+        """Called on the previous active segment when rolling: final time entry, trims."""
+        self._require_writable("roll")
+        latest = self._read_max_ts_and_offset()
+        self.time_index.get().maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+        self.offset_index.get().trim_to_valid_size()
+        self.time_index.get().trim_to_valid_size()
+        self.log.trim()
+
+    def has_overflow(self) -> bool:
+        next_offset = self.read_next_offset()
+        return next_offset > self.base_offset and not self.offset_index.get().can_append_offset(
+            next_offset - 1
+        )
+
+    # -- files ----------------------------------------------------------------------------------
+    def flush(self) -> None:
+        if not self.writable:
+            return
+        self.log.flush()
+        if self.offset_index.is_loaded:
+            self.offset_index.get().flush()
+        if self.time_index.is_loaded:
+            self.time_index.get().flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        if self.writable and self._max_ts_and_offset != _UNKNOWN:
+            try:
+                latest = self._max_ts_and_offset
+                self.time_index.get().maybe_append(
+                    latest.timestamp, latest.offset, skip_full_check=True
+                )
+            except KafkalogError:
+                pass
+        self.offset_index.close()
+        self.time_index.close()
+        self.log.close()
+        self.txn_index.close()
+
+    def close_handlers(self) -> None:
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        if self.log.fd >= 0:
+            os.close(self.log.fd)
+            self.log.fd = -1
+        self.txn_index.close()
+
+    def delete_if_exists(self) -> None:
+        self._require_writable("delete")
+        self.close_handlers()
+        for path in (self.log.path, self.offset_index.path, self.time_index.path):
+            if os.path.exists(path):
+                os.remove(path)
+        self.txn_index.delete_if_exists()
+        self.offset_index.delete_if_exists()
+        self.time_index.delete_if_exists()
+
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename all four files (``.deleted``, ``.swap``...); a missing lazy index is fine."""
+        self._require_writable("rename")
+
+        def renamed(path: str) -> str:
+            base = path[: -len(old)] if old and path.endswith(old) else path
+            return base + new
+
+        new_log = renamed(self.log.path)
+        os.replace(self.log.path, new_log)
+        self.log.path = new_log
+        self.offset_index.rename_to(renamed(self.offset_index.path))
+        self.time_index.rename_to(renamed(self.time_index.path))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
+
+    def has_suffix(self, suffix: str) -> bool:
+        return all(
+            p.endswith(suffix)
+            for p in (
+                self.log.path,
+                self.offset_index.path,
+                self.time_index.path,
+                self.txn_index.path,
+            )
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log.path!r})"
+        )
