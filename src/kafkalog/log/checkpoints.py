@@ -372,6 +372,7 @@ class LeaderEpochCheckpoint:
 
     @staticmethod
     def parse(data: bytes, *, path: str | None = None) -> list[EpochEntry]:
+        """The entries in file order; ``path`` only names the file in errors."""
         return [
             e
             for e, _ in _parse_container(
@@ -387,6 +388,7 @@ class LeaderEpochCheckpoint:
 
     @staticmethod
     def encode(entries: Iterable[tuple[int, int]]) -> bytes:
+        """Kafka's bytes for ``(epoch, start_offset)`` pairs, in the order given."""
         lines = []
         for epoch, start in entries:
             _check_int("epoch", epoch, _INT32_MIN, _INT32_MAX)
@@ -396,6 +398,7 @@ class LeaderEpochCheckpoint:
 
     @staticmethod
     def write(path: StrPath, entries: Iterable[tuple[int, int]]) -> None:
+        """Atomically replace ``path`` (temporary file, fsync, rename, directory fsync)."""
         _atomic_write(path, LeaderEpochCheckpoint.encode(entries))
 
 
@@ -641,6 +644,7 @@ class PartitionMetadata:
 
     @staticmethod
     def parse(data: bytes, *, path: str | None = None) -> PartitionMetadataInfo:
+        """Version and canonical topic id; ``path`` only names the file in errors."""
         lines = list(_natural_lines(data))[:2]
 
         def field_value(index: int, key: str) -> tuple[str, int]:
@@ -677,6 +681,7 @@ class PartitionMetadata:
 
     @staticmethod
     def read(path: StrPath) -> PartitionMetadataInfo:
+        """Read the file; a missing file raises ``FileNotFoundError``."""
         data, name = _read_bytes(path)
         return PartitionMetadata.parse(data, path=name)
 
@@ -690,6 +695,7 @@ class PartitionMetadata:
 
     @staticmethod
     def write(path: StrPath, topic_id: str) -> None:
+        """Atomically replace ``path`` (temporary file, fsync, rename, directory fsync)."""
         _atomic_write(path, PartitionMetadata.encode(topic_id))
 
 
@@ -709,10 +715,12 @@ class CleanShutdownMarker:
 
     @staticmethod
     def path(log_dir: StrPath) -> str:
+        """The marker's path inside ``log_dir``."""
         return os.path.join(os.fspath(log_dir), CLEAN_SHUTDOWN_FILE)
 
     @staticmethod
     def exists(log_dir: StrPath) -> bool:
+        """Whether the marker is there: the only thing recovery looks at."""
         return os.path.exists(CleanShutdownMarker.path(log_dir))
 
     @staticmethod
@@ -909,6 +917,7 @@ class MetaProperties:
 
     @staticmethod
     def read(path: StrPath) -> dict[str, str]:
+        """The raw key/value strings of the file (no validation beyond escapes)."""
         data, name = _read_bytes(path)
         return MetaProperties.parse(data, path=name)
 

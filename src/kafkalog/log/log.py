@@ -94,6 +94,7 @@ class Log:
         self._txn_state = TxnState()
         self.leader_epochs: Any = None
         self._lock: Any = None
+        self.last_flush_ms = int(clock() * 1000)
         if writable:
             from kafkalog.log.lock import DirectoryLock, LockedError, broker_holds
 
@@ -138,6 +139,8 @@ class Log:
                 seg.recover(self._leader_epoch_cache_or_none(), self._txn_state)
             self._add(seg)
         self._load_leader_epochs()
+        if self.writable:
+            self._ensure_partition_metadata()
         if self.writable and not clean:
             self._recover(recovery_point)
         if not self._bases:
@@ -223,6 +226,25 @@ class Log:
                     self._delete_segment(self._segments[later])
                 break
         self._txn_state = state
+
+    def _ensure_partition_metadata(self) -> None:
+        """A new partition gets a topic id in ``partition.metadata``, as a broker writes it."""
+        from kafkalog.log.checkpoints import PartitionMetadata, new_topic_id
+
+        path = os.path.join(self.directory, "partition.metadata")
+        if not os.path.exists(path):
+            PartitionMetadata.write(path, new_topic_id())
+
+    @property
+    def topic_id(self) -> str | None:
+        from kafkalog.log.checkpoints import PartitionMetadata
+
+        try:
+            return PartitionMetadata.read(
+                os.path.join(self.directory, "partition.metadata")
+            ).topic_id
+        except FileNotFoundError:
+            return None
 
     def _leader_epoch_cache_or_none(self) -> Any:
         return self.leader_epochs
@@ -353,7 +375,10 @@ class Log:
         segment.append(last_offset, max_ts, max_ts_offset, bytes(data))
         self._after_append(bytes(data))
         self.log_end_offset = next_offset
-        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+        if (
+            self.log_end_offset - self.recovery_point >= self.config.flush_messages
+            or now - self.last_flush_ms >= self.config.flush_ms
+        ):
             self.flush()
         return AppendInfo(first_offset, last_offset, max_ts, max_ts_offset, len(batches), len(data))
 
@@ -646,6 +671,7 @@ class Log:
         finally:
             os.close(fd)
         self.recovery_point = upto
+        self.last_flush_ms = int(self.clock() * 1000)
         self.write_checkpoints()
 
     def write_checkpoints(self) -> None:
