@@ -551,8 +551,7 @@ class Log:
         deleted = self._delete_where(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
         )
-        policy = str(self.config.cleanup_policy)
-        if "delete" in policy:
+        if self.config.delete:
             retention_bytes = self.config.retention_bytes
             if retention_bytes >= 0:
                 diff = self.size_in_bytes() - retention_bytes
