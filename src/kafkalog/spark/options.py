@@ -1,0 +1,252 @@
+"""The read options of Spark's Kafka source, parsed and checked the way Spark checks them.
+
+Existing Spark Kafka code switches to kafkalog by changing the format name, so the option names,
+their defaults and their precedence follow Spark's Kafka integration guide; kafkalog adds only
+``path``. Unknown or contradictory options are refused with an error naming the option.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kafkalog.errors import KafkalogError
+
+EARLIEST = -2
+LATEST = -1
+
+KNOWN_OPTIONS = {
+    "path",
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "startingoffsets",
+    "endingoffsets",
+    "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp",
+    "startingtimestamp",
+    "endingtimestamp",
+    "startingoffsetsbytimestampstrategy",
+    "includeheaders",
+    "failondataloss",
+    "minpartitions",
+    "maxrecordsperpartition",
+    "isolationlevel",
+    "maxoffsetspertrigger",
+    "maxbytespersplit",
+}
+# accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker
+IGNORED_OPTIONS = {
+    "kafka.bootstrap.servers",
+    "kafka.group.id",
+    "groupidprefix",
+    "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
+    "kafkaconsumer.polltimeoutms",
+    "kafka.isolation.level",
+}
+
+
+class OptionError(KafkalogError, ValueError):
+    """A read or write option that is unknown, malformed or contradicts another."""
+
+
+OffsetSpec = dict[str, dict[int, int]]  # topic -> partition -> offset (or -1/-2)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str
+    subscribe: tuple[str, ...] | None = None
+    subscribe_pattern: str | None = None
+    assign: dict[str, tuple[int, ...]] | None = None
+    starting_offsets: int | OffsetSpec = EARLIEST
+    ending_offsets: int | OffsetSpec = LATEST
+    starting_by_timestamp: int | dict[str, dict[int, int]] | None = None
+    ending_by_timestamp: int | dict[str, dict[int, int]] | None = None
+    starting_strategy: str = "error"
+    include_headers: bool = False
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    read_committed: bool = False
+    max_bytes_per_split: int = 128 * 1024 * 1024
+    max_offsets_per_trigger: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v not in ("true", "false"):
+        raise OptionError(f"option {name}={value!r} must be true or false")
+    return v == "true"
+
+
+def _positive(name: str, value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise OptionError(f"option {name}={value!r} must be a positive integer") from None
+    if n <= 0:
+        raise OptionError(f"option {name}={value!r} must be a positive integer")
+    return n
+
+
+def _json(name: str, value: str) -> object:
+    try:
+        return json.loads(value)
+    except ValueError as e:
+        raise OptionError(f"option {name} is not valid JSON: {e}") from None
+
+
+def _per_partition(name: str, value: str, *, allow_special: bool) -> dict[str, dict[int, int]]:
+    parsed = _json(name, value)
+    if not isinstance(parsed, dict):
+        raise OptionError(f"option {name} must be a JSON object of topic -> partition -> value")
+    out: dict[str, dict[int, int]] = {}
+    for topic, parts in parsed.items():
+        if not isinstance(parts, dict):
+            raise OptionError(f"option {name}: {topic!r} must map partitions to values")
+        out[topic] = {}
+        for p, v in parts.items():
+            try:
+                part = int(p)
+            except ValueError:
+                raise OptionError(f"option {name}: partition {p!r} is not an integer") from None
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise OptionError(f"option {name}: {topic}-{part} value {v!r} is not an integer")
+            if v < 0 and not (allow_special and v in (EARLIEST, LATEST)):
+                raise OptionError(f"option {name}: {topic}-{part} value {v} is negative")
+            out[topic][part] = v
+    return out
+
+
+def _offsets(name: str, value: str) -> int | OffsetSpec:
+    v = value.strip()
+    if v.lower() == "earliest":
+        return EARLIEST
+    if v.lower() == "latest":
+        return LATEST
+    return _per_partition(name, v, allow_special=True)
+
+
+def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
+    """Spark passes options case-insensitively; so do we (keys compared lower-case)."""
+    opts = {k.lower(): str(v) for k, v in options.items()}
+    unknown = sorted(k for k in opts if k not in KNOWN_OPTIONS and k not in IGNORED_OPTIONS)
+    if unknown:
+        raise OptionError(
+            f"unknown option {unknown[0]!r} for format kafkalog "
+            f"(known: {', '.join(sorted(KNOWN_OPTIONS))})"
+        )
+    if "path" not in opts or not opts["path"]:
+        raise OptionError("option path is required: a Kafka data directory or partition directory")
+    selectors = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+    if len(selectors) > 1:
+        raise OptionError(
+            f"options {' and '.join(selectors)} contradict each other: give only one of "
+            "assign, subscribe, subscribePattern"
+        )
+    subscribe = None
+    if "subscribe" in opts:
+        subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise OptionError("option subscribe lists no topic")
+    pattern = None
+    if "subscribepattern" in opts:
+        pattern = opts["subscribepattern"]
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise OptionError(f"option subscribePattern is not a valid regex: {e}") from None
+    assign = None
+    if "assign" in opts:
+        parsed = _json("assign", opts["assign"])
+        if not isinstance(parsed, dict) or not all(
+            isinstance(v, list) and all(isinstance(p, int) for p in v) for v in parsed.values()
+        ):
+            raise OptionError('option assign must look like {"topicA":[0,1],"topicB":[2,4]}')
+        assign = {t: tuple(ps) for t, ps in parsed.items()}
+    starting = _offsets("startingOffsets", opts.get("startingoffsets", "earliest"))
+    ending = _offsets("endingOffsets", opts.get("endingoffsets", "latest"))
+    if starting == LATEST:
+        raise OptionError("option startingOffsets=latest is not allowed for batch queries")
+    if ending == EARLIEST:
+        raise OptionError("option endingOffsets=earliest is not allowed for batch queries")
+    if isinstance(starting, dict) and LATEST in _values(starting):
+        raise OptionError("option startingOffsets: -1 (latest) is not allowed for batch queries")
+    if isinstance(ending, dict) and EARLIEST in _values(ending):
+        raise OptionError("option endingOffsets: -2 (earliest) is not allowed for batch queries")
+    # precedence, as Spark: startingTimestamp > startingOffsetsByTimestamp > startingOffsets
+    start_ts: int | dict[str, dict[int, int]] | None = None
+    if "startingtimestamp" in opts:
+        start_ts = _timestamp("startingTimestamp", opts["startingtimestamp"])
+    elif "startingoffsetsbytimestamp" in opts:
+        start_ts = _per_partition(
+            "startingOffsetsByTimestamp", opts["startingoffsetsbytimestamp"], allow_special=False
+        )
+    end_ts: int | dict[str, dict[int, int]] | None = None
+    if "endingtimestamp" in opts:
+        end_ts = _timestamp("endingTimestamp", opts["endingtimestamp"])
+    elif "endingoffsetsbytimestamp" in opts:
+        end_ts = _per_partition(
+            "endingOffsetsByTimestamp", opts["endingoffsetsbytimestamp"], allow_special=False
+        )
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise OptionError(
+            f"option startingOffsetsByTimestampStrategy={strategy!r} must be error or latest"
+        )
+    isolation = opts.get("isolationlevel", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise OptionError(
+            f"option isolationLevel={isolation!r} must be read_uncommitted or read_committed"
+        )
+    return ReadOptions(
+        path=opts["path"],
+        subscribe=subscribe,
+        subscribe_pattern=pattern,
+        assign=assign,
+        starting_offsets=starting,
+        ending_offsets=ending,
+        starting_by_timestamp=start_ts,
+        ending_by_timestamp=end_ts,
+        starting_strategy=strategy,
+        include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
+        fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
+        min_partitions=(
+            _positive("minPartitions", opts["minpartitions"]) if "minpartitions" in opts else None
+        ),
+        max_records_per_partition=(
+            _positive("maxRecordsPerPartition", opts["maxrecordsperpartition"])
+            if "maxrecordsperpartition" in opts
+            else None
+        ),
+        read_committed=isolation == "read_committed",
+        max_bytes_per_split=(
+            _positive("maxBytesPerSplit", opts["maxbytespersplit"])
+            if "maxbytespersplit" in opts
+            else 128 * 1024 * 1024
+        ),
+        max_offsets_per_trigger=(
+            _positive("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"])
+            if "maxoffsetspertrigger" in opts
+            else None
+        ),
+    )
+
+
+def _values(spec: OffsetSpec) -> set[int]:
+    return {v for parts in spec.values() for v in parts.values()}
+
+
+def _timestamp(name: str, value: str) -> int:
+    try:
+        ts = int(value.strip())
+    except ValueError:
+        raise OptionError(f"option {name}={value!r} must be epoch milliseconds") from None
+    if ts < 0:
+        raise OptionError(f"option {name}={value!r} must not be negative")
+    return ts

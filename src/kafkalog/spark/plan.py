@@ -1,0 +1,293 @@
+"""Planning a read: which partitions, which offset range in each (through the indexes), and how
+to cut that into splits balanced by bytes.
+
+Pure Python over the log layer, so it is tested without Spark. Starting and ending offsets resolve
+through ``.index``; timestamps through ``.timeindex`` then ``.index`` (``Log.offsets_for_times``),
+never by scanning a log from its start.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log import Log, LogDir
+from kafkalog.log.layout import is_segment_log, parse_partition_dir
+from kafkalog.spark.options import EARLIEST, LATEST, OptionError, ReadOptions
+
+
+class DataLossError(KafkalogError):
+    """Offsets asked for are gone (retention, compaction, a missing partition) and
+    ``failOnDataLoss`` is true."""
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """Offsets [start, end) of one partition to read."""
+
+    topic: str
+    partition: int
+    directory: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Split:
+    """A byte range of one segment file and the offsets of it to return (a Spark task)."""
+
+    topic: str
+    partition: int
+    directory: str
+    segment: str
+    base_offset: int
+    start_position: int
+    end_position: int  # exclusive; -1 = to the end of the file as it is when read
+    start_offset: int
+    end_offset: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end_position - self.start_position)
+
+
+def partition_directories(path: str) -> dict[tuple[str, int], str]:
+    """Every partition under ``path``: a data directory, or one partition directory."""
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise OptionError(f"option path={path!r} is not a directory")
+    name = os.path.basename(path)
+    try:
+        topic, partition = parse_partition_dir(name)
+        if any(is_segment_log(n) for n in os.listdir(path)):
+            return {(topic, partition): path}
+    except ValueError:
+        pass
+    logdir = LogDir(path, writable=False)
+    return {tp: os.path.join(path, f"{tp[0]}-{tp[1]}") for tp in logdir.partitions()}
+
+
+def select_partitions(
+    found: dict[tuple[str, int], str], opts: ReadOptions
+) -> dict[tuple[str, int], str]:
+    if opts.subscribe is not None:
+        wanted = set(opts.subscribe)
+        chosen = {tp: d for tp, d in found.items() if tp[0] in wanted}
+        missing = wanted - {t for t, _ in chosen}
+        if missing and opts.fail_on_data_loss:
+            raise DataLossError(f"subscribed topic(s) {sorted(missing)} not found in {opts.path}")
+        return chosen
+    if opts.subscribe_pattern is not None:
+        rx = re.compile(opts.subscribe_pattern)
+        return {tp: d for tp, d in found.items() if rx.fullmatch(tp[0])}
+    if opts.assign is not None:
+        chosen = {}
+        for topic, parts in opts.assign.items():
+            for p in parts:
+                if (topic, p) not in found:
+                    if opts.fail_on_data_loss:
+                        raise DataLossError(f"assigned partition {topic}-{p} not found")
+                    continue
+                chosen[(topic, p)] = found[(topic, p)]
+        return chosen
+    return dict(found)
+
+
+def _spec_value(spec: object, topic: str, partition: int, default: int) -> int:
+    if isinstance(spec, int):
+        return spec
+    assert isinstance(spec, dict)
+    return int(spec.get(topic, {}).get(partition, default))
+
+
+def _by_timestamp(log: Log, ts: int) -> int | None:
+    found = log.offsets_for_times(ts)
+    return None if found is None else found.offset
+
+
+def resolve_ranges(opts: ReadOptions) -> list[PartitionRange]:
+    """Offset range of every selected partition, with Spark's precedence and failOnDataLoss."""
+    chosen = select_partitions(partition_directories(opts.path), opts)
+    ranges = []
+    for (topic, partition), directory in sorted(chosen.items()):
+        log = Log(directory, writable=False)
+        try:
+            ranges.append(_resolve_one(log, topic, partition, directory, opts))
+        finally:
+            log.close()
+    return ranges
+
+
+def _resolve_one(
+    log: Log, topic: str, partition: int, directory: str, opts: ReadOptions
+) -> PartitionRange:
+    first, last = log.log_start_offset, log.log_end_offset
+    # start
+    if opts.starting_by_timestamp is not None:
+        ts = _spec_value(opts.starting_by_timestamp, topic, partition, -1)
+        if ts < 0:
+            start = first
+        else:
+            found = _by_timestamp(log, ts)
+            if found is None:
+                if opts.starting_strategy == "error":
+                    raise OptionError(
+                        f"no offset for starting timestamp {ts} in {topic}-{partition} "
+                        "(startingOffsetsByTimestampStrategy=error)"
+                    )
+                found = last
+            start = found
+    else:
+        requested = _spec_value(opts.starting_offsets, topic, partition, EARLIEST)
+        start = first if requested == EARLIEST else requested
+        if start < first:
+            if opts.fail_on_data_loss:
+                raise DataLossError(
+                    f"{topic}-{partition}: starting offset {start} is gone (the log starts at "
+                    f"{first}); set failOnDataLoss=false to start at the earliest offset"
+                )
+            start = first
+        if start > last:
+            if opts.fail_on_data_loss:
+                raise DataLossError(
+                    f"{topic}-{partition}: starting offset {start} is beyond the log end {last}"
+                )
+            start = last
+    # end
+    if opts.ending_by_timestamp is not None:
+        ts = _spec_value(opts.ending_by_timestamp, topic, partition, -1)
+        found = _by_timestamp(log, ts) if ts >= 0 else None
+        end = last if found is None else found
+    else:
+        requested = _spec_value(opts.ending_offsets, topic, partition, LATEST)
+        end = last if requested == LATEST else requested
+        if end > last:
+            if opts.fail_on_data_loss:
+                raise DataLossError(
+                    f"{topic}-{partition}: ending offset {end} is beyond the log end {last}"
+                )
+            end = last
+    return PartitionRange(topic, partition, directory, start, max(start, end))
+
+
+def make_splits(ranges: list[PartitionRange], opts: ReadOptions) -> list[Split]:
+    """Byte ranges of segments covering each partition's offsets, cut at offset-index entries
+    (batch boundaries) so no split is larger than ``maxBytesPerSplit`` and there are at least
+    ``minPartitions`` splits when the data allows."""
+    pieces = [p for r in ranges if r.end > r.start for p in _segment_pieces(r)]
+    total = sum(p.size for p in pieces)
+    target = opts.max_bytes_per_split
+    if opts.min_partitions and total:
+        target = max(1, min(target, -(-total // opts.min_partitions)))
+    splits: list[Split] = []
+    for piece in pieces:
+        splits.extend(_cut(piece, target))
+    if opts.max_records_per_partition:
+        splits = [s for sp in splits for s in _cap_records(sp, opts.max_records_per_partition)]
+    return splits
+
+
+def _segment_pieces(r: PartitionRange) -> Iterator[Split]:
+    log = Log(r.directory, writable=False)
+    try:
+        segs = log.segments
+        for i, seg in enumerate(segs):
+            upper = segs[i + 1].base_offset if i + 1 < len(segs) else log.log_end_offset
+            if upper <= r.start or seg.base_offset >= r.end:
+                continue
+            lo = max(r.start, seg.base_offset)
+            index = seg._offset_index()
+            start_pos = index.lookup(lo).position if index is not None else 0
+            end_pos = seg.size
+            if index is not None and r.end < upper:
+                ceiling = index.lookup_ceiling(r.end)
+                if ceiling is not None and ceiling.offset >= r.end:
+                    # the batch holding r.end starts at or before this entry's position; every
+                    # later batch is past the range
+                    end_pos = _batch_end_after(seg, ceiling.position)
+            yield Split(
+                r.topic,
+                r.partition,
+                r.directory,
+                seg.log.path,
+                seg.base_offset,
+                start_pos,
+                end_pos,
+                lo,
+                min(r.end, upper),
+            )
+    finally:
+        log.close()
+
+
+def _batch_end_after(seg: object, position: int) -> int:
+    """End of the batch starting at ``position`` (index entries point at batch starts)."""
+    for entry in seg.entries(position):  # type: ignore[attr-defined]
+        return int(entry.position + entry.size_in_bytes)
+    return int(seg.size)  # type: ignore[attr-defined]
+
+
+def _cut(piece: Split, target: int) -> list[Split]:
+    if piece.size <= target:
+        return [piece]
+    from kafkalog.index import OffsetIndex
+
+    index_path = piece.segment[: -len(".log")] + ".index"
+    if not os.path.exists(index_path):
+        return [piece]
+    with OffsetIndex(index_path, piece.base_offset, writable=False) as index:
+        _, positions = index.to_numpy()
+    # cut points: indexed batch starts strictly inside the piece. Byte ranges alone keep the
+    # splits disjoint (every batch lies in exactly one), so each split filters by the piece's
+    # offset range and no split needs to know its own first offset.
+    cuts = [p for p in positions.tolist() if piece.start_position < p < piece.end_position]
+    out: list[Split] = []
+    start = piece.start_position
+    for cut in cuts:
+        if cut - start >= target:
+            out.append(_sub(piece, start, int(cut)))
+            start = int(cut)
+    out.append(_sub(piece, start, piece.end_position))
+    return out
+
+
+def _sub(piece: Split, start_pos: int, end_pos: int) -> Split:
+    return Split(
+        piece.topic,
+        piece.partition,
+        piece.directory,
+        piece.segment,
+        piece.base_offset,
+        start_pos,
+        end_pos,
+        piece.start_offset,
+        piece.end_offset,
+    )
+
+
+def _cap_records(split: Split, cap: int) -> list[Split]:
+    """Spark's maxRecordsPerPartition: offset ranges of at most ``cap`` (offsets as a proxy)."""
+    if split.end_offset - split.start_offset <= cap:
+        return [split]
+    out = []
+    lo = split.start_offset
+    while lo < split.end_offset:
+        hi = min(split.end_offset, lo + cap)
+        out.append(
+            Split(
+                split.topic,
+                split.partition,
+                split.directory,
+                split.segment,
+                split.base_offset,
+                split.start_position,
+                split.end_position,
+                lo,
+                hi,
+            )
+        )
+        lo = hi
+    return out

@@ -1,0 +1,88 @@
+"""The PySpark data source ``kafkalog``: ``spark.read.format("kafkalog")`` over Kafka log
+directories, with the schema and options of Spark's own Kafka source.
+
+Register it with :func:`register` (or import ``pyspark_kafkalog``, which Spark finds on its own).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from kafkalog.spark.options import ReadOptions, parse_read_options
+from kafkalog.spark.plan import Split, make_splits, resolve_ranges
+from kafkalog.spark.task import aborted_transactions, read_split
+
+SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+HEADERS = ", headers array<struct<key:string,value:binary>>"
+
+
+class SplitPartition(InputPartition):
+    """A planned split, shipped to a Python worker."""
+
+    def __init__(self, split: Split, aborted: list[tuple[int, int, int]]) -> None:
+        super().__init__(split)
+        self.split = split
+        self.aborted = aborted
+
+
+class KafkaLogDataSource(DataSource):
+    """``format("kafkalog")``: Kafka log directories as DataFrames."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog"
+
+    def schema(self) -> str:
+        opts = parse_read_options(self.options)
+        return SCHEMA + (HEADERS if opts.include_headers else "")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = parse_read_options(self.options)
+        return KafkaLogReader(opts)
+
+
+class KafkaLogReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[InputPartition]:
+        ranges = resolve_ranges(self.opts)
+        splits = make_splits(ranges, self.opts)
+        aborted: dict[str, list[tuple[int, int, int]]] = {}
+        if self.opts.read_committed:
+            for r in ranges:
+                aborted[r.directory] = aborted_transactions(r.directory)
+        parts: list[InputPartition] = [
+            SplitPartition(s, aborted.get(s.directory, [])) for s in splits
+        ]
+        return parts or [SplitPartition(_EMPTY, [])]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, SplitPartition)
+        if partition.split is _EMPTY or partition.split.segment == "":
+            return iter(())
+        return read_split(
+            partition.split, include_headers=self.opts.include_headers, aborted=partition.aborted
+        )
+
+
+_EMPTY = Split("", 0, "", "", 0, 0, 0, 0, 0)
+
+
+def register(spark: Any) -> None:
+    """Make ``format("kafkalog")`` available in ``spark``."""
+    spark.dataSource.register(KafkaLogDataSource)
+
+
+__all__ = ["KafkaLogDataSource", "register"]
+
+if "pyspark" not in sys.modules:  # pragma: no cover - imported without Spark
+    raise ImportError("kafkalog.spark needs pyspark (pip install 'kafkalog[spark]')")

@@ -1,0 +1,106 @@
+"""One Spark task: a byte range of a segment into Arrow record batches with Spark's schema.
+
+The file is read with ``pread`` in chunks (never mapped: a live broker may truncate its active
+segment) and decoded by the columnar path; rows outside the split's offset range, and with
+``read_committed`` the records of aborted transactions, are dropped with vectorised masks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kafkalog.errors import _PositionedError
+from kafkalog.records import decode_range
+from kafkalog.spark.plan import Split
+
+CHUNK_BYTES = 16 * 1024 * 1024
+
+AbortedRange = tuple[int, int, int]  # producer id, first offset, last offset
+
+
+def spark_schema_arrow(include_headers: bool) -> pa.Schema:
+    from kafkalog.records import arrow_schema
+
+    return arrow_schema(include_headers=include_headers, timestamp_unit="us", topic_partition=True)
+
+
+def read_split(
+    split: Split,
+    *,
+    include_headers: bool,
+    aborted: Sequence[AbortedRange] = (),
+    chunk_bytes: int = CHUNK_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns."""
+    committed_only = bool(aborted)
+    metadata = ["producerId", "isTransactional"] if committed_only else []
+    fd = os.open(split.segment, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        end = size if split.end_position < 0 else min(split.end_position, size)
+        pos = split.start_position
+        want = chunk_bytes
+        while pos < end:
+            data = os.pread(fd, min(want, end - pos), pos)
+            try:
+                result = decode_range(
+                    data,
+                    path=split.segment,
+                    include_headers=include_headers,
+                    metadata=metadata,
+                    timestamp_unit="us",
+                    topic=split.topic,
+                    partition=split.partition,
+                )
+            except _PositionedError as e:
+                raise e.located(split.segment, pos) from e
+            if result.next_position == 0:
+                tail = result.incomplete_tail
+                if tail is None or pos + len(data) >= end:
+                    return  # the end of the data (a live segment's batch still being written)
+                want = max(want * 2, tail.declared_size or 0)
+                continue
+            batch = _keep(result.batch, split, aborted)
+            if batch.num_rows:
+                yield batch
+            offsets = result.batch.column("offset")
+            if len(offsets) and pc.max(offsets).as_py() >= split.end_offset - 1:
+                return
+            pos += result.next_position
+    finally:
+        os.close(fd)
+
+
+def _keep(batch: pa.RecordBatch, split: Split, aborted: Sequence[AbortedRange]) -> pa.RecordBatch:
+    offsets = batch.column("offset").to_numpy()
+    mask = (offsets >= split.start_offset) & (offsets < split.end_offset)
+    if aborted:
+        pids = batch.column("producerId").to_numpy()
+        txn = batch.column("isTransactional").to_numpy(zero_copy_only=False)
+        for pid, first, last in aborted:
+            mask &= ~((pids == pid) & txn & (offsets >= first) & (offsets <= last))
+        batch = batch.drop_columns(["producerId", "isTransactional"])
+    if mask.all():
+        return batch
+    return batch.filter(pa.array(mask))
+
+
+def aborted_transactions(directory: str) -> list[AbortedRange]:
+    """Every aborted transaction recorded in a partition's ``.txnindex`` files."""
+    from kafkalog.index import TransactionIndex
+    from kafkalog.log.layout import TXN_INDEX_SUFFIX
+
+    out: list[AbortedRange] = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(TXN_INDEX_SUFFIX) and name.split(".")[0].isdigit():
+            base = int(name.split(".")[0])
+            index = TransactionIndex(os.path.join(directory, name), base, writable=False)
+            out.extend(
+                (t.producer_id, t.first_offset, t.last_offset) for t in index.all_aborted_txns()
+            )
+            index.close()
+    return out

@@ -1,0 +1,190 @@
+"""One writer, many readers on the same partition: readers only ever see whole batches and
+offsets that grow monotonically.
+
+A writer thread appends deterministic batches (``helpers/logcheck.Writer``: small and
+64-200 KB batches, some transactions, small segments so that it rolls often) while reader
+threads and a reader process (``helpers/live_reader.py``) read the partition through read-only
+:class:`Log` objects: long-lived ones that are ``refresh()``-ed, freshly opened ones, reads from
+the log start and from an offset already seen (through the offset index). Every read is checked
+by ``logcheck.read_live``: CRC-valid whole batches, offsets contiguous and increasing, each
+record the one written for its offset, the end of what was read equal to the log end offset the
+reader's log reports, and that end never going back between reads. A batch the writer is still
+writing is simply not there yet (kafkalog treats a cut-off trailing batch as the end).
+
+The writer writes large batches in 4 KiB pieces with a pause between them (the way the kernel
+copies a large write page by page, slowed down), so readers do meet half-written batches.
+Nothing here asserts on timing: the run is bounded (~5 s of writing) and every reader does a
+last read after the writer closed the log, which must see exactly what was written.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers.logcheck import TOPIC, Writer, chunked_append, read_live
+
+from kafkalog.log import Log, TopicConfig
+from kafkalog.log.segment import SegmentFile
+
+HELPERS = Path(__file__).resolve().parent / "helpers"
+SEED = 20240612
+WRITE_SECONDS = 5.0
+MAX_LOG_BYTES = 24 * 1024 * 1024  # the writer also stops here (a fast machine)
+CONFIG = TopicConfig(
+    segment_bytes=256 * 1024,
+    index_interval_bytes=512,
+    flush_messages=50,
+    retention_ms=-1,
+)
+
+
+class Reader(threading.Thread):
+    """Reads the live log until told to stop, then once more; keeps the first failure."""
+
+    def __init__(self, name: str, directory: Path, seed: int, fresh_rate: float, stop: Any):
+        super().__init__(name=name, daemon=True)
+        self.directory = directory
+        self.rng = random.Random(seed)
+        self.fresh_rate = fresh_rate
+        self.stop = stop
+        self.reads = 0
+        self.fresh_reads = 0
+        self.last_end = 0
+        self.failure: str | None = None
+
+    def run(self) -> None:
+        live = Log(self.directory, writable=False)
+        try:
+            while True:
+                final = self.stop.is_set()
+                self.read_once(live)
+                if final:
+                    return
+        except BaseException:
+            self.failure = traceback.format_exc()
+        finally:
+            live.close()
+
+    def read_once(self, live: Log) -> None:
+        rng = self.rng
+        fresh = rng.random() < self.fresh_rate
+        log = Log(self.directory, writable=False) if fresh else live
+        try:
+            if not fresh:
+                log.refresh()
+            how = "fresh" if fresh else "refreshed"
+            assert log.log_end_offset >= self.last_end, (
+                f"{how} log: log_end_offset went back from {self.last_end} to "
+                f"{log.log_end_offset}; segments {[(s.base_offset, s.size) for s in log.segments]}"
+            )
+            start = None
+            if rng.random() < 0.3 and self.last_end > log.log_start_offset:
+                start = rng.randint(log.log_start_offset, self.last_end)
+            view = read_live(log, start)
+        finally:
+            if fresh:
+                log.close()
+        assert view.end >= self.last_end, f"read ended at {view.end}, earlier at {self.last_end}"
+        self.last_end = view.end
+        self.reads += 1
+        self.fresh_reads += fresh
+
+
+Any = object  # the stop event type, kept loose for the thread signature
+
+
+def start_reader_process(directory: Path, seed: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, str(HELPERS / "live_reader.py"), str(directory), str(seed)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line.strip() != b"READY":
+        proc.kill()
+        _, err = proc.communicate(timeout=60)
+        pytest.fail(f"reader process did not start: {line!r} {err.decode(errors='replace')}")
+    return proc
+
+
+def run_writer(log: Log, rng: random.Random, keep_going: Callable[[], bool]) -> int:
+    writer = Writer(log, rng, "mixed", txn_rate=0.1)
+    appends = 0
+    while keep_going() and log.size_in_bytes() < MAX_LOG_BYTES:
+        writer.step()
+        appends += 1
+    if writer.open_txn is not None:
+        writer.step()
+    return appends
+
+
+def test_readers_see_whole_batches_and_growing_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(SEED)
+    directory = tmp_path / f"{TOPIC}-0"
+    log = Log(directory, CONFIG)
+    Writer(log, rng, "small", 0.0).step()  # the readers open a log with one batch in it
+    monkeypatch.setattr(SegmentFile, "append", chunked_append(4096, 0.0002))
+
+    stop = threading.Event()
+    readers = [
+        Reader("refreshing", directory, rng.getrandbits(32), 0.0, stop),
+        Reader("reopening", directory, rng.getrandbits(32), 1.0, stop),
+        Reader("mixed", directory, rng.getrandbits(32), 0.3, stop),
+    ]
+    process = start_reader_process(directory, rng.getrandbits(32))
+    try:
+        for reader in readers:
+            reader.start()
+        deadline = time.monotonic() + WRITE_SECONDS
+        appends = 0
+        try:
+            appends = run_writer(
+                log,
+                rng,
+                lambda: time.monotonic() < deadline and not any(r.failure for r in readers),
+            )
+        finally:
+            end = log.log_end_offset
+            segments = len(log.segments)
+            log.close()
+            stop.set()
+        for reader in readers:
+            reader.join(120)
+            assert not reader.is_alive(), f"reader {reader.name} did not stop"
+        assert process.stdin is not None
+        process.stdin.close()
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    failures = [f"reader {r.name}:\n{r.failure}" for r in readers if r.failure]
+    report = out.decode(errors="replace").strip()
+    if process.returncode != 0 or not report.startswith("DONE"):
+        failures.append(f"reader process: {report}\n{err.decode(errors='replace')[-2000:]}")
+    assert not failures, "\n".join(failures)
+
+    summary = json.loads(report.removeprefix("DONE "))
+    print(
+        f"\nconcurrency: {appends} appends, {segments} segments, log end {end}; reads: "
+        + ", ".join(f"{r.name} {r.reads} ({r.fresh_reads} fresh)" for r in readers)
+        + f", process {summary['reads']} ({summary['fresh']} fresh)"
+    )
+    for reader in readers:  # the last read came after the writer closed: it sees everything
+        assert reader.last_end == end, (reader.name, reader.last_end, end)
+    assert summary["end"] == end
+    with Log(directory, writable=False) as final:
+        assert read_live(final).end == end
