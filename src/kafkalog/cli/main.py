@@ -10,14 +10,15 @@ from kafkalog.errors import KafkalogError
 
 EXAMPLES = """\
 examples:
-  kafkalog demo                          write a sample log and dump it
+  kafkalog job                           the main pipeline on a sample it writes (Spark)
+  kafkalog demo                          write a small sample log and dump it
   kafkalog dump --files 00000000000000000000.log
   kafkalog dump --deep-iteration --print-data-log --files seg.log
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kafkalog.cli import demo, dump
+    from kafkalog.cli import demo, dump, job
 
     parser = argparse.ArgumentParser(
         prog="kafkalog",
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    job.add_parser(sub)
     dump.add_parser(sub)
     demo.add_parser(sub)
     return parser
