@@ -10,7 +10,12 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from kafkalog.spark.options import ReadOptions, parse_read_options
@@ -47,6 +52,11 @@ class KafkaLogDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options)
         return KafkaLogReader(opts)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from kafkalog.spark.writer import KafkaLogWriter, parse_write_options
+
+        return KafkaLogWriter(parse_write_options(self.options), schema.fieldNames(), overwrite)
 
 
 class KafkaLogReader(DataSourceReader):

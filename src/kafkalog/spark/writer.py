@@ -1,0 +1,250 @@
+"""``df.write.format("kafkalog")``: DataFrames into Kafka partition directories, atomically.
+
+Tasks encode their rows into record batches (offsets relative, from 0) in staging files beside
+the data directory; the job commit appends them, task after task, to each partition's log, which
+assigns contiguous offsets and maintains the indexes and checkpoints. If any task or the commit
+fails, the partitions touched are truncated back and the staging files removed: a job's rows all
+become visible, or none do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
+from kafkalog.records import Compression, LogReader, encode_arrow
+from kafkalog.records.partitioner import partitions_for_keys
+from kafkalog.spark.options import OptionError
+
+WRITE_OPTIONS = {
+    "path",
+    "topic",
+    "compression",
+    "numpartitions",
+    "maxrecordsperbatch",
+    "stagingdir",
+}
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    path: str
+    topic: str | None
+    compression: Compression
+    num_partitions: int | None
+    max_records_per_batch: int
+    staging: str
+    topic_config: dict[str, str]
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    opts = {k.lower(): str(v) for k, v in options.items()}
+    topic_keys = {k.lower(): k for k in TOPIC_CONFIG_KEYS}
+    unknown = sorted(k for k in opts if k not in WRITE_OPTIONS and k not in topic_keys)
+    if unknown:
+        raise OptionError(f"unknown option {unknown[0]!r} for writing format kafkalog")
+    if not opts.get("path"):
+        raise OptionError("option path is required: the data directory to write into")
+    try:
+        compression = Compression.parse(opts.get("compression", "none"))
+    except ValueError as e:
+        raise OptionError(f"option compression: {e}") from None
+    config = {topic_keys[k]: v for k, v in opts.items() if k in topic_keys}
+    TopicConfig.from_properties(config)  # validated now, on the driver, with the option named
+    path = os.path.abspath(opts["path"])
+    return WriteOptions(
+        path=path,
+        topic=opts.get("topic"),
+        compression=compression,
+        num_partitions=int(opts["numpartitions"]) if "numpartitions" in opts else None,
+        max_records_per_batch=int(opts.get("maxrecordsperbatch", "1000")),
+        staging=os.path.abspath(opts.get("stagingdir", path.rstrip("/") + ".kafkalog-staging")),
+        topic_config=config,
+    )
+
+
+@dataclass(frozen=True)
+class Staged(WriterCommitMessage):
+    """One task's output: a staging file of batches per (topic, partition)."""
+
+    task: str
+    files: tuple[tuple[str, int, str, int], ...]  # topic, partition, file, records
+
+
+class KafkaLogWriter(DataSourceArrowWriter):
+    def __init__(self, opts: WriteOptions, schema_names: list[str], overwrite: bool) -> None:
+        if overwrite:
+            raise OptionError("kafkalog appends to logs: use mode('append')")
+        if "value" not in {n.lower() for n in schema_names}:
+            raise OptionError("a 'value' column is required to write format kafkalog")
+        if opts.topic is None and "topic" not in schema_names:
+            raise OptionError("give option topic or a 'topic' column")
+        self.opts = opts
+        self.job = uuid.uuid4().hex
+        self.partition_counts = _partition_counts(opts.path)
+
+    def _count(self, topic: str) -> int:
+        existing = self.partition_counts.get(topic)
+        if existing:
+            return existing
+        return self.opts.num_partitions or 1
+
+    # -- on the executors ---------------------------------------------------------------------
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
+        task = uuid.uuid4().hex
+        directory = os.path.join(self.opts.staging, self.job, task)
+        os.makedirs(directory, exist_ok=True)
+        counts: dict[tuple[str, int], int] = {}
+        files: dict[tuple[str, int], Any] = {}
+        try:
+            for batch in iterator:
+                for (topic, partition), rows in self._route(batch):
+                    encoded = encode_arrow(
+                        rows,
+                        compression=self.opts.compression,
+                        max_records_per_batch=self.opts.max_records_per_batch,
+                    )
+                    key = (topic, partition)
+                    if key not in files:
+                        files[key] = open(  # noqa: SIM115 - closed in finally
+                            os.path.join(directory, f"{topic}-{partition}.batches"), "wb"
+                        )
+                    files[key].write(encoded.data)
+                    counts[key] = counts.get(key, 0) + rows.num_rows
+        finally:
+            for f in files.values():
+                f.flush()
+                os.fsync(f.fileno())
+                f.close()
+        return Staged(
+            task,
+            tuple(
+                (t, p, os.path.join(directory, f"{t}-{p}.batches"), n)
+                for (t, p), n in sorted(counts.items())
+            ),
+        )
+
+    def _route(self, batch: pa.RecordBatch) -> Iterator[tuple[tuple[str, int], pa.Table]]:
+        table = pa.Table.from_batches([batch])
+        n = table.num_rows
+        if n == 0:
+            return
+        if self.opts.topic is not None:
+            topics = np.full(n, self.opts.topic, dtype=object)
+        else:
+            topics = np.asarray(table.column("topic").to_pylist(), dtype=object)
+            if any(t is None for t in topics):
+                raise KafkalogError("a row has a null topic and no topic option is set")
+        partitions = np.empty(n, np.int64)
+        names = table.schema.names
+        for topic in set(topics.tolist()):
+            rows = np.flatnonzero(topics == topic)
+            count = self._count(topic)
+            if "partition" in names and table.column("partition").null_count < n:
+                given = table.column("partition").to_numpy(zero_copy_only=False)[rows]
+                if np.any(np.isnan(given.astype(float))):
+                    raise KafkalogError("a row has a null partition")
+                partitions[rows] = given.astype(np.int64)
+            elif "key" in names:
+                keys = table.column("key").take(pa.array(rows)).combine_chunks()
+                if pa.types.is_string(keys.type):
+                    keys = keys.cast(pa.binary())
+                bufs = keys.buffers()
+                offsets = np.frombuffer(bufs[1], np.int32)[
+                    keys.offset : keys.offset + len(keys) + 1
+                ]
+                data = (
+                    np.frombuffer(bufs[2], np.uint8)
+                    if bufs[2] is not None
+                    else np.empty(0, np.uint8)
+                )
+                valid = np.asarray(keys.is_valid(), dtype=np.bool_)
+                partitions[rows] = partitions_for_keys(data, offsets.astype(np.int64), valid, count)
+            else:
+                partitions[rows] = np.arange(len(rows)) % count
+            bad = partitions[rows][(partitions[rows] < 0) | (partitions[rows] >= count)]
+            if bad.size:
+                raise KafkalogError(
+                    f"partition {int(bad[0])} does not exist in topic {topic!r} "
+                    f"({count} partitions)"
+                )
+        keep = [c for c in ("key", "value", "timestamp", "headers") if c in names]
+        body = table.select(keep)
+        for topic in sorted(set(topics.tolist())):
+            for partition in sorted(set(partitions[topics == topic].tolist())):
+                rows = np.flatnonzero((topics == topic) & (partitions == partition))
+                yield (str(topic), int(partition)), body.take(pa.array(rows))
+
+    # -- on the driver --------------------------------------------------------------------------
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        from kafkalog.log import LogDir
+
+        staged = [m for m in messages if isinstance(m, Staged)]
+        config = TopicConfig.from_properties(self.opts.topic_config)
+        before: dict[tuple[str, int], int] = {}
+        logdir = LogDir(self.opts.path, writable=True)
+        try:
+            for message in staged:
+                for topic, partition, path, _ in message.files:
+                    log = logdir.log(topic, partition, create=True, config=config)
+                    before.setdefault((topic, partition), log.log_end_offset)
+                    _append_file(log, path)
+            for topic, count in self._new_topic_counts(staged).items():
+                for p in range(count):  # a new topic gets all its partitions, even empty ones
+                    logdir.log(topic, p, create=True, config=config)
+        except BaseException:
+            for (topic, partition), leo in before.items():
+                with contextlib.suppress(KafkalogError):
+                    logdir.log(topic, partition).truncate_to(leo)
+            logdir.close()
+            self._remove_staging()
+            raise
+        logdir.close()
+        self._remove_staging()
+
+    def _new_topic_counts(self, staged: list[Staged]) -> dict[str, int]:
+        topics = {t for m in staged for t, _, _, _ in m.files}
+        return {t: self._count(t) for t in topics if t not in self.partition_counts}
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._remove_staging()
+
+    def _remove_staging(self) -> None:
+        shutil.rmtree(os.path.join(self.opts.staging, self.job), ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(self.opts.staging)
+
+
+def _append_file(log: Any, path: str) -> None:
+    """Append a staging file's batches to ``log`` one by one, as a leader appends producer
+    batches, so the indexes come out as a broker's would."""
+    with open(path, "rb") as f:
+        data = f.read()
+    reader = LogReader(data, path=path, verify_crc=True)
+    view = memoryview(data)
+    for entry in reader:
+        log.append(view[entry.position : entry.position + entry.size_in_bytes])
+    if reader.incomplete_tail is not None:
+        raise KafkalogError(f"staging file {path} ends with an incomplete batch")
+
+
+def _partition_counts(path: str) -> dict[str, int]:
+    from kafkalog.log import LogDir
+
+    if not os.path.isdir(path):
+        return {}
+    counts: dict[str, int] = {}
+    for topic, partition in LogDir(path, writable=False).partitions():
+        counts[topic] = max(counts.get(topic, 0), partition + 1)
+    return counts

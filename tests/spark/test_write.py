@@ -1,0 +1,154 @@
+"""``df.write.format("kafkalog")``: valid Kafka partitions, read back by us and by independent
+decoders; Kafka's key partitioning; appends continue offsets; a failed job leaves nothing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.partitioner.default import murmur2 as kafka_murmur2
+from kafka.record.memory_records import MemoryRecords
+
+from kafkalog.index import OffsetIndex, TimeIndex
+from kafkalog.log import Log
+
+T0 = 1_700_000_000_000
+
+
+def _frame(spark: Any, n: int, *, headers: bool = False) -> Any:
+    cols = [
+        "cast(concat('key-', id % 13) as binary) as key",
+        "cast(concat('value-', id) as binary) as value",
+        f"timestamp_millis({T0} + id) as timestamp",
+    ]
+    if headers:
+        cols.append("array(named_struct('key', 'h', 'value', cast(id as string))) as headers")
+    return spark.range(0, n, numPartitions=3).selectExpr(*cols)
+
+
+def _write(df: Any, path: Path, **options: str) -> None:
+    writer = df.write.format("kafkalog").option("path", str(path)).mode("append")
+    for k, v in options.items():
+        writer = writer.option(k, v)
+    writer.save()
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_round_trip_and_independent_decoders(spark: Any, tmp_path: Path, codec: str) -> None:
+    data = tmp_path / "data"
+    _write(
+        _frame(spark, 3000, headers=True),
+        data,
+        topic="events",
+        numPartitions="3",
+        compression=codec,
+        **{"segment.bytes": "20000", "index.interval.bytes": "1000"},
+    )
+    assert not (tmp_path / "data.kafkalog-staging").exists()
+    back = (
+        spark.read.format("kafkalog")
+        .option("path", str(data))
+        .option("includeHeaders", "true")
+        .load()
+        .collect()
+    )
+    assert len(back) == 3000
+    seen = sorted((r.value, r.key, r.headers[0].value) for r in back)
+    assert seen == sorted(
+        (f"value-{i}".encode(), f"key-{i % 13}".encode(), str(i).encode()) for i in range(3000)
+    )
+    for r in back:  # the Java producer's default partitioner placed every key
+        assert r.partition == (kafka_murmur2(bytearray(r.key)) & 0x7FFFFFFF) % 3
+    for p in range(3):
+        directory = data / f"events-{p}"
+        log = Log(directory, writable=False)
+        offsets = [rec.offset for rec in log.records()]
+        assert offsets == list(range(len(offsets)))  # contiguous from 0
+        for seg in log.segments:
+            with OffsetIndex(seg.offset_index.path, seg.base_offset, writable=False) as ix:
+                ix.sanity_check()
+            with TimeIndex(seg.time_index.path, seg.base_offset, writable=False) as tx:
+                tx.sanity_check()
+            raw = Path(seg.log.path).read_bytes()
+            decoded = MemoryRecords(raw)  # kafka-python reads our segment files
+            theirs = []
+            while (batch := decoded.next_batch()) is not None:
+                assert batch.validate_crc()
+                theirs.extend((r.offset, bytes(r.value)) for r in batch)
+            ours = [(r.offset, r.value) for e in seg.entries(0) for r in e.records()]
+            assert theirs == ours and ours
+        log.close()
+        assert (directory / "partition.metadata").exists()
+        assert (directory / "leader-epoch-checkpoint").read_text().startswith("0\n")
+    assert (data / "recovery-point-offset-checkpoint").exists()
+
+
+def test_append_continues_offsets(spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _write(_frame(spark, 500), data, topic="t")
+    _write(_frame(spark, 700), data, topic="t")
+    log = Log(data / "t-0", writable=False)
+    assert [r.offset for r in log.records()] == list(range(1200))
+    log.close()
+
+
+def test_topic_and_partition_columns(spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    df = spark.range(0, 100).selectExpr(
+        "cast(id as string) as value",
+        "case when id % 2 = 0 then 'even' else 'odd' end as topic",
+        "cast(id % 2 as int) as partition",
+    )
+    _write(df, data, numPartitions="2")
+    rows = spark.read.format("kafkalog").option("path", str(data)).load().collect()
+    assert {(r.topic, r.partition) for r in rows} == {("even", 0), ("odd", 1)}
+    assert len(rows) == 100
+    assert sorted(os.listdir(data / "even-1")) != []  # new topics get all their partitions
+
+
+def test_failed_job_leaves_nothing(spark: Any, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    data = tmp_path / "data"
+    _write(_frame(spark, 50), data, topic="t")
+    bad = _frame(spark, 1000).withColumn(
+        "value",
+        F.when(F.col("value") == F.lit(b"value-777"), F.raise_error("boom")).otherwise(
+            F.col("value")
+        ),
+    )
+    with pytest.raises(Exception, match="boom"):
+        _write(bad, data, topic="t")
+    log = Log(data / "t-0", writable=False)
+    assert log.log_end_offset == 50
+    log.close()
+    staging = tmp_path / "data.kafkalog-staging"
+    assert not staging.exists() or not any(staging.rglob("*.batches"))
+
+
+def test_locked_directory_refused(spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _write(_frame(spark, 10), data, topic="t")
+    holder = Log(data / "t-0")  # another writer holds the partition
+    try:
+        with pytest.raises(Exception, match=r"(?i)lock"):
+            _write(_frame(spark, 10), data, topic="t")
+    finally:
+        holder.close()
+    log = Log(data / "t-0", writable=False)
+    assert log.log_end_offset == 10
+    log.close()
+
+
+def test_write_option_errors(spark: Any, tmp_path: Path) -> None:
+    df = _frame(spark, 5)
+    for options, message in [
+        ({"bogus": "1", "topic": "t"}, "unknown option 'bogus'"),
+        ({"topic": "t", "compression": "brotli"}, "compression"),
+        ({"topic": "t", "segment.bytes": "5"}, "segment.bytes"),
+        ({}, "option topic or a 'topic' column"),
+    ]:
+        with pytest.raises(Exception, match=message):
+            _write(df, tmp_path / "x", **options)
