@@ -36,6 +36,7 @@ KNOWN_OPTIONS = {
     "isolationlevel",
     "maxoffsetspertrigger",
     "maxbytespersplit",
+    "maxtimestamplatenessms",
 }
 # accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker
 IGNORED_OPTIONS = {
@@ -74,6 +75,7 @@ class ReadOptions:
     read_committed: bool = False
     max_bytes_per_split: int = 128 * 1024 * 1024
     max_offsets_per_trigger: int | None = None
+    max_timestamp_lateness_ms: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -233,6 +235,11 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         max_offsets_per_trigger=(
             _positive("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"])
             if "maxoffsetspertrigger" in opts
+            else None
+        ),
+        max_timestamp_lateness_ms=(
+            _timestamp("maxTimestampLatenessMs", opts["maxtimestamplatenessms"])
+            if "maxtimestamplatenessms" in opts
             else None
         ),
     )

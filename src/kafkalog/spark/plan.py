@@ -12,11 +12,15 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log, LogDir
 from kafkalog.log.layout import is_segment_log, parse_partition_dir
 from kafkalog.spark.options import EARLIEST, LATEST, OptionError, ReadOptions
+
+if TYPE_CHECKING:
+    from kafkalog.spark.pushdown import Bounds
 
 
 class DataLossError(KafkalogError):
@@ -108,17 +112,35 @@ def _by_timestamp(log: Log, ts: int) -> int | None:
     return None if found is None else found.offset
 
 
-def resolve_ranges(opts: ReadOptions) -> list[PartitionRange]:
-    """Offset range of every selected partition, with Spark's precedence and failOnDataLoss."""
+def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[PartitionRange]:
+    """Offset range of every selected partition, with Spark's precedence and failOnDataLoss,
+    narrowed by pushed-down filter ``bounds`` (through the indexes) when given."""
     chosen = select_partitions(partition_directories(opts.path), opts)
     ranges = []
     for (topic, partition), directory in sorted(chosen.items()):
+        if bounds is not None and not bounds.allows_partition(topic, partition):
+            continue
         log = Log(directory, writable=False)
         try:
-            ranges.append(_resolve_one(log, topic, partition, directory, opts))
+            r = _resolve_one(log, topic, partition, directory, opts)
+            if bounds is not None:
+                r = _narrow(log, r, bounds, opts)
+            ranges.append(r)
         finally:
             log.close()
     return ranges
+
+
+def _narrow(log: Log, r: PartitionRange, b: Bounds, opts: ReadOptions) -> PartitionRange:
+    start, end = max(r.start, b.offset_lo), min(r.end, b.offset_hi)
+    if b.ts_lo is not None and start < end:
+        found = _by_timestamp(log, b.ts_lo)  # every record before it is older than ts_lo
+        start = end if found is None else max(start, found)
+    if b.ts_hi is not None and opts.max_timestamp_lateness_ms is not None and start < end:
+        found = _by_timestamp(log, b.ts_hi + opts.max_timestamp_lateness_ms)
+        if found is not None:
+            end = min(end, found)
+    return PartitionRange(r.topic, r.partition, r.directory, start, max(start, end))
 
 
 def _resolve_one(

@@ -7,19 +7,21 @@ Register it with :func:`register` (or import ``pyspark_kafkalog``, which Spark f
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceWriter,
+    Filter,
     InputPartition,
 )
 from pyspark.sql.types import StructType
 
 from kafkalog.spark.options import ReadOptions, parse_read_options
 from kafkalog.spark.plan import Split, make_splits, resolve_ranges
+from kafkalog.spark.pushdown import Bounds, bounds_from_filters
 from kafkalog.spark.task import aborted_transactions, read_split
 
 SCHEMA = (
@@ -51,6 +53,8 @@ class KafkaLogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options)
+        if _pushdown_enabled():
+            return PushdownReader(opts)
         return KafkaLogReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -62,9 +66,10 @@ class KafkaLogDataSource(DataSource):
 class KafkaLogReader(DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
+        self.bounds: Bounds | None = None
 
     def partitions(self) -> list[InputPartition]:
-        ranges = resolve_ranges(self.opts)
+        ranges = resolve_ranges(self.opts, self.bounds)
         splits = make_splits(ranges, self.opts)
         aborted: dict[str, list[tuple[int, int, int]]] = {}
         if self.opts.read_committed:
@@ -82,6 +87,38 @@ class KafkaLogReader(DataSourceReader):
         return read_split(
             partition.split, include_headers=self.opts.include_headers, aborted=partition.aborted
         )
+
+
+class PushdownReader(KafkaLogReader):
+    """The reader Spark gives filters to, when ``spark.sql.python.filterPushdown.enabled``."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        filters = list(filters)
+        self.bounds = bounds_from_filters(filters)
+        # Spark still evaluates every filter on the rows read: pruning only needs to be safe
+        return filters
+
+
+def _pushdown_enabled() -> bool:
+    """Whether Spark will push filters to this reader.
+
+    A reader that implements ``pushFilters`` fails at planning when
+    ``spark.sql.python.filterPushdown.enabled`` is false, and the data source is not told the
+    setting. PySpark asks for the reader from its filter-pushdown worker only when pushdown is
+    on, and its planning worker holds the setting in a local of the caller (``enable_pushdown``):
+    both are recognised here. Anywhere else (another PySpark), no pushdown: same rows.
+    """
+    frame = sys._getframe(1)
+    for _ in range(8):
+        if frame is None:
+            break
+        if str(frame.f_globals.get("__name__", "")).endswith("data_source_pushdown_filters"):
+            return True
+        value = frame.f_locals.get("enable_pushdown")
+        if isinstance(value, bool):
+            return value
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 _EMPTY = Split("", 0, "", "", 0, 0, 0, 0, 0)
