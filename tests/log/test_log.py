@@ -224,3 +224,25 @@ def test_reopen_continues_offsets_and_keeps_time_index(tmp_path: Path) -> None:
         with TimeIndex(seg.time_index.path, seg.base_offset, writable=False) as t:
             t.sanity_check()
     log.close()
+
+
+def test_last_stable_offset(tmp_path: Path) -> None:
+    from kafkalog.records import ControlType, encode_control_batch
+
+    log = make(tmp_path)
+    fill(log, 3)
+    assert log.last_stable_offset() == 3
+    txn = encode_batch([rec(3), rec(4)], producer_id=9, producer_epoch=0, is_transactional=True)
+    log.append(txn)
+    fill(log, 2, start=5)
+    assert log.last_stable_offset() == 3  # the open transaction's first offset
+    log.append(
+        encode_control_batch(
+            ControlType.ABORT, offset=0, timestamp=T0, producer_id=9, producer_epoch=0
+        )
+    )
+    assert log.last_stable_offset() == log.log_end_offset == 8
+    log.close()
+    reader = Log(tmp_path / "events-0", writable=False)
+    assert reader.last_stable_offset() == 8
+    reader.close()

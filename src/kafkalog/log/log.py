@@ -519,6 +519,34 @@ class Log:
                 return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
         return None
 
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, else the log end: a
+        read_committed consumer sees nothing at or past it. Producer state comes from the newest
+        ``.snapshot`` at or below the log end, then the batches after it."""
+        from kafkalog.log.producer_snapshot import read_snapshot, snapshot_offsets
+
+        state = TxnState()
+        start = self.log_start_offset
+        for offset in reversed(snapshot_offsets(self.directory)):
+            if offset > self.log_end_offset:
+                continue
+            try:
+                entries = read_snapshot(os.path.join(self.directory, f"{offset:020d}.snapshot"))
+            except (KafkalogError, OSError):
+                continue
+            state.ongoing = {
+                e.producer_id: e.current_txn_first_offset
+                for e in entries
+                if e.current_txn_first_offset >= 0
+            }
+            start = offset
+            break
+        for batch in self.batches(start):
+            if isinstance(batch, RecordBatch) and batch.base_offset >= start:
+                with contextlib.suppress(KafkalogError):
+                    state.update(batch, self.limits)
+        return min(state.ongoing.values(), default=self.log_end_offset)
+
     def _epoch_at_start(self) -> int | None:
         cache = self.leader_epochs
         if cache is None or not cache.entries:

@@ -192,6 +192,8 @@ def _resolve_one(
                     f"{topic}-{partition}: ending offset {end} is beyond the log end {last}"
                 )
             end = last
+    if opts.read_committed:
+        end = min(end, log.last_stable_offset())  # nothing of an open transaction is visible
     return PartitionRange(topic, partition, directory, start, max(start, end))
 
 
