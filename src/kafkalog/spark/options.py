@@ -134,8 +134,10 @@ def _offsets(name: str, value: str) -> int | OffsetSpec:
     return _per_partition(name, v, allow_special=True)
 
 
-def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
-    """Spark passes options case-insensitively; so do we (keys compared lower-case)."""
+def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+    """Spark passes options case-insensitively; so do we (keys compared lower-case).
+
+    Streams start at ``latest`` unless told otherwise and take no end, as in Spark."""
     opts = {k.lower(): str(v) for k, v in options.items()}
     unknown = sorted(k for k in opts if k not in KNOWN_OPTIONS and k not in IGNORED_OPTIONS)
     if unknown:
@@ -171,13 +173,18 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         ):
             raise OptionError('option assign must look like {"topicA":[0,1],"topicB":[2,4]}')
         assign = {t: tuple(ps) for t, ps in parsed.items()}
-    starting = _offsets("startingOffsets", opts.get("startingoffsets", "earliest"))
+    default_start = "latest" if streaming else "earliest"
+    starting = _offsets("startingOffsets", opts.get("startingoffsets", default_start))
     ending = _offsets("endingOffsets", opts.get("endingoffsets", "latest"))
-    if starting == LATEST:
+    if streaming:
+        for key in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
+            if key in opts:
+                raise OptionError(f"option {key} is not allowed for streaming queries")
+    elif starting == LATEST:
         raise OptionError("option startingOffsets=latest is not allowed for batch queries")
     if ending == EARLIEST:
         raise OptionError("option endingOffsets=earliest is not allowed for batch queries")
-    if isinstance(starting, dict) and LATEST in _values(starting):
+    if not streaming and isinstance(starting, dict) and LATEST in _values(starting):
         raise OptionError("option startingOffsets: -1 (latest) is not allowed for batch queries")
     if isinstance(ending, dict) and EARLIEST in _values(ending):
         raise OptionError("option endingOffsets: -2 (earliest) is not allowed for batch queries")

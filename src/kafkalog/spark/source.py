@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceWriter,
     Filter,
     InputPartition,
@@ -56,6 +57,11 @@ class KafkaLogDataSource(DataSource):
         if _pushdown_enabled():
             return PushdownReader(opts)
         return KafkaLogReader(opts)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from kafkalog.spark.stream import KafkaLogStreamReader
+
+        return KafkaLogStreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from kafkalog.spark.writer import KafkaLogWriter, parse_write_options

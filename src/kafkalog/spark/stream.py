@@ -1,0 +1,139 @@
+"""``spark.readStream.format("kafkalog")``: tail a data directory a broker (or kafkalog) appends
+to, micro-batch by micro-batch, with Spark's Kafka offsets JSON and ``maxOffsetsPerTrigger``.
+
+Offsets are ``{"topic": {"partition": next offset}}`` as Spark's Kafka source writes them to its
+checkpoint. Each trigger re-reads the partitions' ends (read-only: a live broker's directory is
+only looked at); partitions that appear later start at their earliest offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from kafkalog.log import Log
+from kafkalog.spark.options import EARLIEST, LATEST, ReadOptions
+from kafkalog.spark.plan import (
+    PartitionRange,
+    make_splits,
+    partition_directories,
+    select_partitions,
+)
+from kafkalog.spark.task import aborted_transactions, read_split
+
+Offsets = dict[str, dict[str, int]]
+
+
+def _ends(opts: ReadOptions) -> dict[tuple[str, int], tuple[str, int, int]]:
+    """(directory, log start, readable end) of every selected partition, now."""
+    out = {}
+    chosen = select_partitions(
+        partition_directories(opts.path), replace(opts, fail_on_data_loss=False)
+    )
+    for (topic, partition), directory in sorted(chosen.items()):
+        log = Log(directory, writable=False)
+        try:
+            end = log.last_stable_offset() if opts.read_committed else log.log_end_offset
+            out[(topic, partition)] = (directory, log.log_start_offset, end)
+        finally:
+            log.close()
+    return out
+
+
+def _flat(offsets: Offsets) -> dict[tuple[str, int], int]:
+    return {(t, int(p)): int(o) for t, parts in offsets.items() for p, o in parts.items()}
+
+
+def _nest(flat: dict[tuple[str, int], int]) -> Offsets:
+    out: Offsets = {}
+    for (t, p), o in sorted(flat.items()):
+        out.setdefault(t, {})[str(p)] = o
+    return out
+
+
+class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.target: dict[tuple[str, int], int] | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: what is there now is the target; later appends wait."""
+        self.target = {tp: last for tp, (_, _, last) in _ends(self.opts).items()}
+
+    def initialOffset(self) -> dict[str, Any]:
+        spec = self.opts.starting_offsets
+        ends = _ends(self.opts)
+        flat = {}
+        for (topic, partition), (_, first, last) in ends.items():
+            value = spec.get(topic, {}).get(partition, LATEST) if isinstance(spec, dict) else spec
+            flat[(topic, partition)] = (
+                first if value == EARLIEST else last if value == LATEST else max(first, value)
+            )
+        return _nest(flat)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = _flat(start)
+        ends = _ends(self.opts)
+        available = {}
+        for tp, (_, first, last) in ends.items():
+            if self.target is not None:
+                if tp not in self.target:
+                    continue
+                last = min(last, self.target[tp])
+            from_offset = begin.get(tp, first)  # a new partition starts at its earliest offset
+            available[tp] = (max(from_offset, first), max(last, from_offset))
+        if isinstance(limit, ReadMaxRows):
+            total = sum(max(0, hi - lo) for lo, hi in available.values())
+            if total > limit.max_rows:
+                # as Spark's Kafka source: the budget split in proportion to what each has
+                flat = {}
+                for tp, (lo, hi) in available.items():
+                    share = (hi - lo) * limit.max_rows // total if total else 0
+                    flat[tp] = lo + max(0, share)
+                return _nest(flat)
+        return _nest({tp: hi for tp, (lo, hi) in available.items()})
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        from kafkalog.spark.source import SplitPartition
+
+        begin, stop = _flat(start), _flat(end)
+        dirs = partition_directories(self.opts.path)
+        ranges = []
+        for tp, hi in sorted(stop.items()):
+            directory = dirs.get(tp)
+            if directory is None:
+                continue
+            lo = begin.get(tp, 0)
+            if hi > lo:
+                ranges.append(PartitionRange(tp[0], tp[1], directory, lo, hi))
+        splits = make_splits(ranges, self.opts)
+        aborted = (
+            {r.directory: aborted_transactions(r.directory) for r in ranges}
+            if self.opts.read_committed
+            else {}
+        )
+        return [SplitPartition(s, aborted.get(s.directory, [])) for s in splits]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_split(
+            partition.split,  # type: ignore[attr-defined]
+            include_headers=self.opts.include_headers,
+            aborted=partition.aborted,  # type: ignore[attr-defined]
+        )
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to acknowledge: the files are only read."""
