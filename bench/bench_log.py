@@ -4,10 +4,12 @@ Append: ~16 KiB v2 batches (135 records of 10-byte keys and 100-byte random valu
 are encoded once, then written twice to files on the same disk, in the same run: ours appends
 each with ``Log.append`` (offsets assigned by the log, CRC checked, offset and time indexes
 maintained, default topic config: 1 GiB segments, no fsync), the peer ``write``s each to one
-file opened unbuffered. Best of ``--repeat`` alternating runs; every run starts from an empty
-directory after ``sync``, and the close (ours fsyncs there) is not timed.
+file opened unbuffered. Best of ``--repeat`` alternating runs after one untimed warm-up write;
+every run starts from an empty directory after ``sync``, and the close (ours fsyncs there) is
+not timed. The "floor" row is the least a validating append can do in Python (CRC check, copy
+to stamp the offset, write), for scale.
 
-Seek: ``Log.offsets_for_times`` on a 2 GiB log of 128 segments (16 MiB ``segment.bytes``) and on a
+Seek: ``Log.offsets_for_times`` on a 2 GiB log of 129 segments (16 MiB ``segment.bytes``) and on a
 20 MiB log, both written one 16 KiB batch per append with one record per millisecond (the
 record at offset ``o`` has timestamp ``t0 + o``), both opened fresh read-only with the page cache
 warm; next to a linear scan from the log start (``Log.batches()``, then the records of the first
@@ -15,8 +17,9 @@ batch whose max timestamp reaches the target) for targets in the second half of 
 Every answer is checked against the record written at the target time. The logs are cached
 under ``/tmp/kafkalog-bench-logs`` (keyed by their parameters), so only the first run builds them.
 
-    python bench/bench_log.py [--append-mb 1000] [--repeat 3] [--seek-gib 2] [--small-mib 20]
-        [--segment-mib 16] [--seeks 1000] [--scans 5] [--profile]
+    python bench/bench_log.py [--append-mb 1000] [--repeat 3] [--batches-per-call 1] [--profile]
+        [--seek-gib 2] [--small-mib 20] [--segment-mib 16] [--seeks 1000] [--scans 5]
+        [--skip append|seek]
 """
 
 from __future__ import annotations
@@ -185,6 +188,7 @@ def bench_append(args: argparse.Namespace, parent: str) -> None:
         "kafkalog Log.append": append_ours,
         "floor: CRC + offset stamp + write": append_floor,
     }
+    append_peer(batches, parent, per_call)  # untimed warm-up: the first big write is slow
     best = dict.fromkeys(runs, float("inf"))
     for _ in range(args.repeat):
         for label, fn in runs.items():
@@ -345,6 +349,8 @@ def bench_seek(args: argparse.Namespace) -> None:
     )
     large_path, large_info = build_log(int(args.seek_gib * 2**30), segment_bytes)
     small_path, small_info = build_log(args.small_mib << 20, segment_bytes)
+    with Log(small_path, config, writable=False) as warm_up:  # load numba's cached kernels
+        warm_up.offsets_for_times(T0)
     large, log = time_seeks("large log", large_path, large_info, config, args.seeks, 11)
     small, small_log = time_seeks("small log", small_path, small_info, config, args.seeks, 12)
     small_log.close()
@@ -381,17 +387,19 @@ def bench_seek(args: argparse.Namespace) -> None:
     size_ratio = large.median / small.median
     mean_ratio = large.mean / small.mean
     scan_ratio = scan_mean / large.mean
+    scan_median_ratio = statistics.median(scan_times) / large.median
     print(
         f"large / small seek: median {size_ratio:.2f}x, mean {mean_ratio:.2f}x "
         f"(target <= 2x: {'met' if max(size_ratio, mean_ratio) <= 2 else 'NOT met'})"
     )
     print(
-        f"scan / large seek (means): {scan_ratio:,.0f}x "
-        f"(target >= 1000x: {'met' if scan_ratio >= 1000 else 'NOT met'})"
+        f"scan / large seek: means {scan_ratio:,.0f}x, medians {scan_median_ratio:,.0f}x "
+        f"(target >= 1000x: {'met' if min(scan_ratio, scan_median_ratio) >= 1000 else 'NOT met'})"
     )
+    seeks = 2 * (args.seeks + 1) + large.info["segments"] + small.info["segments"] + args.scans
     print(
-        f"verified: all {2 * args.seeks + 2} seeks and {args.scans} scans returned the record "
-        "written at the target time (seek and scan agree)"
+        f"verified: all {seeks:,} seeks and {args.scans} scans returned the record written at "
+        "the target time (offset = target - t0; seek and scan agree)"
     )
 
 

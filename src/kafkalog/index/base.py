@@ -90,25 +90,45 @@ class MappedIndex:
         )
 
     def _open_read_only(self) -> None:
+        """Read the real entries into memory, in chunks, stopping at the first invalid one.
+
+        Not mapped: a broker trims its index when it rolls the segment, and touching a mapped
+        page past the new end of the file kills the reader with SIGBUS. Reading only up to the
+        zero-filled tail also keeps a live 10 MiB preallocated index down to its real size.
+        """
+        chunks: list[bytes] = []
         with open(self._path, "rb") as f:
             length = os.fstat(f.fileno()).st_size
-            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if length else None
+            max_entries = length // self.ENTRY_SIZE
+            read = 0
+            entries = 0
+            step = 8192 * self.ENTRY_SIZE
+            while read < max_entries * self.ENTRY_SIZE:
+                chunk = os.pread(f.fileno(), min(step, max_entries * self.ENTRY_SIZE - read), read)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                read += len(chunk)
+                buf = np.frombuffer(b"".join(chunks), np.uint8)
+                entries = int(
+                    _search.valid_prefix(
+                        buf,
+                        len(buf) // self.ENTRY_SIZE,
+                        self.ENTRY_SIZE,
+                        self.KEY_OFFSET,
+                        self.KEY_WIDTH,
+                        self.VALUE_OFFSET,
+                        self.VALUE_WIDTH,
+                    )
+                )
+                if entries < len(buf) // self.ENTRY_SIZE:
+                    break
+                step *= 2
+        data = b"".join(chunks)[: entries * self.ENTRY_SIZE]
         self._length = length
-        self._buf = (
-            np.frombuffer(self._mm, np.uint8) if self._mm is not None else np.empty(0, np.uint8)
-        )
-        self._max_entries = length // self.ENTRY_SIZE
-        self._entries = int(
-            _search.valid_prefix(
-                self._buf,
-                self._max_entries,
-                self.ENTRY_SIZE,
-                self.KEY_OFFSET,
-                self.KEY_WIDTH,
-                self.VALUE_OFFSET,
-                self.VALUE_WIDTH,
-            )
-        )
+        self._buf = np.frombuffer(data, np.uint8) if data else np.empty(0, np.uint8)
+        self._max_entries = max_entries
+        self._entries = entries
 
     def _map(self, length: int) -> None:
         """(Re)map the first ``length`` bytes of the writable file."""

@@ -436,13 +436,23 @@ class LogSegment:
         )
 
     def read_next_offset(self) -> int:
-        """The offset after the last batch (base offset when empty)."""
+        """The offset after the last batch (base offset when empty).
+
+        A read-only segment of a live broker may have an index entry newer than the log size it
+        last saw (an append landed between the two reads): the scan then steps back to earlier
+        entries until it finds a whole batch, so the end never appears to go backwards.
+        """
         index = self._offset_index()
-        start = index.lookup(index.last_offset).position if index is not None else 0
-        last = None
-        for entry in self.log.entries(start, limits=self.limits):
-            last = entry
-        return self.base_offset if last is None else last.last_offset + 1
+        found = index.lookup(index.last_offset) if index is not None else None
+        start = found.position if found is not None else 0
+        while True:
+            last = None
+            for entry in self.log.entries(start, limits=self.limits):
+                last = entry
+            if last is not None or start == 0 or index is None or found is None:
+                return self.base_offset if last is None else last.last_offset + 1
+            found = index.lookup(found.offset - 1)  # that batch is not wholly visible yet
+            start = found.position
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int | None = None

@@ -23,7 +23,7 @@ What a writer prints on stdout, one line per ``os.write`` (atomic on a pipe), al
 
 Parameters (JSON): ``root``, ``topic``, ``partition``, ``flushed_file``, ``seed``, ``profile``
 (see ``logcheck.PROFILES``), ``flush_messages``, ``txn_rate``, ``budget`` (bytes to append
-before idling), ``slow_write`` (write each batch in 4 KiB pieces with a short pause, see
+before idling), ``slow_write`` (write each batch in up to 16 pieces with short pauses, see
 ``logcheck.chunked_append``) and ``segment_index_bytes``.
 """
 
@@ -61,7 +61,7 @@ def run_writer(params: dict[str, Any]) -> None:
     if params.get("slow_write"):
         from kafkalog.log import segment
 
-        segment.SegmentFile.append = chunked_append(4096, 0.0002)  # type: ignore[method-assign]
+        segment.SegmentFile.append = chunked_append(16, 256, 0.0003)  # type: ignore[method-assign]
     config = TopicConfig(
         flush_messages=params["flush_messages"],
         segment_index_bytes=params.get("segment_index_bytes", SEGMENT_INDEX_BYTES),
@@ -83,8 +83,10 @@ def run_writer(params: dict[str, Any]) -> None:
             durable_write(flushed_file, str(log.recovery_point))
             emit(f"F {pid} {log.recovery_point}")
     emit(f"D {pid}")
-    while True:  # never closes: the test kills it
-        time.sleep(1)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the test kills it long before; it never closes the log
+        time.sleep(0.5)
+    os._exit(3)  # an orphan (the test died): go away without cleaning up, like a crash
 
 
 def warm() -> None:

@@ -14,6 +14,7 @@ import json
 import random
 import sys
 import threading
+import time
 import traceback
 
 from logcheck import read_live
@@ -33,7 +34,7 @@ def main() -> int:
     threading.Thread(target=wait_for_eof, daemon=True).start()
     print("READY", flush=True)
     live = Log(directory, writable=False)
-    reads = fresh_reads = 0
+    reads = fresh_reads = torn = 0
     last_end = 0
     try:
         while True:
@@ -62,14 +63,19 @@ def main() -> int:
                 raise AssertionError(f"read ended at {view.end}, an earlier one at {last_end}")
             last_end = view.end
             reads += 1
+            torn += view.torn
             if final:
                 break
+            time.sleep(rng.uniform(0, 0.002))
     except Exception:
         print("FAIL " + traceback.format_exc().replace("\n", " | "), flush=True)
         return 1
     finally:
         live.close()
-    print("DONE " + json.dumps({"reads": reads, "fresh": fresh_reads, "end": last_end}), flush=True)
+    print(
+        "DONE " + json.dumps({"reads": reads, "fresh": fresh_reads, "torn": torn, "end": last_end}),
+        flush=True,
+    )
     return 0
 
 
