@@ -246,3 +246,22 @@ def test_last_stable_offset(tmp_path: Path) -> None:
     reader = Log(tmp_path / "events-0", writable=False)
     assert reader.last_stable_offset() == 8
     reader.close()
+
+
+def test_segment_walk_crosses_chunks_that_end_on_a_batch_boundary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a read chunk ending exactly where a batch ends used to end the walk."""
+    from kafkalog.log import segment as segment_module
+
+    log = make(tmp_path)
+    for i in range(12):
+        log.append_records([Record.of(b"x" * 30, b"key", T0 + i)])
+    seg = log.active_segment
+    sizes = {e.size_in_bytes for e in seg.entries(0)}
+    assert len(sizes) == 1  # equal batches, so chunk boundaries can land on batch boundaries
+    monkeypatch.setattr(segment_module, "_FIRST_CHUNK", 3 * sizes.pop())
+    monkeypatch.setattr(segment_module, "_CHUNK", 3 * seg.size // 12)
+    assert [e.base_offset for e in seg.entries(0)] == list(range(12))
+    assert seg.read_next_offset() == 12
+    log.close()

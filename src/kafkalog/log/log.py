@@ -316,8 +316,8 @@ class Log:
         (a follower's append).
         """
         self._require_writable("append to")
-        data = bytearray(records)
-        batches = list(LogReader(bytes(data), path=self.directory, limits=self.limits))
+        data = bytearray(records)  # the one copy: offsets and epochs are stamped into it
+        batches = list(LogReader(data, path=self.directory, limits=self.limits))
         if not batches:
             raise InvalidRecordError("nothing to append: no complete record batch")
         reader_tail_end = batches[-1].position + batches[-1].size_in_bytes
@@ -331,6 +331,7 @@ class Log:
         next_offset = self.log_end_offset
         max_ts, max_ts_offset = -1, -1
         first_offset = next_offset if assign_offsets else batches[0].base_offset
+        placed: list[tuple[RecordBatch, int]] = []
         for batch in batches:
             if not isinstance(batch, RecordBatch):
                 raise InvalidRecordError("kafkalog appends record batches of magic 2 only")
@@ -361,6 +362,7 @@ class Log:
                 end = p + batch.size_in_bytes
                 _CRC.pack_into(data, p + CRC_OFFSET, crc32c(memoryview(data)[p + 21 : end]))
                 batch_max = now
+            placed.append((batch, base))
             last = base + batch.last_offset_delta
             if batch_max > max_ts:
                 max_ts, max_ts_offset = batch_max, last
@@ -372,8 +374,8 @@ class Log:
                 f"({self.config.segment_bytes})"
             )
         segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset)
-        segment.append(last_offset, max_ts, max_ts_offset, bytes(data))
-        self._after_append(bytes(data))
+        segment.append(last_offset, max_ts, max_ts_offset, data)
+        self._after_append(placed, leader_epoch)
         self.log_end_offset = next_offset
         if (
             self.log_end_offset - self.recovery_point >= self.config.flush_messages
@@ -382,15 +384,19 @@ class Log:
             self.flush()
         return AppendInfo(first_offset, last_offset, max_ts, max_ts_offset, len(batches), len(data))
 
-    def _after_append(self, data: bytes) -> None:
-        for batch in LogReader(data, limits=self.limits):
-            if not isinstance(batch, RecordBatch):
-                continue
-            if self.leader_epochs is not None and batch.partition_leader_epoch >= 0:
-                self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-            aborted = self._txn_state.update(batch, self.limits)
-            if aborted is not None:
-                self.active_segment.update_txn_index(aborted)
+    def _after_append(
+        self, placed: list[tuple[RecordBatch, int]], leader_epoch: int | None
+    ) -> None:
+        """Leader epochs and transactions of the batches just appended (parsed once, before
+        their offsets were stamped: ``base`` is where each landed)."""
+        for batch, base in placed:
+            epoch = batch.partition_leader_epoch if leader_epoch is None else leader_epoch
+            if self.leader_epochs is not None and epoch >= 0:
+                self.leader_epochs.assign(epoch, base)
+            if batch.is_transactional:
+                aborted = self._txn_state.update(batch, self.limits, base)
+                if aborted is not None:
+                    self.active_segment.update_txn_index(aborted)
 
     def append_records(
         self,

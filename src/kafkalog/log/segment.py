@@ -41,6 +41,7 @@ from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 _CHUNK = 4 * 1024 * 1024
+_FIRST_CHUNK = 64 * 1024
 _UNKNOWN = TimestampOffset(-1, -1)
 
 
@@ -104,12 +105,17 @@ class TxnState:
     def __init__(self) -> None:
         self.ongoing: dict[int, int] = {}
 
-    def update(self, batch: RecordBatch, limits: Limits) -> AbortedTxn | None:
+    def update(
+        self, batch: RecordBatch, limits: Limits, base_offset: int | None = None
+    ) -> AbortedTxn | None:
+        """``base_offset`` overrides the batch's own (an append stamps offsets afterwards)."""
         pid = batch.producer_id
         if not batch.is_transactional or pid < 0:
             return None
+        base = batch.base_offset if base_offset is None else base_offset
+        last = base + batch.last_offset_delta
         if not batch.is_control:
-            self.ongoing.setdefault(pid, batch.base_offset)
+            self.ongoing.setdefault(pid, base)
             return None
         marker = batch.control_record(limits)
         first = self.ongoing.pop(pid, None)
@@ -117,10 +123,8 @@ class TxnState:
             return None
         # LSO when the abort was written: the earliest other open transaction, or just past it
         others = list(self.ongoing.values())
-        lso = min(others) if others else batch.last_offset + 1
-        return AbortedTxn(
-            pid, batch.base_offset if first is None else first, batch.last_offset, lso
-        )
+        lso = min(others) if others else last + 1
+        return AbortedTxn(pid, base if first is None else first, last, lso)
 
 
 class SegmentFile:
@@ -212,7 +216,7 @@ class SegmentFile:
         """
         stop = self.size if end is None else min(end, self.size)
         pos = start
-        want = _CHUNK
+        want = _FIRST_CHUNK  # most walks (lookups) stop within a batch or two: read small first
         while pos < stop:
             chunk = self.read(pos, min(want, stop - pos))
             reader = LogReader(
@@ -221,13 +225,20 @@ class SegmentFile:
             yield from reader
             cut = reader.incomplete_tail
             if cut is None:
-                return
+                if pos + len(chunk) >= stop:
+                    return
+                # the chunk ended exactly on an entry boundary: carry on after it
+                pos = reader.end_position
+                want = min(want * 4, _CHUNK)
+                continue
             if pos + len(chunk) >= stop:
                 if tail is not None:
                     tail.append(cut)
                 return
             if cut.position == pos:  # one entry larger than the chunk: read it whole
                 want = max(want * 2, cut.declared_size or 0)
+            else:
+                want = min(want * 4, _CHUNK)
             pos = cut.position
 
 
