@@ -317,7 +317,7 @@ class Log:
         """
         self._require_writable("append to")
         data = bytearray(records)  # the one copy: offsets and epochs are stamped into it
-        batches = list(LogReader(data, path=self.directory, limits=self.limits))
+        batches = self._parse_append(data)
         if not batches:
             raise InvalidRecordError("nothing to append: no complete record batch")
         reader_tail_end = batches[-1].position + batches[-1].size_in_bytes
@@ -373,8 +373,12 @@ class Log:
                 f"an append of {len(data)} bytes is larger than segment.bytes "
                 f"({self.config.segment_bytes})"
             )
-        segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset)
-        segment.append(last_offset, max_ts, max_ts_offset, data)
+        segment = self.active_segment
+        if not segment.can_take(
+            len(data), max_ts, last_offset, self.config.segment_bytes, self.config.max_segment_ms
+        ):
+            segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset)
+        segment.append(last_offset, max_ts, max_ts_offset, memoryview(data))
         self._after_append(placed, leader_epoch)
         self.log_end_offset = next_offset
         if (
@@ -383,6 +387,14 @@ class Log:
         ):
             self.flush()
         return AppendInfo(first_offset, last_offset, max_ts, max_ts_offset, len(batches), len(data))
+
+    def _parse_append(self, data: bytearray) -> list[Any]:
+        """The batches of an append; one batch (the usual producer request) without a walk."""
+        if len(data) >= 61 and data[16] >= 2 and data[16] < 128:
+            length = int.from_bytes(data[8:12], "big", signed=True)
+            if length + 12 == len(data) and len(data) <= self.limits.max_batch_bytes:
+                return [RecordBatch.parse(memoryview(data), 0, self.directory)]
+        return list(LogReader(data, path=self.directory, limits=self.limits))
 
     def _after_append(
         self, placed: list[tuple[RecordBatch, int]], leader_epoch: int | None

@@ -587,6 +587,28 @@ class LogSegment:
         return removed
 
     # -- rolling ------------------------------------------------------------------------------
+    def can_take(
+        self,
+        size: int,
+        max_timestamp: int,
+        last_offset: int,
+        segment_bytes: int,
+        max_segment_ms: int,
+    ) -> bool:
+        """A cheap "certainly no roll" for the append path; False means: ask :meth:`should_roll`
+        (which decides exactly, the way Kafka does)."""
+        based = self.rolling_based_timestamp
+        if self.size + size > segment_bytes or based is None or based < 0:
+            return False
+        if max_timestamp - based > max_segment_ms - self.roll_jitter_ms:
+            return False
+        oindex = self.offset_index.get()
+        return (
+            not oindex.is_full()
+            and oindex.can_append_offset(last_offset)
+            and not self.time_index.get().is_full()
+        )
+
     def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
         if self.rolling_based_timestamp is None:
             first = next(iter(self.log.entries(0, limits=self.limits)), None)
