@@ -265,3 +265,38 @@ def test_segment_walk_crosses_chunks_that_end_on_a_batch_boundary(
     assert [e.base_offset for e in seg.entries(0)] == list(range(12))
     assert seg.read_next_offset() == 12
     log.close()
+
+
+def test_roll_on_offset_overflow(tmp_path: Path) -> None:
+    """A batch whose offsets do not fit 32 bits relative to the active segment rolls a new one
+    (a follower's append after a big gap, e.g. compacted data)."""
+    log = make(tmp_path)
+    fill(log, 3)
+    far = 3 + 2**31 + 10
+    log.append(encode_batch([rec(0)], base_offset=far), assign_offsets=False)
+    assert [s.base_offset for s in log.segments] == [0, far]
+    assert [r.offset for r in log.records()] == [0, 1, 2, far]
+    with pytest.raises(InvalidRecordError, match="below the log end"):
+        log.append(encode_batch([rec(1)], base_offset=5), assign_offsets=False)
+    log.close()
+
+
+def test_corrupt_index_rebuilt_on_open(tmp_path: Path) -> None:
+    log = make(tmp_path, segment_bytes=900, index_interval_bytes=100)
+    fill(log, 40)
+    first = log.segments[0]
+    index_path, time_path = first.offset_index.path, first.time_index.path
+    log.close()
+    good = Path(index_path).read_bytes()
+    Path(index_path).write_bytes(good + b"\x01\x02\x03")  # torn: not whole entries
+    Path(time_path).unlink()
+    log = Log(
+        tmp_path / "events-0",
+        TopicConfig(segment_bytes=900, index_interval_bytes=100),
+        had_clean_shutdown=True,
+        recovery_point=40,
+    )
+    assert Path(index_path).read_bytes() == good
+    assert os.path.getsize(time_path) % 12 == 0 and os.path.getsize(time_path) > 0
+    assert [r.offset for r in log.records(5, 9)] == [5, 6, 7, 8]
+    log.close()

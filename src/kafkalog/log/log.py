@@ -135,7 +135,7 @@ class Log:
                     os.remove(os.path.join(self.directory, n))  # orphaned index
         for base, _name in logs:
             seg = self._open_segment(base, exists=True)
-            if self.writable and not os.path.exists(seg.offset_index.path):
+            if self.writable and self._index_damaged(seg):
                 seg.recover(self._leader_epoch_cache_or_none(), self._txn_state)
             self._add(seg)
         self._load_leader_epochs()
@@ -161,6 +161,18 @@ class Log:
         if self.leader_epochs is not None:
             self.leader_epochs.truncate_from_end(self.log_end_offset)
             self.leader_epochs.truncate_from_start(self.log_start_offset)
+
+    @staticmethod
+    def _index_damaged(seg: LogSegment) -> bool:
+        """A missing index, or one whose length is not whole entries: a ``stat`` each, so
+        opening a large log stays cheap."""
+        for path, entry_size in ((seg.offset_index.path, 8), (seg.time_index.path, 12)):
+            try:
+                if os.path.getsize(path) % entry_size:
+                    return True
+            except FileNotFoundError:
+                return True  # (Kafka would start an empty time index; a rebuilt one finds times)
+        return False
 
     def _remove_temp_files(self, names: list[str]) -> list[str]:
         """Pass 1 of Kafka's loader: drop ``.deleted`` and ``.cleaned`` files, and ``.swap``
