@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 from kafka.record.memory_records import MemoryRecords
 
@@ -79,6 +80,12 @@ def test_round_trip_and_independent_decoders(spark: Any, tmp_path: Path, codec: 
                 theirs.extend((r.offset, bytes(r.value)) for r in batch)
             ours = [(r.offset, r.value) for e in seg.entries(0) for r in e.records()]
             assert theirs == ours and ours
+            aio = AioMemoryRecords(raw)  # and aiokafka (its C extension)
+            theirs_aio = []
+            while (batch := aio.next_batch()) is not None:
+                assert batch.validate_crc()
+                theirs_aio.extend((r.offset, bytes(r.value)) for r in batch)
+            assert theirs_aio == ours
         log.close()
         assert (directory / "partition.metadata").exists()
         assert (directory / "leader-epoch-checkpoint").read_text().startswith("0\n")

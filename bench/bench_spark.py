@@ -1,0 +1,99 @@
+"""kafkalog as a Spark source against Parquet, on the same records, in one run (local[2]).
+
+The records are the main job's sample (``kafkalog job``'s writer): the ``clicks`` topic read
+whole through ``format("kafkalog")`` and the same rows written once as Parquet. Measured:
+``SELECT count(*), sum(length(value)), max(timestamp)`` over each (rows/s), and a 1% time
+window (a quarter hour of the simulated day) through the index seek, as a fraction of the full
+scan's time.
+
+    python bench/bench_spark.py [--records 2400000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+
+def best(fn: Any, repeat: int = 3) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2_400_000)
+    parser.add_argument(
+        "--data", default=os.path.join(tempfile.gettempdir(), "kafkalog-bench-spark")
+    )
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import kafkalog.spark
+    from kafkalog.cli.job import DAY_START, write_sample
+
+    write_sample(args.data, args.records)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    kafkalog.spark.register(spark)
+    source = spark.read.format("kafkalog").option("path", args.data).option("subscribe", "clicks")
+    parquet_path = args.data.rstrip("/") + ".parquet"
+    if not os.path.exists(parquet_path):
+        source.load().write.parquet(parquet_path)
+    query = "count(*) as n", "sum(length(value)) as bytes", "max(timestamp) as latest"
+
+    def ours() -> Any:
+        return source.load().selectExpr(*query).collect()[0]
+
+    def parquet() -> Any:
+        return spark.read.parquet(parquet_path).selectExpr(*query).collect()[0]
+
+    assert tuple(ours()) == tuple(parquet()), "the two reads disagree"
+    rows = ours().n
+    t_ours, t_parquet = best(ours), best(parquet)
+    window = 24 * 3600 * 1000 // 100  # 1% of the day
+    start = DAY_START + 12 * 3600 * 1000
+
+    def seek() -> Any:
+        return (
+            spark.read.format("kafkalog")
+            .option("path", args.data)
+            .option("subscribe", "clicks")
+            .option("startingTimestamp", str(start))
+            .option("endingTimestamp", str(start + window))
+            .load()
+            .selectExpr(*query)
+            .collect()[0]
+        )
+
+    t_seek = best(seek)
+    print(f"{rows:,} records (the clicks topic of a {args.records:,}-record sample), local[2]")
+    print(f"{'query':<46}{'kafkalog':>12}{'Parquet':>12}{'ratio':>9}")
+    print(
+        f"{'count/sum(length)/max(ts), rows per second':<46}{rows / t_ours / 1e6:>10.2f}M"
+        f"{rows / t_parquet / 1e6:>11.2f}M{t_parquet / t_ours:>8.2f}x"
+    )
+    print(
+        f"{'1% time window by index seek: time vs full scan':<46}{t_seek:>11.2f}s"
+        f"{t_ours:>11.2f}s{t_seek / t_ours:>8.1%}"
+    )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
