@@ -14,11 +14,15 @@ examples:
   kafkalog demo                          write a small sample log and dump it
   kafkalog dump --files 00000000000000000000.log
   kafkalog dump --deep-iteration --print-data-log --files seg.log
+  kafkalog verify /var/lib/kafka/data      check CRCs, batches, indexes, checkpoints
+  kafkalog rebuild-index --dry-run data/orders-3
+  kafkalog lookup data/orders-3 --timestamp 2026-01-01T12:00:00Z
+  kafkalog cat data/orders-3 --offset 1200 --max 5
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kafkalog.cli import demo, dump, job
+    from kafkalog.cli import demo, dump, job, lookup, rebuild, verify
 
     parser = argparse.ArgumentParser(
         prog="kafkalog",
@@ -29,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     job.add_parser(sub)
     dump.add_parser(sub)
+    verify.add_parser(sub)
+    rebuild.add_parser(sub)
+    lookup.add_parsers(sub)
     demo.add_parser(sub)
     return parser
 
@@ -41,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KafkalogError as e:
         print(f"kafkalog: error: {e}", file=sys.stderr)
         return 2
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, PermissionError) as e:
         print(f"kafkalog: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

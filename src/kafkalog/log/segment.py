@@ -52,10 +52,17 @@ class SegmentOverflowError(IndexOffsetOverflowError):
 class SegmentConfig(Protocol):
     """What a segment needs of the topic configuration (``kafkalog.log.config.TopicConfig``)."""
 
-    segment_bytes: int
-    segment_index_bytes: int
-    index_interval_bytes: int
-    preallocate: bool
+    @property
+    def segment_bytes(self) -> int: ...
+
+    @property
+    def segment_index_bytes(self) -> int: ...
+
+    @property
+    def index_interval_bytes(self) -> int: ...
+
+    @property
+    def preallocate(self) -> bool: ...
 
     @property
     def max_segment_ms(self) -> int: ...

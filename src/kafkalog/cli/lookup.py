@@ -1,0 +1,155 @@
+"""``kafkalog lookup`` and ``kafkalog cat``: find a record by offset or time through the
+indexes, and print records as JSON Lines from there (read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import json
+import os
+import sys
+from typing import IO, Any
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "lookup",
+        help="find the segment, position and first record at an offset or a time",
+        description=__doc__,
+        epilog="examples:\n  kafkalog lookup data/orders-3 --offset 1200\n"
+        "  kafkalog lookup data/orders-3 --timestamp 2026-01-01T12:00:00Z",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _where(p)
+    p.set_defaults(run=run_lookup)
+    c = sub.add_parser(
+        "cat",
+        help="records as JSON Lines from an offset or a time",
+        description=__doc__,
+        epilog="examples:\n  kafkalog cat data/orders-3 --timestamp 2026-01-01T12:00:00Z --max 10",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _where(c, required=False)
+    c.add_argument("--max", type=int, default=None, help="stop after this many records")
+    c.set_defaults(run=run_cat)
+
+
+def _where(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("path", help="a partition directory (topic-partition)")
+    group = p.add_mutually_exclusive_group(required=required)
+    group.add_argument("--offset", type=int)
+    group.add_argument("--timestamp", type=parse_time, help="epoch milliseconds or ISO 8601")
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds, or an ISO 8601 time (UTC when no zone is given)."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither epoch milliseconds nor an ISO 8601 time"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def _start(log: Any, args: argparse.Namespace) -> tuple[int | None, str]:
+    if args.offset is not None:
+        return args.offset, f"offset {args.offset}"
+    if args.timestamp is not None:
+        found = log.offsets_for_times(args.timestamp)
+        label = f"timestamp {args.timestamp} ({_iso(args.timestamp)})"
+        return (None if found is None else found.offset), label
+    return log.log_start_offset, "the log start"
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _text(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(data).decode()
+
+
+def run_lookup(args: argparse.Namespace, out: IO[str] | None = None) -> int:
+    from kafkalog.log import Log
+
+    out = out or sys.stdout
+    log = Log(os.path.abspath(args.path), writable=False)
+    try:
+        offset, label = _start(log, args)
+        if offset is None:
+            print(f"no record at or after {label} in {args.path}", file=out)
+            return 1
+        seg = log.floor_segment(offset)
+        if seg is None or offset >= log.log_end_offset:
+            print(
+                f"offset {offset} is outside [{log.log_start_offset}, {log.log_end_offset})",
+                file=out,
+            )
+            return 1
+        if args.timestamp is not None:
+            tindex = seg._time_index()
+            if tindex is not None:
+                time_entry = tindex.lookup(args.timestamp)
+                print(f"time index {seg.time_index.path}: entry {tuple(time_entry)}", file=out)
+        index = seg._offset_index()
+        if index is not None:
+            offset_entry = index.lookup(offset)
+            print(f"offset index {seg.offset_index.path}: entry {tuple(offset_entry)}", file=out)
+        found = seg.translate_offset(offset)
+        print(f"segment {seg.log.path} (base offset {seg.base_offset})", file=out)
+        if found is not None:
+            print(
+                f"batch at position {found.position}, {found.size} bytes, last offset "
+                f"{found.offset}",
+                file=out,
+            )
+        record = next(iter(log.records(offset)), None)
+        if record is None:
+            print("no record", file=out)
+            return 1
+        print(json.dumps(_json(record, log)), file=out)
+        return 0
+    finally:
+        log.close()
+
+
+def _json(record: Any, log: Any) -> dict[str, Any]:
+    return {
+        "topic": log.topic,
+        "partition": log.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "time": _iso(record.timestamp) if record.timestamp >= 0 else None,
+        "key": _text(record.key),
+        "value": _text(record.value),
+        "headers": [[h.key, _text(h.value)] for h in record.headers],
+    }
+
+
+def run_cat(args: argparse.Namespace, out: IO[str] | None = None) -> int:
+    from kafkalog.log import Log
+
+    out = out or sys.stdout
+    log = Log(os.path.abspath(args.path), writable=False)
+    try:
+        offset, _ = _start(log, args)
+        if offset is None:
+            return 0
+        for n, record in enumerate(log.records(offset)):
+            if args.max is not None and n >= args.max:
+                break
+            print(json.dumps(_json(record, log)), file=out)
+        return 0
+    finally:
+        log.close()
