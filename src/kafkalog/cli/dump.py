@@ -1,7 +1,17 @@
-"""``kafkalog dump``: kafka-dump-log.sh's output for ``.log`` files (spec §9), line for line.
+"""``kafkalog dump``: kafka-dump-log.sh's output (spec §9), line for line.
+
+Handles ``.log`` segments, offset indexes (``.index``, verified against the sibling ``.log``),
+time indexes (``.timeindex``, verified through the sibling ``.index`` and ``.log``), aborted
+transaction indexes (``.txnindex``) and producer-state snapshots (``.snapshot``).
 
 Scripts written against Kafka's tool parse these lines, so the wording, field order and quirks
-(the stray ``}`` of legacy record lines, OptionalLong rendering) are kept exactly.
+(the stray ``}`` of legacy record lines, OptionalLong rendering, the space before the colon of
+``Mismatches in :``) are kept exactly. As in Kafka, the problems found while verifying (index
+mismatches, time index errors, non-consecutive offsets) are reported on stderr after every file
+has been dumped.
+
+Every file is opened read-only: dumping never creates, resizes, truncates or writes anything
+(Kafka's own tool creates a missing index file as a side effect; kafkalog reports it missing).
 """
 
 from __future__ import annotations
@@ -9,14 +19,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
-from kafkalog.errors import CorruptRecordError
-from kafkalog.records import LegacyEntry, LogReader, Record, RecordBatch
-from kafkalog.records.reader import read_only_buffer
+from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError
+from kafkalog.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
+from kafkalog.index.base import MappedIndex
+from kafkalog.log.producer_snapshot import ProducerEntry, read_snapshot
+from kafkalog.records import DEFAULT_LIMITS, LegacyEntry, LogReader, Record, RecordBatch
+from kafkalog.records.reader import LogEntry, read_only_buffer
 
 DECODERS = ("string", "hex", "json", "base64")
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # kafka-dump-log.sh's --max-message-size default
+INT32_MAX = 2**31 - 1
+NO_TIMESTAMP = -1
+
+# Verification walks the .log as Kafka's FileRecords does: an entry that does not fit in the
+# slice ends the walk (no batch found) instead of being refused for its declared size.
+_SCAN_LIMITS = replace(DEFAULT_LIMITS, max_batch_bytes=2**32)
+_BASE_OFFSET_RE = re.compile(r"[+-]?[0-9]+")
 
 
 def add_parser(sub: Any) -> None:
@@ -41,8 +64,37 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--key-decoder", choices=DECODERS, default=None)
     p.add_argument("--value-decoder", choices=DECODERS, default=None)
     p.add_argument("--skip-record-metadata", action="store_true")
-    p.add_argument("--json", action="store_true", help="one JSON object per batch/record line")
+    p.add_argument(
+        "--verify-index-only",
+        action="store_true",
+        help="for .index/.timeindex files: verify against the .log without printing entries",
+    )
+    p.add_argument(
+        "--index-sanity-check",
+        action="store_true",
+        help="for .index/.timeindex files: only run the broker's sanity check",
+    )
+    p.add_argument(
+        "--max-message-size",
+        type=_max_message_size,
+        default=DEFAULT_MAX_MESSAGE_SIZE,
+        help="bytes of .log read at each .index entry to verify it "
+        f"(default {DEFAULT_MAX_MESSAGE_SIZE})",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="one JSON object per batch/record/index entry line"
+    )
     p.set_defaults(run=run)
+
+
+def _max_message_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 0 <= value <= INT32_MAX:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {INT32_MAX}, got {value}")
+    return value
 
 
 def _decode(data: bytes, how: str) -> str:
@@ -132,7 +184,15 @@ def record_line(
     return "".join(parts)
 
 
-def dump_log(path: str, args: argparse.Namespace, out: IO[str], err: IO[str]) -> None:
+def dump_log(
+    path: str,
+    args: argparse.Namespace,
+    out: IO[str],
+    err: IO[str],
+    report: DumpReport | None = None,
+) -> None:
+    """Dump a ``.log`` segment. Non-consecutive offsets go to ``report`` (printed by the caller
+    after every file, as Kafka does), or straight to ``err`` when no report is given."""
     name = os.path.basename(path)
     buffer = read_only_buffer(path)
     end = len(buffer) if args.max_bytes is None else min(len(buffer), args.max_bytes)
@@ -173,7 +233,10 @@ def dump_log(path: str, args: argparse.Namespace, out: IO[str], err: IO[str]) ->
     if remaining > 0 and args.max_bytes is None:
         print(f"Found {remaining} invalid bytes at the end of {name}", file=out)
     if gaps:
-        print(f"Non-consecutive offsets in {os.path.abspath(path)}", file=err)
+        if report is not None:
+            report.non_consecutive.setdefault(java_absolute_path(path), []).extend(gaps)
+            return
+        print(f"Non-consecutive offsets in {java_absolute_path(path)}", file=err)
         for a, b in reversed(gaps):
             print(f"  {a} is followed by {b}", file=err)
 
@@ -217,14 +280,350 @@ def _record_json(rec: Record, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# -- paths, as java.io.File renders them -------------------------------------------------------
+def java_path(path: str) -> str:
+    """``java.io.File#toString`` on Unix: repeated ``/`` collapsed, a trailing ``/`` dropped."""
+    if os.sep != "/":
+        return path
+    p = re.sub("/{2,}", "/", path)
+    return p[:-1] if len(p) > 1 and p.endswith("/") else p
+
+
+def java_absolute_path(path: str) -> str:
+    """``File#getAbsolutePath``: the path joined to the working directory, not normalised
+    further (``./`` and ``../`` stay, unlike :func:`os.path.abspath`)."""
+    p = java_path(path)
+    if os.path.isabs(p):
+        return p
+    cwd = os.getcwd()
+    return cwd if not p else os.path.join(cwd, p)
+
+
+def _base_offset(path: str) -> int:
+    """The segment base offset from the file name, as Kafka's ``name.split("\\\\.")(0).toLong``."""
+    name = os.path.basename(java_path(path))
+    stem = name.split(".")[0]
+    if not _BASE_OFFSET_RE.fullmatch(stem) or not -(2**63) <= int(stem) < 2**63:
+        raise ValueError(
+            f"cannot read a segment base offset from the file name {name!r} of {path} "
+            "(expected <offset>.<suffix>, e.g. 00000000000000000000.index)"
+        )
+    return int(stem)
+
+
+def _sibling(path: str, suffix: str) -> str:
+    """The file of the same segment with another suffix, next to ``path``."""
+    p = java_absolute_path(path)
+    return os.path.join(os.path.dirname(p), os.path.basename(p).split(".")[0] + suffix)
+
+
+# -- what is reported on stderr after every file was dumped ---------------------------------
+@dataclass
+class DumpReport:
+    """Problems found while dumping, keyed by the absolute path of the file they were found in,
+    printed after the last file in Kafka's order and wording."""
+
+    index_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def print(self, err: IO[str]) -> None:
+        # Kafka prepends index mismatches and non-consecutive pairs to a list (newest first)
+        # and appends the time index errors (oldest first).
+        for name, pairs in self.index_mismatches.items():
+            print(f"Mismatches in :{name}", file=err)
+            for index_offset, log_offset in reversed(pairs):
+                print(f"  Index offset: {index_offset}, log offset: {log_offset}", file=err)
+        for name, pairs in self.time_mismatches.items():
+            print(f"Found timestamp mismatch in :{name}", file=err)
+            for index_ts, log_ts in pairs:
+                print(f"  Index timestamp: {index_ts}, log timestamp: {log_ts}", file=err)
+        for name, pairs in self.time_out_of_order.items():
+            print(f"Found out of order timestamp in :{name}", file=err)
+            for index_ts, previous in pairs:
+                print(
+                    f"  Index timestamp: {index_ts}, Previously indexed timestamp: {previous}",
+                    file=err,
+                )
+        for pairs in self.time_not_found.values():
+            print("The following indexed offsets are not found in the log.", file=err)
+            for index_offset, log_offset in pairs:
+                print(f"Indexed offset: {index_offset}, found log offset: {log_offset}", file=err)
+        for name, pairs in self.non_consecutive.items():
+            print(f"Non-consecutive offsets in {name}", file=err)
+            for a, b in reversed(pairs):
+                print(f"  {a} is followed by {b}", file=err)
+
+
+# -- .index --------------------------------------------------------------------------------
+def _check_slice_start(
+    index_path: str, what: str, at: int | None, position: int, log: str, log_size: int
+) -> None:
+    """Kafka's ``FileRecords.slice`` refuses a start past the end of the file."""
+    if position > log_size:
+        raise CorruptIndexError(
+            f"{what} points at position {position}, past the end of {log} ({log_size} bytes)",
+            path=index_path,
+            position=at,
+        )
+
+
+def _first_batch(
+    log: memoryview, log_path: str, position: int, size: int, index_path: str, n: int
+) -> LogEntry:
+    """The first batch of ``FileRecords.slice(position, size)`` (Kafka's index verification)."""
+    what = f"entry {n}"
+    _check_slice_start(index_path, what, n * OffsetIndex.ENTRY_SIZE, position, log_path, len(log))
+    end = min(len(log), position + size)
+    for entry in LogReader(log, path=log_path, start=position, end=end, limits=_SCAN_LIMITS):
+        return entry
+    raise KafkalogError(
+        f"{index_path}: no complete batch at position {position} of {log_path} within "
+        f"{size} bytes (entry {n}; a larger --max-message-size may help)"
+    )
+
+
+def _warn_unread_slots(index: MappedIndex, err: IO[str]) -> None:
+    """Say so when the bytes after the valid entries are not all zero fill.
+
+    kafkalog's read-only open keeps the entries up to the first one that breaks the index order
+    (the zero-filled tail of a preallocated file, or a corrupt or stale entry); Kafka's tool
+    would go on printing the latter, so they are not passed over in silence.
+    """
+    start = index.entries * index.ENTRY_SIZE
+    end = index.max_entries * index.ENTRY_SIZE
+    with open(index.path, "rb") as f:
+        f.seek(start)
+        remaining = end - start
+        while remaining > 0:
+            chunk = f.read(min(remaining, 1 << 20))
+            if not chunk:
+                return
+            if chunk.count(0) != len(chunk):
+                break
+            remaining -= len(chunk)
+        else:
+            return
+    where = f"after entry {index.entries - 1}" if index.entries else "from the first slot on"
+    print(
+        f"kafkalog: warning: {index.path}: {where}, the file holds entries out of index order "
+        "(corrupt or stale); they were not dumped",
+        file=err,
+    )
+
+
+def _require_file(path: str) -> None:
+    """Fail on a missing index file (Kafka's tool would create it, empty)."""
+    os.stat(path)
+
+
+def dump_index(
+    path: str, args: argparse.Namespace, out: IO[str], err: IO[str], report: DumpReport
+) -> None:
+    base = _base_offset(path)
+    _require_file(path)
+    log_path = _sibling(path, ".log")
+    log = read_only_buffer(log_path)  # Kafka opens the .log first: a missing one is an error
+    index = OffsetIndex(path, base, writable=False)
+    try:
+        if index.entries == 0:
+            print(f"{java_path(path)} is empty.", file=out)
+            _warn_unread_slots(index, err)
+            return
+        if getattr(args, "index_sanity_check", False):
+            index.sanity_check()
+            print(f"{java_path(path)} passed sanity check.", file=out)
+            return
+        verify_only = getattr(args, "verify_index_only", False)
+        size = getattr(args, "max_message_size", DEFAULT_MAX_MESSAGE_SIZE)
+        key = java_absolute_path(path)
+        for n in range(index.entries):
+            entry = index.entry(n)
+            if n > 0 and entry.offset == base:  # the zero-filled tail of a preallocated file
+                return
+            last = _first_batch(log, log_path, entry.position, size, path, n).last_offset
+            if last != entry.offset:
+                report.index_mismatches.setdefault(key, []).append((entry.offset, last))
+            if verify_only:
+                continue
+            if args.json:
+                print(json.dumps({"offset": entry.offset, "position": entry.position}), file=out)
+            else:
+                print(f"offset: {entry.offset} position: {entry.position}", file=out)
+        _warn_unread_slots(index, err)
+    finally:
+        index.close()
+
+
+# -- .timeindex ----------------------------------------------------------------------------
+def dump_time_index(
+    path: str, args: argparse.Namespace, out: IO[str], err: IO[str], report: DumpReport
+) -> None:
+    base = _base_offset(path)
+    _require_file(path)
+    log_path = _sibling(path, ".log")
+    log = read_only_buffer(log_path)
+    index_path = _sibling(path, ".index")
+    # Kafka creates a missing .index (empty); an empty index looks everything up at position 0
+    offsets = OffsetIndex(index_path, base, writable=False) if os.path.exists(index_path) else None
+    time_index = TimeIndex(path, base, writable=False)
+    try:
+        if getattr(args, "index_sanity_check", False):
+            time_index.sanity_check()
+            print(f"{java_path(path)} passed sanity check.", file=out)
+            return
+        verify_only = getattr(args, "verify_index_only", False)
+        key = java_absolute_path(path)
+        previous = NO_TIMESTAMP
+        for n in range(time_index.entries):
+            entry = time_index.entry(n)
+            if n > 0 and entry.offset == base:  # the zero-filled tail of a preallocated file
+                return
+            position = 0 if offsets is None else offsets.lookup(entry.offset).position
+            what = f"the entry found for offset {entry.offset} (time index entry {n})"
+            _check_slice_start(index_path, what, None, position, log_path, len(log))
+            reader = LogReader(log, path=log_path, start=position, limits=_SCAN_LIMITS)
+            batch = next((b for b in reader if b.last_offset >= entry.offset), None)
+            if batch is None:
+                report.time_not_found.setdefault(key, []).append((entry.offset, -1))
+            elif batch.last_offset != entry.offset:
+                pair = (entry.offset, batch.last_offset)
+                report.time_not_found.setdefault(key, []).append(pair)
+            else:
+                max_ts = max([NO_TIMESTAMP, *(r.timestamp for r in batch.records())])
+                if max_ts != entry.timestamp:
+                    pair = (entry.timestamp, max_ts)
+                    report.time_mismatches.setdefault(key, []).append(pair)
+                if previous >= entry.timestamp:
+                    pair = (entry.timestamp, previous)
+                    report.time_out_of_order.setdefault(key, []).append(pair)
+            if not verify_only:
+                if args.json:
+                    line = json.dumps({"timestamp": entry.timestamp, "offset": entry.offset})
+                else:
+                    line = f"timestamp: {entry.timestamp} offset: {entry.offset}"
+                print(line, file=out)
+            previous = entry.timestamp
+        _warn_unread_slots(time_index, err)
+    finally:
+        time_index.close()
+        if offsets is not None:
+            offsets.close()
+
+
+# -- .txnindex -----------------------------------------------------------------------------
+def _txn_json(txn: AbortedTxn) -> dict[str, Any]:
+    return {
+        "version": txn.version,
+        "producerId": txn.producer_id,
+        "firstOffset": txn.first_offset,
+        "lastOffset": txn.last_offset,
+        "lastStableOffset": txn.last_stable_offset,
+    }
+
+
+def dump_txn_index(path: str, args: argparse.Namespace, out: IO[str]) -> None:
+    """One line per aborted transaction; a missing file has none (Kafka creates it lazily)."""
+    index = TransactionIndex(path, _base_offset(path), writable=False)
+    for txn in index.all_aborted_txns():
+        if args.json:
+            print(json.dumps(_txn_json(txn)), file=out)
+        else:
+            print(
+                f"version: {txn.version} producerId: {txn.producer_id} "
+                f"firstOffset: {txn.first_offset} lastOffset: {txn.last_offset} "
+                f"lastStableOffset: {txn.last_stable_offset}",
+                file=out,
+            )
+
+
+# -- .snapshot -----------------------------------------------------------------------------
+def _int32(n: int) -> int:
+    return (n + 2**31) % 2**32 - 2**31
+
+
+def first_sequence(last_sequence: int, offset_delta: int) -> int:
+    """Kafka's ``DefaultRecordBatch.decrementSequence`` (wraps below 0 to Integer.MAX_VALUE)."""
+    if last_sequence < offset_delta:
+        return _int32(INT32_MAX - _int32(offset_delta - last_sequence) + 1)
+    return _int32(last_sequence - offset_delta)
+
+
+def _snapshot_json(e: ProducerEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "producerId": e.producer_id,
+        "producerEpoch": e.epoch,
+        "coordinatorEpoch": e.coordinator_epoch,
+        "currentTxnFirstOffset": (
+            e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
+        ),
+        "lastTimestamp": e.timestamp,
+    }
+    if e.last_offset >= 0:
+        out.update(
+            firstSequence=first_sequence(e.last_sequence, e.offset_delta),
+            lastSequence=e.last_sequence,
+            lastOffset=e.last_offset,
+            offsetDelta=e.offset_delta,
+            timestamp=e.timestamp,
+        )
+    return out
+
+
+def snapshot_line(e: ProducerEntry) -> str:
+    """Kafka's line for one producer: the batch part only when the entry has batch metadata
+    (a last offset >= 0), and a trailing space after ``lastTimestamp`` in every case."""
+    txn_first = _optional_long(
+        e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
+    )
+    line = (
+        f"producerId: {e.producer_id} producerEpoch: {e.epoch} "
+        f"coordinatorEpoch: {e.coordinator_epoch} currentTxnFirstOffset: {txn_first} "
+        f"lastTimestamp: {e.timestamp} "
+    )
+    if e.last_offset >= 0:
+        line += (
+            f"firstSequence: {first_sequence(e.last_sequence, e.offset_delta)} "
+            f"lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
+            f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
+        )
+    return line
+
+
+def dump_snapshot(path: str, args: argparse.Namespace, out: IO[str], err: IO[str]) -> None:
+    try:
+        entries = read_snapshot(path)
+    except CorruptRecordError as error:  # Kafka prints a corrupt snapshot's message, goes on
+        print(error, file=err)
+        return
+    for entry in entries:
+        print(json.dumps(_snapshot_json(entry)) if args.json else snapshot_line(entry), file=out)
+
+
+# -- the command -------------------------------------------------------------------------------
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     files = [f for item in args.files for f in item.split(",") if f]
+    report = DumpReport()
     for path in files:
-        print(f"Dumping {path}", file=out)
-        if path.endswith(".log") or not os.path.splitext(path)[1]:
-            dump_log(path, args, out, err)
+        print(f"Dumping {java_path(path)}", file=out)
+        name = os.path.basename(java_path(path))
+        suffix = name[name.rfind(".") :] if "." in name else ""
+        if suffix == ".log" or not suffix:
+            dump_log(path, args, out, err, report)
+        elif suffix == ".index":
+            dump_index(path, args, out, err, report)
+        elif suffix == ".timeindex":
+            dump_time_index(path, args, out, err, report)
+        elif suffix == ".snapshot":
+            dump_snapshot(path, args, out, err)
+        elif suffix == ".txnindex":
+            dump_txn_index(path, args, out)
         else:
-            print(f"Ignoring unknown file {path}", file=err)
+            print(f"Ignoring unknown file {java_path(path)}", file=err)
+    out.flush()
+    report.print(err)
     return 0
