@@ -33,12 +33,47 @@ HEADERS = ", headers array<struct<key:string,value:binary>>"
 
 
 class SplitPartition(InputPartition):
-    """A planned split, shipped to a Python worker."""
+    """Planned splits for one Spark task, read one after the other (small segments are packed
+    together: every task costs Spark a round trip to a Python worker)."""
 
-    def __init__(self, split: Split, aborted: list[tuple[int, int, int]]) -> None:
-        super().__init__(split)
-        self.split = split
+    def __init__(self, splits: list[Split], aborted: dict[str, list[tuple[int, int, int]]]) -> None:
+        super().__init__(len(splits))
+        self.splits = splits
         self.aborted = aborted
+
+    def read(self, include_headers: bool) -> Iterator[Any]:
+        for split in self.splits:
+            yield from read_split(
+                split,
+                include_headers=include_headers,
+                aborted=self.aborted.get(split.directory, []),
+            )
+
+
+def pack(
+    splits: list[Split], opts: ReadOptions, aborted: dict[str, list[tuple[int, int, int]]]
+) -> list[InputPartition]:
+    """Splits packed into tasks of about ``maxBytesPerSplit`` (at least ``minPartitions`` tasks
+    when there are that many splits)."""
+    if not splits:
+        return [SplitPartition([], {})]
+    total = sum(s.size for s in splits)
+    target = opts.max_bytes_per_split
+    if opts.min_partitions:
+        target = max(1, min(target, -(-total // opts.min_partitions)))
+    if opts.max_records_per_partition:
+        return [SplitPartition([s], aborted) for s in splits]
+    tasks: list[InputPartition] = []
+    current: list[Split] = []
+    size = 0
+    for split in splits:
+        if current and size + split.size > target:
+            tasks.append(SplitPartition(current, aborted))
+            current, size = [], 0
+        current.append(split)
+        size += split.size
+    tasks.append(SplitPartition(current, aborted))
+    return tasks
 
 
 class KafkaLogDataSource(DataSource):
@@ -81,18 +116,11 @@ class KafkaLogReader(DataSourceReader):
         if self.opts.read_committed:
             for r in ranges:
                 aborted[r.directory] = aborted_transactions(r.directory)
-        parts: list[InputPartition] = [
-            SplitPartition(s, aborted.get(s.directory, [])) for s in splits
-        ]
-        return parts or [SplitPartition(_EMPTY, [])]
+        return pack(splits, self.opts, aborted)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, SplitPartition)
-        if partition.split is _EMPTY or partition.split.segment == "":
-            return iter(())
-        return read_split(
-            partition.split, include_headers=self.opts.include_headers, aborted=partition.aborted
-        )
+        return partition.read(self.opts.include_headers)
 
 
 class PushdownReader(KafkaLogReader):
@@ -125,9 +153,6 @@ def _pushdown_enabled() -> bool:
             return value
         frame = frame.f_back  # type: ignore[assignment]
     return False
-
-
-_EMPTY = Split("", 0, "", "", 0, 0, 0, 0, 0)
 
 
 def register(spark: Any) -> None:

@@ -28,7 +28,7 @@ from kafkalog.spark.plan import (
     partition_directories,
     select_partitions,
 )
-from kafkalog.spark.task import aborted_transactions, read_split
+from kafkalog.spark.task import aborted_transactions
 
 Offsets = dict[str, dict[str, int]]
 
@@ -108,7 +108,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _nest({tp: hi for tp, (lo, hi) in available.items()})
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        from kafkalog.spark.source import SplitPartition
+        from kafkalog.spark.source import pack
 
         begin, stop = _flat(start), _flat(end)
         dirs = partition_directories(self.opts.path)
@@ -126,14 +126,13 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self.opts.read_committed
             else {}
         )
-        return [SplitPartition(s, aborted.get(s.directory, [])) for s in splits]
+        return pack(splits, self.opts, aborted)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_split(
-            partition.split,  # type: ignore[attr-defined]
-            include_headers=self.opts.include_headers,
-            aborted=partition.aborted,  # type: ignore[attr-defined]
-        )
+        from kafkalog.spark.source import SplitPartition
+
+        assert isinstance(partition, SplitPartition)
+        return partition.read(self.opts.include_headers)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to acknowledge: the files are only read."""
