@@ -18,11 +18,12 @@ examples:
   kafkalog rebuild-index --dry-run data/orders-3
   kafkalog lookup data/orders-3 --timestamp 2026-01-01T12:00:00Z
   kafkalog cat data/orders-3 --offset 1200 --max 5
+  kafkalog ingest events.jsonl --data ./data --topic events --key-field user
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kafkalog.cli import demo, dump, job, lookup, rebuild, verify
+    from kafkalog.cli import demo, dump, ingest, job, lookup, rebuild, verify
 
     parser = argparse.ArgumentParser(
         prog="kafkalog",
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_parser(sub)
     rebuild.add_parser(sub)
     lookup.add_parsers(sub)
+    ingest.add_parser(sub)
     demo.add_parser(sub)
     return parser
 
