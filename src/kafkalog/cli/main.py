@@ -19,11 +19,12 @@ examples:
   kafkalog lookup data/orders-3 --timestamp 2026-01-01T12:00:00Z
   kafkalog cat data/orders-3 --offset 1200 --max 5
   kafkalog ingest events.jsonl --data ./data --topic events --key-field user
+  kafkalog timeline /var/lib/kafka/data --png timeline.png
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kafkalog.cli import demo, dump, ingest, job, lookup, rebuild, verify
+    from kafkalog.cli import demo, dump, ingest, job, lookup, rebuild, timeline, verify
 
     parser = argparse.ArgumentParser(
         prog="kafkalog",
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     rebuild.add_parser(sub)
     lookup.add_parsers(sub)
     ingest.add_parser(sub)
+    timeline.add_parser(sub)
     demo.add_parser(sub)
     return parser
 

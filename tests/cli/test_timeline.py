@@ -1,0 +1,70 @@
+"""``kafkalog timeline`` on a log with a known arrival rate and on a real broker's data dir."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.cli.test_verify import _snapshot
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+BROKER_2020 = FIXTURES / "volodymyrzee-kafka-2020"
+
+
+def kafkalog(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_timeline_of_one_record_per_second(tmp_path: Path) -> None:
+    src = tmp_path / "ticks.jsonl"
+    start = 1767225600000  # 2026-01-01T00:00:00Z
+    src.write_text("".join(json.dumps({"ts": start + i * 1000, "i": i}) + "\n" for i in range(600)))
+    data = tmp_path / "data"
+    ingest = kafkalog(
+        "ingest",
+        str(src),
+        "--data",
+        str(data),
+        "--topic",
+        "ticks",
+        "--timestamp-field",
+        "ts",
+        "--config",
+        "index.interval.bytes=256",
+        "--config",
+        "segment.bytes=8000",
+    )
+    assert ingest.returncode == 0, ingest.stderr
+    png = tmp_path / "t.png"
+    before = _snapshot(data)
+    result = kafkalog("timeline", str(data), "--png", str(png))
+    assert result.returncode == 0, result.stderr
+    assert _snapshot(data) == before  # reading the indexes changes nothing
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    row = next(line for line in result.stdout.splitlines() if line.startswith("ticks-0"))
+    first, last, records = row.split()[1:3], row.split()[3:5], int(row.split()[5].replace(",", ""))
+    assert first[0] == "2026-01-01" and last[0] == "2026-01-01"
+    # one record per second: the records between first and last entries match the time span
+    h1, m1, s1 = map(int, first[1].split(":"))
+    h2, m2, s2 = map(int, last[1].split(":"))
+    span = (h2 * 3600 + m2 * 60 + s2) - (h1 * 3600 + m1 * 60 + s1)
+    assert records == span and records > 300
+
+
+def test_timeline_of_a_real_broker_data_dir(tmp_path: Path) -> None:
+    before = _snapshot(BROKER_2020)
+    png = tmp_path / "broker.png"
+    result = kafkalog("timeline", str(BROKER_2020), "--png", str(png))
+    assert result.returncode == 0, result.stderr
+    assert _snapshot(BROKER_2020) == before
+    assert "(2 partition(s) drawn)" in result.stdout
+    row = next(
+        line for line in result.stdout.splitlines() if line.startswith("__consumer_offsets-12 ")
+    )
+    assert row.split()[1:5] == ["2020-04-22", "18:41:23", "2020-04-22", "18:54:01"]
+    assert "no time index entries" in result.stdout  # __consumer_offsets-0 has none
+    assert png.stat().st_size > 10_000
