@@ -21,9 +21,11 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
+from kafkalog.cli import progress
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError
 from kafkalog.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.index.base import MappedIndex
@@ -190,9 +192,11 @@ def dump_log(
     out: IO[str],
     err: IO[str],
     report: DumpReport | None = None,
+    done: Callable[[int], object] = lambda n: None,
 ) -> None:
     """Dump a ``.log`` segment. Non-consecutive offsets go to ``report`` (printed by the caller
-    after every file, as Kafka does), or straight to ``err`` when no report is given."""
+    after every file, as Kafka does), or straight to ``err`` when no report is given; ``done``
+    hears the bytes walked, batch by batch."""
     name = os.path.basename(path)
     buffer = read_only_buffer(path)
     end = len(buffer) if args.max_bytes is None else min(len(buffer), args.max_bytes)
@@ -201,7 +205,10 @@ def dump_log(
     reader = LogReader(buffer, path=path, end=end)
     previous: int | None = None
     gaps: list[tuple[int, int]] = []
+    walked = 0
     for entry in reader:
+        done(reader.end_position - walked)
+        walked = reader.end_position
         if args.json:
             print(json.dumps(_batch_json(entry)), file=out)
         else:
@@ -608,22 +615,51 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
     err = err or sys.stderr
     files = [f for item in args.files for f in item.split(",") if f]
     report = DumpReport()
-    for path in files:
-        print(f"Dumping {java_path(path)}", file=out)
-        name = os.path.basename(java_path(path))
-        suffix = name[name.rfind(".") :] if "." in name else ""
-        if suffix == ".log" or not suffix:
-            dump_log(path, args, out, err, report)
-        elif suffix == ".index":
-            dump_index(path, args, out, err, report)
-        elif suffix == ".timeindex":
-            dump_time_index(path, args, out, err, report)
-        elif suffix == ".snapshot":
-            dump_snapshot(path, args, out, err)
-        elif suffix == ".txnindex":
-            dump_txn_index(path, args, out)
-        else:
-            print(f"Ignoring unknown file {java_path(path)}", file=err)
+    with progress.bar("dumping", sum(map(_size, files)), stdout_is_result=True) as shown:
+        for path in files:
+            _dump_file(path, args, out, err, report, shown.update)
     out.flush()
     report.print(err)
     return 0
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # reported with its name when the dump reaches it
+
+
+def _dump_file(
+    path: str,
+    args: argparse.Namespace,
+    out: IO[str],
+    err: IO[str],
+    report: DumpReport,
+    done: Callable[[int], object],
+) -> None:
+    print(f"Dumping {java_path(path)}", file=out)
+    name = os.path.basename(java_path(path))
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if suffix == ".log" or not suffix:
+        walked = 0
+
+        def step(n: int) -> None:
+            nonlocal walked
+            walked += n
+            done(n)
+
+        dump_log(path, args, out, err, report, step)
+        done(_size(path) - walked)  # an invalid tail or --max-bytes stop
+        return
+    if suffix == ".index":
+        dump_index(path, args, out, err, report)
+    elif suffix == ".timeindex":
+        dump_time_index(path, args, out, err, report)
+    elif suffix == ".snapshot":
+        dump_snapshot(path, args, out, err)
+    elif suffix == ".txnindex":
+        dump_txn_index(path, args, out)
+    else:
+        print(f"Ignoring unknown file {java_path(path)}", file=err)
+    done(_size(path))

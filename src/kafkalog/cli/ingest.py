@@ -19,6 +19,8 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
+from kafkalog.cli import progress
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -181,8 +183,6 @@ def _columnar_chunks(path: str, fmt: str, args: argparse.Namespace, now: int) ->
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     import time
 
-    from tqdm import tqdm
-
     from kafkalog.log import LogDir, TopicConfig
     from kafkalog.records import encode_arrow
 
@@ -205,14 +205,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     total = 0
     with (
         LogDir(args.data, writable=True) as logdir,
-        tqdm(
-            desc="ingesting",
-            unit="rec",
-            unit_scale=True,
-            file=sys.stderr,
-            disable=None,
-            leave=False,
-        ) as bar,
+        progress.bar("ingesting", unit="rec") as bar,
     ):
         log = logdir.log(args.topic, args.partition, create=True, config=config)
         first = log.log_end_offset

@@ -18,6 +18,8 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
+from kafkalog.cli import progress
+
 DAY_MS = 24 * 3600 * 1000
 HOUR_MS = 3600 * 1000
 DAY_START = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -39,20 +41,6 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _progress(total: int, desc: str) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit="rec",
-        unit_scale=True,
-        file=sys.stderr,
-        disable=None,
-        leave=False,
-    )
-
-
 def write_sample(directory: str, records: int) -> int:
     """Write the sample data directory (skipped when it already holds the same sample)."""
     from kafkalog.log import LogDir, TopicConfig
@@ -67,7 +55,10 @@ def write_sample(directory: str, records: int) -> int:
     config = TopicConfig(segment_bytes=16 * 1024 * 1024, index_interval_bytes=4096)
     partitions = [(t, p) for t, n in TOPICS.items() for p in range(n)]
     per_partition = records // len(partitions)
-    with LogDir(directory, writable=True) as logdir, _progress(records, "writing sample") as bar:
+    with (
+        LogDir(directory, writable=True) as logdir,
+        progress.bar("writing sample", records, "rec") as bar,
+    ):
         for topic, partition in partitions:
             log = logdir.log(topic, partition, create=True, config=config)
             if log.log_end_offset:

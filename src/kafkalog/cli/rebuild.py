@@ -4,11 +4,14 @@ does (and cut a corrupt tail). ``--dry-run`` works on a copy and shows what woul
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import sys
 import tempfile
 from typing import IO, Any
+
+from kafkalog.cli import progress
 
 
 def add_parser(sub: Any) -> None:
@@ -57,7 +60,7 @@ def rebuild(directory: str, interval: int, dry_run: bool, out: IO[str]) -> int:
         shutil.copytree(directory, target, ignore=shutil.ignore_patterns(".kafkalog.lock"))
     else:
         target = directory
-    before = {n: _read(os.path.join(target, n)) for n in _state(target)}
+    before = {n: _fingerprint(os.path.join(target, n)) for n in _state(target)}
     log = Log(target, config, recovery_point=0, had_clean_shutdown=False)
     log.close()
     after = _state(target)
@@ -65,35 +68,44 @@ def rebuild(directory: str, interval: int, dry_run: bool, out: IO[str]) -> int:
     for name in sorted(set(before) | set(after)):
         old = before.get(name)
         path = os.path.join(target, name)
-        new = _read(path) if os.path.exists(path) else None
+        new = _fingerprint(path) if os.path.exists(path) else None
         if old == new:
             continue
         changes += 1
         verb = "would " if dry_run else ""
         if old is None:
-            print(f"{verb}create {name} ({len(new or b'')} bytes)", file=out)
+            print(f"{verb}create {name} ({new[0] if new else 0} bytes)", file=out)
         elif new is None:
             print(f"{verb}remove {name}", file=out)
         elif name.endswith(".log"):
-            print(f"{verb}truncate {name} from {len(old)} to {len(new)} bytes", file=out)
+            print(f"{verb}truncate {name} from {old[0]} to {new[0]} bytes", file=out)
         else:
-            print(f"{verb}rewrite {name} ({len(old)} -> {len(new)} bytes)", file=out)
+            print(f"{verb}rewrite {name} ({old[0]} -> {new[0]} bytes)", file=out)
     if dry_run:
         shutil.rmtree(os.path.dirname(target), ignore_errors=True)
     print(f"{directory}: {changes} file(s) {'would change' if dry_run else 'changed'}", file=out)
     return changes
 
 
-def _read(path: str) -> bytes:
+def _fingerprint(path: str) -> tuple[int, bytes]:
+    """Size and digest, streamed: a partition's logs can be far larger than memory."""
+    digest = hashlib.blake2b(digest_size=16)
+    size = 0
     with open(path, "rb") as f:
-        return f.read()
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.digest()
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.cli.verify import partitions_under
 
     out = out or sys.stdout
-    for path in args.paths:
-        for directory in partitions_under(path):
+    partitions = [d for path in args.paths for d in partitions_under(path)]
+    with progress.bar("rebuilding", sum(progress.log_bytes(d) for d in partitions)) as shown:
+        for directory in partitions:
+            size = progress.log_bytes(directory)
             rebuild(directory, args.index_interval_bytes, args.dry_run, out)
+            shown.update(size)
     return 0

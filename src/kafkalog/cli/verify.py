@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from kafkalog.cli import progress
 from kafkalog.errors import KafkalogError
 
 
@@ -68,7 +70,10 @@ def partitions_under(path: str) -> list[str]:
     return out
 
 
-def verify_partition(directory: str, report: Report) -> None:
+def verify_partition(
+    directory: str, report: Report, done: Callable[[int], object] = lambda n: None
+) -> None:
+    """Check one partition; ``done`` hears each segment's log size as it finishes."""
     from kafkalog.log.layout import is_segment_log, offset_from_filename
 
     logs = sorted(
@@ -81,6 +86,7 @@ def verify_partition(directory: str, report: Report) -> None:
         report.segments += 1
         active = i == len(logs) - 1
         previous_last = _verify_segment(directory, base, log_path, active, previous_last, report)
+        done(os.path.getsize(log_path))
     _verify_checkpoints(directory, report)
 
 
@@ -261,11 +267,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
     report = Report()
     partitions = [p for path in args.paths for p in partitions_under(path)]
-    progress = _progress(len(partitions))
-    for directory in partitions:
-        verify_partition(directory, report)
-        progress.update(1)
-    progress.close()
+    with progress.bar("verifying", sum(progress.log_bytes(p) for p in partitions)) as shown:
+        for directory in partitions:
+            verify_partition(directory, report, shown.update)
     for line in report.problems:
         print(f"PROBLEM {line}", file=out)
     for line in report.warnings:
@@ -277,11 +281,3 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         file=out,
     )
     return 1 if report.problems else 0
-
-
-def _progress(total: int) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total, desc="verifying", unit="partition", file=sys.stderr, disable=None, leave=False
-    )
