@@ -88,3 +88,25 @@ def test_no_bar_when_turned_off_or_piped() -> None:
         env={k: v for k, v in os.environ.items() if k != "KAFKALOG_PROGRESS"},
     )
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_every_command_has_help_with_examples_that_parse() -> None:
+    """Each subcommand's --help ends with examples, and each example parses with argparse (so
+    the help never advertises an option that no longer exists)."""
+    import shlex
+
+    from kafkalog.cli.main import build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    wanted = {"dump", "verify", "rebuild-index", "lookup", "cat", "ingest", "timeline", "job"}
+    assert wanted <= set(commands)
+    for name, sub in commands.items():
+        text = sub.format_help()
+        assert "examples:" in text, name
+        examples = text.split("examples:", 1)[1].replace("\\\n", " ").strip().splitlines()
+        assert examples, name
+        for line in examples:
+            argv = shlex.split(line.split(">")[0])
+            assert argv[:2] == ["kafkalog", name], line
+            parser.parse_args(argv[1:])

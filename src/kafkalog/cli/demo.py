@@ -35,6 +35,8 @@ def add_parser(sub: Any) -> None:
         help="write a sample Kafka partition and dump it (no broker needed)",
         description="Write a sample partition directory with every codec, a transaction and "
         "a LogAppendTime batch, then dump it as kafka-dump-log.sh would.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  kafkalog demo\n  kafkalog demo --out ./sample --records 20000",
     )
     p.add_argument("--out", default=None, help="directory to write into (default: a temp dir)")
     p.add_argument("--records", type=int, default=5000, help="records in the sample")

@@ -49,6 +49,13 @@ def add_parser(sub: Any) -> None:
         "dump",
         help="print the batches and records of segment files, as kafka-dump-log.sh does",
         description="Print log segment files the way Kafka's kafka-dump-log.sh does.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  kafkalog dump --files data/orders-3/00000000000000000000.log\n"
+        "  kafkalog dump --deep-iteration --print-data-log --value-decoder json \\\n"
+        "      --files data/orders-3/00000000000000000000.log > dump.txt\n"
+        "  kafkalog dump --verify-index-only --files data/orders-3/00000000000000000000.index\n"
+        "  kafkalog dump --json --files data/orders-3/00000000000000000000.timeindex",
     )
     p.add_argument(
         "--files",
