@@ -33,7 +33,8 @@ def add_parser(sub: Any) -> None:
         help="the main pipeline on a sample it writes: seek one hour by time on Spark",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  kafkalog job\n  kafkalog job --records 200000 --hour 6 --out /tmp/hour6",
+        epilog="examples:\n  kafkalog job\n"
+        "  kafkalog job --records 200000 --hour 6 --out /tmp/hour6",
     )
     p.add_argument("--data", default="kafkalog-sample", help="sample data directory")
     p.add_argument("--out", default="kafkalog-job-out", help="Parquet output directory")
