@@ -159,3 +159,24 @@ def test_write_option_errors(spark: Any, tmp_path: Path) -> None:
     ]:
         with pytest.raises(Exception, match=message):
             _write(df, tmp_path / "x", **options)
+
+
+def test_file_uris_for_path_and_refused_remote_stores(spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data dir"  # percent-encoded in the URI
+    df = _frame(spark, 300)
+    df.write.format("kafkalog").mode("append").option("path", data.as_uri()).option(
+        "topic", "t"
+    ).save()
+    by_uri = spark.read.format("kafkalog").option("path", data.as_uri()).load()
+    by_path = spark.read.format("kafkalog").option("path", str(data)).load()
+    assert sorted(r.offset for r in by_uri.select("offset").collect()) == list(range(300))
+    assert by_uri.orderBy("offset").collect() == by_path.orderBy("offset").collect()
+    assert not (tmp_path / "data dir.kafkalog-staging").exists() or not any(
+        (tmp_path / "data dir.kafkalog-staging").iterdir()
+    )
+    with pytest.raises(Exception, match=r"option path='s3://bucket/data': s3:// is not supported"):
+        spark.read.format("kafkalog").option("path", "s3://bucket/data").load().collect()
+    with pytest.raises(Exception, match=r"option path='gs://b/d': gs:// is not supported"):
+        df.write.format("kafkalog").mode("append").option("path", "gs://b/d").option(
+            "topic", "t"
+        ).save()

@@ -25,7 +25,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
 from kafkalog.records import Compression, LogReader, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
-from kafkalog.spark.options import OptionError
+from kafkalog.spark.options import OptionError, local_path
 
 WRITE_OPTIONS = {
     "path",
@@ -62,14 +62,16 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         raise OptionError(f"option compression: {e}") from None
     config = {topic_keys[k]: v for k, v in opts.items() if k in topic_keys}
     TopicConfig.from_properties(config)  # validated now, on the driver, with the option named
-    path = os.path.abspath(opts["path"])
+    path = local_path(opts["path"])
     return WriteOptions(
         path=path,
         topic=opts.get("topic"),
         compression=compression,
         num_partitions=int(opts["numpartitions"]) if "numpartitions" in opts else None,
         max_records_per_batch=int(opts.get("maxrecordsperbatch", "1000")),
-        staging=os.path.abspath(opts.get("stagingdir", path.rstrip("/") + ".kafkalog-staging")),
+        staging=local_path(
+            opts.get("stagingdir", path.rstrip("/") + ".kafkalog-staging"), "stagingDir"
+        ),
         topic_config=config,
     )
 
