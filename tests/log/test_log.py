@@ -300,3 +300,61 @@ def test_corrupt_index_rebuilt_on_open(tmp_path: Path) -> None:
     assert os.path.getsize(time_path) % 12 == 0 and os.path.getsize(time_path) > 0
     assert [r.offset for r in log.records(5, 9)] == [5, 6, 7, 8]
     log.close()
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_append_leaves_the_callers_buffer_alone(tmp_path: Path, timestamp_type: str) -> None:
+    """Offsets and epochs are stamped into copies of the batch headers (or, for LogAppendTime,
+    of the whole append): the producer's buffer is never written, and the bytes on disk are
+    the caller's bytes with exactly those fields changed."""
+    log = make(tmp_path, message_timestamp_type=timestamp_type)
+    log.append_records([rec(0)])
+    sent = bytearray(encode_batch([rec(1), rec(2)]) + encode_batch([rec(3)]))
+    before = bytes(sent)
+    info = log.append(sent, leader_epoch=7)
+    assert sent == before
+    (first, second) = list(LogReader(log.read(1, max_bytes=10_000), verify_crc=True))
+    assert (first.base_offset, second.base_offset, info.last_offset) == (1, 3, 3)
+    assert first.partition_leader_epoch == second.partition_leader_epoch == 7
+    if timestamp_type == "CreateTime":
+        on_disk = log.read(1, max_bytes=10_000)
+        expected = bytearray(before)
+        for at, base in ((0, 1), (first.size_in_bytes, 3)):
+            expected[at : at + 8] = base.to_bytes(8, "big")
+            expected[at + 12 : at + 16] = (7).to_bytes(4, "big")
+        assert on_disk == bytes(expected)
+    else:
+        assert first.max_timestamp == T0 + 10_000_000 and first.crc != _crc_field(before)
+    log.close()
+
+
+def _crc_field(batch: bytes) -> int:
+    return int.from_bytes(batch[17:21], "big")
+
+
+def test_append_of_many_batches_and_short_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More batches than one pwritev takes, and a disk that writes less than asked: every byte
+    lands in order either way."""
+    log = make(tmp_path)
+    many = b"".join(encode_batch([rec(i)]) for i in range(600))  # 1200 pieces > one pwritev
+    assert log.append(many).last_offset == 599
+    real = os.pwritev
+
+    def short(fd: int, buffers: list[bytes], offset: int) -> int:
+        return real(fd, [memoryview(buffers[0])[:5]], offset)  # 5 bytes, then the rest by pwrite
+
+    monkeypatch.setattr(os, "pwritev", short)
+    assert log.append(encode_batch([rec(600), rec(601)])).last_offset == 601
+    monkeypatch.undo()
+    assert [r.offset for r in log.records()] == list(range(602))
+    assert [r.value for r in log.records(598)] == [rec(i).value for i in range(598, 602)]
+    log.close()
+    reopened = Log(tmp_path / "events-0", writable=False)
+    assert reopened.log_end_offset == 602
+    assert (
+        len(list(LogReader(Path(reopened.segments[0].log.path).read_bytes(), verify_crc=True)))
+        == 601
+    )
+    reopened.close()
