@@ -328,14 +328,7 @@ class Log:
         (a follower's append).
         """
         self._require_writable("append to")
-        log_append = self.config.message_timestamp_type == "LogAppendTime"
-        # LogAppendTime rewrites fields under the CRC, so it stamps a full copy. Otherwise only
-        # the base offset and leader epoch change, both in the 16 bytes before the CRC'd range:
-        # those are stamped in small copies and the bodies are written from the caller's buffer.
-        data: bytearray | memoryview = (
-            bytearray(records) if log_append else memoryview(records).cast("B")
-        )
-        pieces: list[bytearray | memoryview] = []
+        data = bytearray(records)  # the one copy: offsets and epochs are stamped into it
         batches = self._parse_append(data)
         if not batches:
             raise InvalidRecordError("nothing to append: no complete record batch")
@@ -345,6 +338,7 @@ class Log:
                 f"the appended bytes end with {len(data) - reader_tail_end} bytes that are not a "
                 "complete batch"
             )
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
         now = int(self.clock() * 1000)
         next_offset = self.log_end_offset
         max_ts, max_ts_offset = -1, -1
@@ -360,13 +354,8 @@ class Log:
                 )
             batch.ensure_valid()
             p = batch.position
-            if log_append:
-                head, at = data, p
-            else:
-                head, at = bytearray(data[p : p + 16]), 0
-                pieces += (head, data[p + 16 : p + batch.size_in_bytes])
             if assign_offsets:
-                _BASE_OFFSET.pack_into(head, at, next_offset)
+                _BASE_OFFSET.pack_into(data, p, next_offset)
                 base = next_offset
             else:
                 if batch.base_offset < next_offset:
@@ -376,7 +365,7 @@ class Log:
                     )
                 base = batch.base_offset
             if leader_epoch is not None:
-                _EPOCH.pack_into(head, at + 12, leader_epoch)
+                _EPOCH.pack_into(data, p + 12, leader_epoch)
             batch_max = batch.max_timestamp
             if log_append and not batch.is_control:
                 attrs = (batch.attributes & ~0x08) | ATTR_TIMESTAMP_TYPE
@@ -401,8 +390,7 @@ class Log:
             len(data), max_ts, last_offset, self.config.segment_bytes, self.config.max_segment_ms
         ):
             segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset)
-        written = memoryview(data) if log_append else pieces
-        segment.append(last_offset, max_ts, max_ts_offset, written)
+        segment.append(last_offset, max_ts, max_ts_offset, memoryview(data))
         self._after_append(placed, leader_epoch)
         self.log_end_offset = next_offset
         if (
@@ -412,7 +400,7 @@ class Log:
             self.flush()
         return AppendInfo(first_offset, last_offset, max_ts, max_ts_offset, len(batches), len(data))
 
-    def _parse_append(self, data: bytearray | memoryview) -> list[Any]:
+    def _parse_append(self, data: bytearray) -> list[Any]:
         """The batches of an append; one batch (the usual producer request) without a walk."""
         if len(data) >= 61 and data[16] >= 2 and data[16] < 128:
             length = int.from_bytes(data[8:12], "big", signed=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -43,7 +43,6 @@ from kafkalog.records.types import DEFAULT_LIMITS, Limits
 _CHUNK = 4 * 1024 * 1024
 _FIRST_CHUNK = 64 * 1024
 _UNKNOWN = TimestampOffset(-1, -1)
-_MAX_IOV = 512  # below IOV_MAX (1024 on Linux) with room
 
 
 class SegmentOverflowError(IndexOffsetOverflowError):
@@ -176,20 +175,12 @@ class SegmentFile:
         length = max(0, min(length, self.size - position))
         return os.pread(self.fd, length, position) if length else b""
 
-    def append(self, data: bytes | memoryview | Sequence[bytes | bytearray | memoryview]) -> None:
-        """Write at the logical end. A sequence of pieces goes out in one ``pwritev``, so a
-        caller can stamp a batch header in a small copy and write the body from its buffer."""
-        if isinstance(data, (bytes, memoryview)):
-            pieces: Sequence[bytes | bytearray | memoryview] = (data,)
-        else:
-            pieces = data
-        total = sum(len(p) for p in pieces)
-        written = os.pwritev(self.fd, pieces, self.size) if len(pieces) <= _MAX_IOV else 0
-        if written < total:  # a short write, or more pieces than one call takes: finish flat
-            view = memoryview(b"".join(pieces))
-            while written < total:
-                written += os.pwrite(self.fd, view[written:], self.size + written)
-        self.size += total
+    def append(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self.fd, view[written:], self.size + written)
+        self.size += written
 
     def truncate_to(self, size: int) -> int:
         """Cut the logical (and physical) size to ``size``; returns the bytes removed."""
@@ -389,15 +380,11 @@ class LogSegment:
         largest_offset: int,
         largest_timestamp: int,
         shallow_offset_of_max_timestamp: int,
-        records: bytes | memoryview | Sequence[bytes | bytearray | memoryview],
+        records: bytes | memoryview,
     ) -> None:
-        """Append already-valid batches (one buffer, or pieces written in order); index them per
-        ``index.interval.bytes`` (spec §6.2)."""
+        """Append already-valid batches; index them per ``index.interval.bytes`` (spec §6.2)."""
         self._require_writable("append to")
-        if isinstance(records, (bytes, memoryview)):
-            size = len(records)
-        else:
-            size = sum(len(p) for p in records)
+        size = len(records)
         if size == 0:
             return
         position = self.log.size

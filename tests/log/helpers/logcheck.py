@@ -159,7 +159,7 @@ def chunked_append(pieces: int, min_piece: int, pause: float):  # type: ignore[n
     import time
 
     def append(self, data) -> None:  # type: ignore[no-untyped-def]
-        view = memoryview(data if isinstance(data, (bytes, memoryview)) else b"".join(data))
+        view = memoryview(data)
         step = max(min_piece, -(-len(view) // pieces))
         written = 0
         while written < len(view):
