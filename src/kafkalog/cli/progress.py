@@ -51,10 +51,6 @@ def bar(
 
 def log_bytes(directory: str) -> int:
     """The size of a partition's segment logs: the work a whole-partition pass will do."""
-    from kafkalog.log.layout import is_segment_log
+    from kafkalog.log.layout import segment_logs
 
-    return sum(
-        os.path.getsize(os.path.join(directory, n))
-        for n in os.listdir(directory)
-        if is_segment_log(n)
-    )
+    return sum(os.path.getsize(path) for _, path in segment_logs(directory))

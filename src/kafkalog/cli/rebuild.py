@@ -103,9 +103,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
 
     out = out or sys.stdout
     partitions = [d for path in args.paths for d in partitions_under(path)]
-    with progress.bar("rebuilding", sum(progress.log_bytes(d) for d in partitions)) as shown:
-        for directory in partitions:
-            size = progress.log_bytes(directory)
+    sizes = [progress.log_bytes(d) for d in partitions]  # before: a rebuild may cut a log
+    with progress.bar("rebuilding", sum(sizes)) as shown:
+        for directory, size in zip(partitions, sizes, strict=True):
             rebuild(directory, args.index_interval_bytes, args.dry_run, out)
             shown.update(size)
     return 0

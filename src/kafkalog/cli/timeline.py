@@ -41,16 +41,13 @@ class Series:
 def series_for(directory: str) -> Series:
     """Points (time, offset, cumulative bytes) from every segment's indexes, read-only."""
     from kafkalog.index import OffsetIndex, TimeIndex
-    from kafkalog.log.layout import is_segment_log, offset_from_filename
+    from kafkalog.log.layout import segment_logs
 
     series = Series(os.path.basename(os.path.normpath(directory)))
     before = 0
-    for name in sorted(
-        (n for n in os.listdir(directory) if is_segment_log(n)), key=offset_from_filename
-    ):
-        base = offset_from_filename(name)
-        stem = os.path.join(directory, name[: -len(".log")])
-        size = os.path.getsize(stem + ".log")
+    for base, log_path in segment_logs(directory):
+        stem = log_path[: -len(".log")]
+        size = os.path.getsize(log_path)
         if os.path.exists(stem + ".timeindex") and os.path.exists(stem + ".index"):
             with (
                 TimeIndex(stem + ".timeindex", base, writable=False) as tindex,

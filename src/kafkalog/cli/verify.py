@@ -46,41 +46,19 @@ class Report:
 
 
 def partitions_under(path: str) -> list[str]:
-    from kafkalog.log.layout import is_segment_log, parse_partition_dir
+    """The partition directories a command was pointed at (a partition or a data directory)."""
+    from kafkalog.log.logdir import partition_directories
 
-    path = os.path.abspath(path)
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"no directory {path}")
-    try:
-        parse_partition_dir(os.path.basename(path))
-        if any(is_segment_log(n) for n in os.listdir(path)):
-            return [path]
-    except ValueError:
-        pass
-    out = []
-    for name in sorted(os.listdir(path)):
-        full = os.path.join(path, name)
-        if not os.path.isdir(full):
-            continue
-        try:
-            parse_partition_dir(name)
-        except ValueError:
-            continue
-        out.append(full)
-    return out
+    return list(partition_directories(path).values())
 
 
 def verify_partition(
     directory: str, report: Report, done: Callable[[int], object] = lambda n: None
 ) -> None:
     """Check one partition; ``done`` hears each segment's log size as it finishes."""
-    from kafkalog.log.layout import is_segment_log, offset_from_filename
+    from kafkalog.log.layout import segment_logs
 
-    logs = sorted(
-        (offset_from_filename(n), os.path.join(directory, n))
-        for n in os.listdir(directory)
-        if is_segment_log(n)
-    )
+    logs = segment_logs(directory)
     previous_last = -1
     for i, (base, log_path) in enumerate(logs):
         report.segments += 1

@@ -38,6 +38,15 @@ def is_segment_log(name: str) -> bool:
     return rest == "log" and prefix.isdigit()
 
 
+def segment_logs(directory: str | os.PathLike[str]) -> list[tuple[int, str]]:
+    """(base offset, path) of every segment ``.log`` in a partition directory, oldest first."""
+    return sorted(
+        (offset_from_filename(n), os.path.join(directory, n))
+        for n in os.listdir(directory)
+        if is_segment_log(n)
+    )
+
+
 def parse_partition_dir(name: str) -> tuple[str, int]:
     """``topic-partition`` (also the ``.<uuid>-delete/-future/-stray`` forms) to (topic, partition).
 

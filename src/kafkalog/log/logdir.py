@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kafkalog.errors import ReadOnlyError
-from kafkalog.log.layout import parse_partition_dir, partition_dir_name
+from kafkalog.log.layout import is_segment_log, parse_partition_dir, partition_dir_name
 from kafkalog.log.log import Log
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
@@ -61,18 +61,7 @@ class LogDir:
 
     def partitions(self) -> list[tuple[str, int]]:
         """Every ``topic-partition`` directory (``-delete``/``-future``/``-stray`` excluded)."""
-        out = []
-        for name in sorted(os.listdir(self.path)):
-            full = os.path.join(self.path, name)
-            if name in _SKIPPED_DIRS or not os.path.isdir(full):
-                continue
-            if name.endswith(("-delete", "-future", "-stray")):
-                continue
-            try:
-                out.append(parse_partition_dir(name))
-            except ValueError:
-                continue
-        return out
+        return _partitions_in(self.path)
 
     def topics(self) -> list[str]:
         return sorted({t for t, _ in self.partitions()})
@@ -141,3 +130,34 @@ class LogDir:
     def __repr__(self) -> str:
         mode = "rw" if self.writable else "r"
         return f"LogDir({self.path!r}, mode={mode!r})"
+
+
+def _partitions_in(path: str) -> list[tuple[str, int]]:
+    out = []
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if name in _SKIPPED_DIRS or not os.path.isdir(full):
+            continue
+        if name.endswith(("-delete", "-future", "-stray")):
+            continue
+        try:
+            out.append(parse_partition_dir(name))
+        except ValueError:
+            continue
+    return out
+
+
+def partition_directories(path: str | os.PathLike[str]) -> dict[tuple[str, int], str]:
+    """Every partition a tool was pointed at: ``path`` itself when it is a partition directory
+    holding segments, else the partition directories of the data directory ``path``. Lists
+    names only; nothing is opened."""
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"no directory {path}")
+    try:
+        here = parse_partition_dir(os.path.basename(path))
+        if any(is_segment_log(n) for n in os.listdir(path)):
+            return {here: path}
+    except ValueError:
+        pass
+    return {tp: os.path.join(path, partition_dir_name(*tp)) for tp in _partitions_in(path)}

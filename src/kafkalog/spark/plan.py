@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log import Log, LogDir
-from kafkalog.log.layout import is_segment_log, parse_partition_dir
+from kafkalog.log import Log
+from kafkalog.log.logdir import partition_directories as _partitions_under
 from kafkalog.spark.options import EARLIEST, LATEST, OptionError, ReadOptions
 
 if TYPE_CHECKING:
@@ -63,15 +63,7 @@ def partition_directories(path: str) -> dict[tuple[str, int], str]:
     path = os.path.abspath(path)
     if not os.path.isdir(path):
         raise OptionError(f"option path={path!r} is not a directory")
-    name = os.path.basename(path)
-    try:
-        topic, partition = parse_partition_dir(name)
-        if any(is_segment_log(n) for n in os.listdir(path)):
-            return {(topic, partition): path}
-    except ValueError:
-        pass
-    logdir = LogDir(path, writable=False)
-    return {tp: os.path.join(path, f"{tp[0]}-{tp[1]}") for tp in logdir.partitions()}
+    return _partitions_under(path)
 
 
 def select_partitions(
