@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from clirun import kafkalog as run_kafkalog
 
 from provenance import FIXTURES
 
@@ -17,9 +18,7 @@ V2_NONE = bytes.fromhex(
 
 
 def kafkalog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, timeout=120
-    )
+    return run_kafkalog(*args, timeout=120)
 
 
 def test_dump_matches_kafka_dump_log_format(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from clirun import kafkalog
 
 from provenance import FIXTURES, FileFacts, by_kind
 
@@ -31,12 +32,6 @@ V2_NONE = bytes.fromhex(
     "7bffffffffffffffffffffffffffff0000000320000000086b6579310c76616c756531002600f6010201"
     "04763204046831047631046832011200cf0f04046b330100"
 )
-
-
-def kafkalog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 def sections(stdout: str) -> dict[str, list[str]]:

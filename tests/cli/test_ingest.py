@@ -4,21 +4,14 @@ kafkalog, Kafka's dump format and an independent decoder all read back."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from clirun import kafkalog
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog.log import Log
-
-
-def kafkalog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 def test_ingest_jsonl_then_append(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+from provenance import FIXTURES
+
 PARTITION = FIXTURES / "kafka-4.0-snapshot-javacode" / "v2-none-0"
 
 

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.cli.test_verify import _snapshot
+from clirun import kafkalog, tree_snapshot
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+from provenance import FIXTURES
+
 BROKER_2020 = FIXTURES / "volodymyrzee-kafka-2020"
-
-
-def kafkalog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 def test_timeline_of_one_record_per_second(tmp_path: Path) -> None:
@@ -40,10 +33,10 @@ def test_timeline_of_one_record_per_second(tmp_path: Path) -> None:
     )
     assert ingest.returncode == 0, ingest.stderr
     png = tmp_path / "t.png"
-    before = _snapshot(data)
+    before = tree_snapshot(data)
     result = kafkalog("timeline", str(data), "--png", str(png))
     assert result.returncode == 0, result.stderr
-    assert _snapshot(data) == before  # reading the indexes changes nothing
+    assert tree_snapshot(data) == before  # reading the indexes changes nothing
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     row = next(line for line in result.stdout.splitlines() if line.startswith("ticks-0"))
     first, last, records = row.split()[1:3], row.split()[3:5], int(row.split()[5].replace(",", ""))
@@ -56,11 +49,11 @@ def test_timeline_of_one_record_per_second(tmp_path: Path) -> None:
 
 
 def test_timeline_of_a_real_broker_data_dir(tmp_path: Path) -> None:
-    before = _snapshot(BROKER_2020)
+    before = tree_snapshot(BROKER_2020)
     png = tmp_path / "broker.png"
     result = kafkalog("timeline", str(BROKER_2020), "--png", str(png))
     assert result.returncode == 0, result.stderr
-    assert _snapshot(BROKER_2020) == before
+    assert tree_snapshot(BROKER_2020) == before
     assert "(2 partition(s) drawn)" in result.stdout
     row = next(
         line for line in result.stdout.splitlines() if line.startswith("__consumer_offsets-12 ")

@@ -4,37 +4,18 @@ commands leave a read-only directory exactly as it was."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clirun import kafkalog, tree_snapshot
 
 from provenance import FIXTURES
 
 JAVA = FIXTURES / "kafka-4.0-snapshot-javacode"
-
-
-def kafkalog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, timeout=300
-    )
-
-
-def _snapshot(root: Path) -> dict[str, tuple[int, str]]:
-    out = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            out[str(path)] = (
-                path.stat().st_mtime_ns,
-                hashlib.sha256(path.read_bytes()).hexdigest(),
-            )
-    return out
 
 
 def test_verify_healthy_fixtures() -> None:
@@ -168,7 +149,7 @@ def test_reading_commands_leave_a_read_only_directory_unchanged(tmp_path: Path) 
     for p in target.iterdir():
         os.chmod(p, stat.S_IRUSR | stat.S_IRGRP)
     os.chmod(target, 0o555)
-    before = _snapshot(tmp_path / "ro")
+    before = tree_snapshot(tmp_path / "ro")
     files = [str(p) for p in sorted(target.iterdir())]
     for args in (
         ["verify", str(target)],
@@ -178,5 +159,5 @@ def test_reading_commands_leave_a_read_only_directory_unchanged(tmp_path: Path) 
     ):
         result = kafkalog(*args)
         assert result.returncode in (0, 1), (args, result.stderr)
-    assert _snapshot(tmp_path / "ro") == before
+    assert tree_snapshot(tmp_path / "ro") == before
     os.chmod(target, 0o755)
