@@ -7,9 +7,10 @@ import argparse
 import base64
 import datetime as dt
 import json
-import os
 import sys
 from typing import IO, Any
+
+from kafkalog import files
 
 
 def add_parsers(sub: Any) -> None:
@@ -27,7 +28,8 @@ def add_parsers(sub: Any) -> None:
         "cat",
         help="records as JSON Lines from an offset or a time",
         description=__doc__,
-        epilog="examples:\n  kafkalog cat data/orders-3 --timestamp 2026-01-01T12:00:00Z --max 10",
+        epilog="examples:\n  kafkalog cat data/orders-3 --timestamp 2026-01-01T12:00:00Z --max 10\n"
+        "  kafkalog cat 's3://backups/kafka/orders-3?region=eu-west-1' --offset 0 --max 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _where(c, required=False)
@@ -36,7 +38,11 @@ def add_parsers(sub: Any) -> None:
 
 
 def _where(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("path", help="a partition directory (topic-partition)")
+    p.add_argument(
+        "path",
+        help="a partition directory (topic-partition): a path, or a URI pyarrow.fs resolves "
+        "(s3://, gs://, abfs://, hdfs://; settings such as region in its query string)",
+    )
     group = p.add_mutually_exclusive_group(required=required)
     group.add_argument("--offset", type=int)
     group.add_argument("--timestamp", type=parse_time, help="epoch milliseconds or ISO 8601")
@@ -84,7 +90,7 @@ def run_lookup(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.log import Log
 
     out = out or sys.stdout
-    log = Log(os.path.abspath(args.path), writable=False)
+    log = Log(files.resolve(args.path), writable=False)
     try:
         offset, label = _start(log, args)
         if offset is None:
@@ -141,7 +147,7 @@ def run_cat(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.log import Log
 
     out = out or sys.stdout
-    log = Log(os.path.abspath(args.path), writable=False)
+    log = Log(files.resolve(args.path), writable=False)
     try:
         offset, _ = _start(log, args)
         if offset is None:

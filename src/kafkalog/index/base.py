@@ -20,6 +20,7 @@ from typing import ClassVar, Self
 
 import numpy as np
 
+from kafkalog import files
 from kafkalog.errors import (
     CorruptIndexError,
     IndexFullError,
@@ -97,14 +98,15 @@ class MappedIndex:
         zero-filled tail also keeps a live 10 MiB preallocated index down to its real size.
         """
         chunks: list[bytes] = []
-        with open(self._path, "rb") as f:
-            length = os.fstat(f.fileno()).st_size
+        handle = files.open_read(self._path)  # a local file or a pyarrow.fs URI
+        try:
+            length = handle.size()
             max_entries = length // self.ENTRY_SIZE
             read = 0
             entries = 0
             step = 8192 * self.ENTRY_SIZE
             while read < max_entries * self.ENTRY_SIZE:
-                chunk = os.pread(f.fileno(), min(step, max_entries * self.ENTRY_SIZE - read), read)
+                chunk = handle.pread(min(step, max_entries * self.ENTRY_SIZE - read), read)
                 if not chunk:
                     break
                 chunks.append(chunk)
@@ -124,6 +126,8 @@ class MappedIndex:
                 if entries < len(buf) // self.ENTRY_SIZE:
                     break
                 step *= 2
+        finally:
+            handle.close()
         data = b"".join(chunks)[: entries * self.ENTRY_SIZE]
         self._length = length
         self._buf = np.frombuffer(data, np.uint8) if data else np.empty(0, np.uint8)

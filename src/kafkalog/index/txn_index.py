@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar, Self
 
+from kafkalog import files
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError, InvalidRecordError, ReadOnlyError
 
 __all__ = ["AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
@@ -211,29 +212,30 @@ class TransactionIndex:
         if self._fd is not None:
             return os.fstat(self._fd).st_size
         try:
-            return os.stat(self._path).st_size
+            return files.getsize(self._path)
         except FileNotFoundError:
             return 0
 
     @contextmanager
-    def _read_fd(self) -> Iterator[int | None]:
-        """A descriptor to read from, or ``None`` when there is no file (an empty index).
+    def _reader(self) -> Iterator[files.ReadHandle | None]:
+        """What to read from, or ``None`` when there is no file (an empty index).
 
         Never opens anything for writing: either this object's own write descriptor (so reads
-        see exactly what was appended through it) or a fresh ``O_RDONLY`` one.
+        see exactly what was appended through it) or a fresh read-only handle (a local file or
+        a pyarrow.fs URI).
         """
         if self._fd is not None:
-            yield self._fd
+            yield _OwnDescriptor(self._fd)
             return
         try:
-            fd = os.open(self._path, os.O_RDONLY | _O_BINARY | _O_CLOEXEC)
+            handle = files.open_read(self._path)
         except FileNotFoundError:
             yield None
             return
         try:
-            yield fd
+            yield handle
         finally:
-            os.close(fd)
+            handle.close()
 
     def _entries(self) -> Iterator[tuple[int, AbortedTxn]]:
         """``(byte position, entry)`` in file order, parsed lazily.
@@ -241,15 +243,15 @@ class TransactionIndex:
         Lazy on purpose: Kafka's scans stop early (collect, truncate), and a corrupt entry past
         the stopping point is then never looked at, so it must not raise here either.
         """
-        with self._read_fd() as fd:
-            if fd is None:
+        with self._reader() as handle:
+            if handle is None:
                 return
-            size = os.fstat(fd).st_size
+            size = handle.size()
             end = size - size % AbortedTxn.SIZE  # a trailing partial entry is ignored
             chunk_size = AbortedTxn.SIZE * _CHUNK_ENTRIES
             position = 0
             while position < end:
-                chunk = _pread(fd, min(chunk_size, end - position), position)
+                chunk = _read_fully(handle, min(chunk_size, end - position), position)
                 usable = len(chunk) - len(chunk) % AbortedTxn.SIZE
                 if usable == 0:  # the file shrank under us: what is left is all there is
                     return
@@ -432,15 +434,30 @@ class TransactionIndex:
         )
 
 
-def _pread(fd: int, length: int, offset: int) -> bytes:
-    """Read up to ``length`` bytes at ``offset`` without moving any shared file position."""
-    if hasattr(os, "pread"):
-        out = bytearray()
-        while len(out) < length:
-            part = os.pread(fd, length - len(out), offset + len(out))
-            if not part:
-                break
-            out += part
-        return bytes(out)
-    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - platforms without pread
-    return os.read(fd, length)  # pragma: no cover
+class _OwnDescriptor:
+    """This index's own write descriptor, read by position and never closed by a reader."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def pread(self, length: int, position: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    def close(self) -> None:
+        pass
+
+
+def _read_fully(handle: files.ReadHandle, length: int, offset: int) -> bytes:
+    """Up to ``length`` bytes at ``offset`` (short only at the end of the file)."""
+    out = bytearray()
+    while len(out) < length:
+        part = handle.pread(length - len(out), offset + len(out))
+        if not part:
+            break
+        out += part
+    return bytes(out)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
+from kafkalog import files
 from kafkalog.errors import _PositionedError
 
 __all__ = [
@@ -190,8 +191,7 @@ def _atomic_write(path: StrPath, data: bytes) -> None:
 
 def _read_bytes(path: StrPath) -> tuple[bytes, str]:
     name = os.fspath(path)
-    with open(name, "rb") as f:
-        return f.read(), name
+    return files.read_bytes(name), name
 
 
 # --------------------------------------------------------------------------------------------
@@ -721,7 +721,7 @@ class CleanShutdownMarker:
     @staticmethod
     def exists(log_dir: StrPath) -> bool:
         """Whether the marker is there: the only thing recovery looks at."""
-        return os.path.exists(CleanShutdownMarker.path(log_dir))
+        return files.exists(CleanShutdownMarker.path(log_dir))
 
     @staticmethod
     def parse_broker_epoch(data: bytes) -> int | None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalog import files
 from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError, ReadOnlyError
 from kafkalog.log.layout import (
     CLEANED_SUFFIX,
@@ -95,6 +96,11 @@ class Log:
         self.leader_epochs: Any = None
         self._lock: Any = None
         self.last_flush_ms = int(clock() * 1000)
+        if writable and files.is_remote(self.directory):
+            raise files.RemoteLocationError(
+                f"cannot open {self.directory} for writing: a remote store is read-only to "
+                "kafkalog (appends need an exclusive lock and in-place writes)"
+            )
         if writable:
             from kafkalog.log.lock import DirectoryLock, LockedError, broker_holds
 
@@ -108,7 +114,7 @@ class Log:
             os.makedirs(self.directory, exist_ok=True)
             self._lock = DirectoryLock(self.directory)
             self._lock.acquire()  # one writer per partition: a second one gets a clear error
-        elif not os.path.isdir(self.directory):
+        elif not files.isdir(self.directory):
             raise FileNotFoundError(f"no partition directory {self.directory}")
         try:
             self._load(recovery_point, log_start_offset, had_clean_shutdown)
@@ -123,7 +129,7 @@ class Log:
 
     # -- loading (spec §7.9) --------------------------------------------------------------------
     def _load(self, recovery_point: int, log_start: int | None, clean: bool) -> None:
-        names = sorted(os.listdir(self.directory))
+        names = sorted(files.listdir(self.directory))
         if self.writable:
             names = self._remove_temp_files(names)
         logs = sorted((offset_from_filename(n), n) for n in names if is_segment_log(n))
@@ -294,12 +300,12 @@ class Log:
         """Pick up what a broker appended or rolled since this read-only log was opened."""
         if self.writable:
             return
-        names = os.listdir(self.directory)
+        names = files.listdir(self.directory)
         for base in sorted(offset_from_filename(n) for n in names if is_segment_log(n)):
             if base not in self._segments:
                 self._add(self._open_segment(base, exists=True))
         for base in list(self._bases):
-            if not os.path.exists(self._segments[base].log.path):
+            if not files.exists(self._segments[base].log.path):
                 self._bases.remove(base)
                 del self._segments[base]
         for seg in self._segments.values():

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from kafkalog import files
 from kafkalog.errors import ReadOnlyError
 from kafkalog.log.layout import is_segment_log, parse_partition_dir, partition_dir_name
 from kafkalog.log.log import Log
@@ -37,9 +38,13 @@ class LogDir:
         self.writable = writable
         self.limits = limits
         self._logs: dict[tuple[str, int], Log] = {}
+        if writable and files.is_remote(self.path):
+            raise files.RemoteLocationError(
+                f"cannot open {self.path} for writing: a remote store is read-only to kafkalog"
+            )
         if writable:
             os.makedirs(self.path, exist_ok=True)
-        elif not os.path.isdir(self.path):
+        elif not files.isdir(self.path):
             raise FileNotFoundError(f"no data directory {self.path}")
         self.had_clean_shutdown = checkpoints.CleanShutdownMarker.exists(self.path)
         if writable and self.had_clean_shutdown:
@@ -73,7 +78,7 @@ class LogDir:
         if found is not None:
             return found
         directory = os.path.join(self.path, partition_dir_name(topic, partition))
-        if not os.path.isdir(directory):
+        if not files.isdir(directory):
             if not create:
                 raise FileNotFoundError(f"no partition {topic}-{partition} in {self.path}")
             if not self.writable:
@@ -134,9 +139,8 @@ class LogDir:
 
 def _partitions_in(path: str) -> list[tuple[str, int]]:
     out = []
-    for name in sorted(os.listdir(path)):
-        full = os.path.join(path, name)
-        if name in _SKIPPED_DIRS or not os.path.isdir(full):
+    for name, is_dir in sorted(files.scandir(path)):
+        if name in _SKIPPED_DIRS or not is_dir:
             continue
         if name.endswith(("-delete", "-future", "-stray")):
             continue
@@ -149,14 +153,16 @@ def _partitions_in(path: str) -> list[tuple[str, int]]:
 
 def partition_directories(path: str | os.PathLike[str]) -> dict[tuple[str, int], str]:
     """Every partition a tool was pointed at: ``path`` itself when it is a partition directory
-    holding segments, else the partition directories of the data directory ``path``. Lists
-    names only; nothing is opened."""
-    path = os.path.abspath(path)
-    if not os.path.isdir(path):
+    holding segments, else the partition directories of the data directory ``path`` (a local
+    path or a URI ``kafkalog.files`` resolves). Lists names only; nothing is opened."""
+    path = os.fspath(path)
+    if not files.is_remote(path):
+        path = os.path.abspath(path)
+    if not files.isdir(path):
         raise FileNotFoundError(f"no directory {path}")
     try:
         here = parse_partition_dir(os.path.basename(path))
-        if any(is_segment_log(n) for n in os.listdir(path)):
+        if any(is_segment_log(n) for n in files.listdir(path)):
             return {here: path}
     except ValueError:
         pass

@@ -10,6 +10,7 @@ import os
 import struct
 from dataclasses import dataclass
 
+from kafkalog import files
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records.crc import crc32c
 
@@ -33,8 +34,7 @@ class ProducerEntry:
 def read_snapshot(path: str | os.PathLike[str]) -> list[ProducerEntry]:
     """Entries of a snapshot file, CRC-checked; a bad file raises CorruptRecordError."""
     name = os.fspath(path)
-    with open(name, "rb") as f:
-        data = f.read()
+    data = files.read_bytes(name)
     if len(data) < _HEAD.size:
         raise CorruptRecordError("producer snapshot shorter than its header", path=name, position=0)
     version, crc, count = _HEAD.unpack_from(data, 0)
@@ -58,7 +58,7 @@ def read_snapshot(path: str | os.PathLike[str]) -> list[ProducerEntry]:
 def snapshot_offsets(directory: str | os.PathLike[str]) -> list[int]:
     """Offsets of the snapshot files in a partition directory, ascending."""
     out = []
-    for name in os.listdir(directory):
+    for name in files.listdir(os.fspath(directory)):
         stem, _, suffix = name.partition(".")
         if suffix == "snapshot" and stem.isdigit():
             out.append(int(stem))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from kafkalog import files
 from kafkalog.errors import (
     CorruptRecordError,
     IndexOffsetOverflowError,
@@ -148,6 +149,8 @@ class SegmentFile:
     ) -> None:
         self.path = path
         self.writable = writable
+        self._reader: files.ReadHandle | None = None
+        self.fd = -1
         if writable:
             flags = os.O_RDWR | (0 if exists else os.O_CREAT | os.O_EXCL)
             self.fd = os.open(path, flags, 0o644)
@@ -157,8 +160,8 @@ class SegmentFile:
             else:
                 self.size = os.fstat(self.fd).st_size
         else:
-            self.fd = os.open(path, os.O_RDONLY)
-            self.size = os.fstat(self.fd).st_size
+            self._reader = files.open_read(path)  # a local file or a pyarrow.fs URI
+            self.size = self._reader.size()
         if self.size > 2**31 - 1:
             raise CorruptRecordError(
                 f"segment file of {self.size} bytes is larger than Kafka allows (2 GiB)",
@@ -167,13 +170,17 @@ class SegmentFile:
 
     def refresh(self) -> int:
         """Re-read the length of a file another process appends to (read-only segments)."""
-        if not self.writable:
-            self.size = os.fstat(self.fd).st_size
+        if self._reader is not None:
+            self.size = self._reader.size()
         return self.size
 
     def read(self, position: int, length: int) -> bytes:
         length = max(0, min(length, self.size - position))
-        return os.pread(self.fd, length, position) if length else b""
+        if not length:
+            return b""
+        if self._reader is not None:
+            return self._reader.pread(length, position)
+        return os.pread(self.fd, length, position)
 
     def append(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
@@ -202,9 +209,16 @@ class SegmentFile:
 
     def close(self) -> None:
         if self.fd >= 0:
-            if self.writable:
-                self.flush()
-                self.trim()
+            self.flush()
+            self.trim()
+        self.close_handle()
+
+    def close_handle(self) -> None:
+        """Release the file without flushing (a segment about to be deleted or renamed)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
@@ -311,12 +325,12 @@ class LogSegment:
 
     # -- index access (read-only segments may lack index files: lookups then start at 0) -------
     def _offset_index(self) -> OffsetIndex | None:
-        if not self.writable and not os.path.exists(self.offset_index.path):
+        if not self.writable and not files.exists(self.offset_index.path):
             return None
         return self.offset_index.get()
 
     def _time_index(self) -> TimeIndex | None:
-        if not self.writable and not os.path.exists(self.time_index.path):
+        if not self.writable and not files.exists(self.time_index.path):
             return None
         return self.time_index.get()
 
@@ -365,7 +379,7 @@ class LogSegment:
 
     @property
     def last_modified(self) -> int:
-        return int(os.stat(self.log.path).st_mtime_ns // 1_000_000)
+        return files.mtime_ms(self.log.path)
 
     def set_last_modified(self, ms: int) -> None:
         self._require_writable("touch")
@@ -683,9 +697,7 @@ class LogSegment:
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
         self.time_index.close_handler()
-        if self.log.fd >= 0:
-            os.close(self.log.fd)
-            self.log.fd = -1
+        self.log.close_handle()
         self.txn_index.close()
 
     def delete_if_exists(self) -> None:

@@ -8,11 +8,11 @@ their defaults and their precedence follow Spark's Kafka integration guide; kafk
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kafkalog import files
 from kafkalog.errors import KafkalogError
 
 EARLIEST = -2
@@ -78,6 +78,8 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     max_timestamp_lateness_ms: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    #: ``path`` as given (a URI keeps its query string): executors resolve its filesystem again
+    location: str = ""
 
 
 def _bool(name: str, value: str) -> bool:
@@ -215,7 +217,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             f"option isolationLevel={isolation!r} must be read_uncommitted or read_committed"
         )
     return ReadOptions(
-        path=local_path(opts["path"]),
+        path=read_location(opts["path"]),
+        location=opts["path"],
         subscribe=subscribe,
         subscribe_pattern=pattern,
         assign=assign,
@@ -270,29 +273,30 @@ def _timestamp(name: str, value: str) -> int:
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
-def local_path(value: str, option: str = "path") -> str:
-    """A ``path`` option as an absolute local path: a plain path, or a URI that ``pyarrow.fs``
-    resolves to the local filesystem (``file:///...``, percent-encoding decoded).
+def read_location(value: str, option: str = "path") -> str:
+    """A ``path`` to read from: an absolute local path (a plain path or a ``file://`` URI), or
+    any URI ``pyarrow.fs`` resolves (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``; settings such
+    as ``endpoint_override`` or ``region`` go in its query string), returned without its query
+    and with its filesystem registered in this process (see :mod:`kafkalog.files`)."""
+    try:
+        return files.resolve(value)
+    except files.RemoteLocationError as e:
+        raise OptionError(f"option {option}={files.redacted(value)!r}: {e}") from None
 
-    Segments are read by byte range through the OS (mmap, pread) on the driver and on every
-    executor, so a remote store (s3://, gs://, hdfs://) is refused by name rather than half
-    supported: mount it or copy the directory where every node sees it.
+
+def local_path(value: str, option: str = "path") -> str:
+    """A ``path`` to write to, as an absolute local path: a plain path, or a URI that
+    ``pyarrow.fs`` resolves to the local filesystem (``file:///...``, percent-encoding decoded).
+
+    Writing needs what object stores lack -- an exclusive lock per partition and an atomic
+    rename at commit -- so a remote store is refused by name rather than half supported: write
+    locally (or to a mounted filesystem) and copy the finished directory.
     """
     match = _URI.match(value)
-    if match is None:
-        return os.path.abspath(value)
-    scheme = match.group(1).lower()
-    if scheme != "file":
+    if match is not None and match.group(1).lower() != "file":
         raise OptionError(
-            f"option {option}={value!r}: {scheme}:// is not supported yet; kafkalog reads "
-            "segments by byte range from a local or mounted filesystem (file:// or a path)"
+            f"option {option}={value!r}: writing to {match.group(1).lower()}:// is not "
+            "supported; kafkalog writes commit by an atomic rename under an exclusive lock, "
+            "which object stores do not offer (write to a local or mounted path)"
         )
-    from pyarrow import fs
-
-    try:
-        filesystem, resolved = fs.FileSystem.from_uri(value)
-    except (ValueError, OSError) as e:
-        raise OptionError(f"option {option}={value!r} is not a valid file URI: {e}") from None
-    if not isinstance(filesystem, fs.LocalFileSystem):  # pragma: no cover - pyarrow's contract
-        raise OptionError(f"option {option}={value!r} does not name a local file")
-    return os.path.abspath(str(resolved))
+    return read_location(value, option)

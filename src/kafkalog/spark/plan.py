@@ -8,12 +8,12 @@ never by scanning a log from its start.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
 from kafkalog.log.logdir import partition_directories as _partitions_under
@@ -60,10 +60,10 @@ class Split:
 
 def partition_directories(path: str) -> dict[tuple[str, int], str]:
     """Every partition under ``path``: a data directory, or one partition directory."""
-    path = os.path.abspath(path)
-    if not os.path.isdir(path):
-        raise OptionError(f"option path={path!r} is not a directory")
-    return _partitions_under(path)
+    try:
+        return _partitions_under(path)
+    except FileNotFoundError:
+        raise OptionError(f"option path={path!r} is not a directory") from None
 
 
 def select_partitions(
@@ -252,7 +252,7 @@ def _cut(piece: Split, target: int) -> list[Split]:
     from kafkalog.index import OffsetIndex
 
     index_path = piece.segment[: -len(".log")] + ".index"
-    if not os.path.exists(index_path):
+    if not files.exists(index_path):
         return [piece]
     with OffsetIndex(index_path, piece.base_offset, writable=False) as index:
         _, positions = index.to_numpy()

@@ -20,6 +20,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafkalog import files
 from kafkalog.spark.options import ReadOptions, parse_read_options
 from kafkalog.spark.plan import Split, make_splits, resolve_ranges
 from kafkalog.spark.pushdown import Bounds, bounds_from_filters
@@ -36,12 +37,20 @@ class SplitPartition(InputPartition):
     """Planned splits for one Spark task, read one after the other (small segments are packed
     together: every task costs Spark a round trip to a Python worker)."""
 
-    def __init__(self, splits: list[Split], aborted: dict[str, list[tuple[int, int, int]]]) -> None:
+    def __init__(
+        self,
+        splits: list[Split],
+        aborted: dict[str, list[tuple[int, int, int]]],
+        location: str = "",
+    ) -> None:
         super().__init__(len(splits))
         self.splits = splits
         self.aborted = aborted
+        self.location = location
 
     def read(self, include_headers: bool) -> Iterator[Any]:
+        if files.is_remote(self.location):
+            files.resolve(self.location)  # this worker process learns the store's settings
         for split in self.splits:
             yield from read_split(
                 split,
@@ -62,17 +71,17 @@ def pack(
     if opts.min_partitions:
         target = max(1, min(target, -(-total // opts.min_partitions)))
     if opts.max_records_per_partition:
-        return [SplitPartition([s], aborted) for s in splits]
+        return [SplitPartition([s], aborted, opts.location) for s in splits]
     tasks: list[InputPartition] = []
     current: list[Split] = []
     size = 0
     for split in splits:
         if current and size + split.size > target:
-            tasks.append(SplitPartition(current, aborted))
+            tasks.append(SplitPartition(current, aborted, opts.location))
             current, size = [], 0
         current.append(split)
         size += split.size
-    tasks.append(SplitPartition(current, aborted))
+    tasks.append(SplitPartition(current, aborted, opts.location))
     return tasks
 
 

@@ -1,7 +1,8 @@
 """One Spark task: a byte range of a segment into Arrow record batches with Spark's schema.
 
-The file is read with ``pread`` in chunks (never mapped: a live broker may truncate its active
-segment) and decoded by the columnar path; rows outside the split's offset range, and with
+The file is read by position in chunks, locally or through ``pyarrow.fs`` (never mapped: a live
+broker may truncate its active segment) and decoded by the columnar path; rows outside the
+split's offset range, and with
 ``read_committed`` the records of aborted transactions, are dropped with vectorised masks.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kafkalog import files
 from kafkalog.errors import _PositionedError
 from kafkalog.records import decode_range
 from kafkalog.spark.plan import Split
@@ -38,14 +40,14 @@ def read_split(
     """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns."""
     committed_only = bool(aborted)
     metadata = ["producerId", "isTransactional"] if committed_only else []
-    fd = os.open(split.segment, os.O_RDONLY)
+    handle = files.open_read(split.segment)  # a local file or a pyarrow.fs URI
     try:
-        size = os.fstat(fd).st_size
+        size = handle.size()
         end = size if split.end_position < 0 else min(split.end_position, size)
         pos = split.start_position
         want = chunk_bytes
         while pos < end:
-            data = os.pread(fd, min(want, end - pos), pos)
+            data = handle.pread(min(want, end - pos), pos)
             try:
                 result = decode_range(
                     data,
@@ -72,7 +74,7 @@ def read_split(
                 return
             pos += result.next_position
     finally:
-        os.close(fd)
+        handle.close()
 
 
 def _keep(batch: pa.RecordBatch, split: Split, aborted: Sequence[AbortedRange]) -> pa.RecordBatch:
@@ -95,7 +97,7 @@ def aborted_transactions(directory: str) -> list[AbortedRange]:
     from kafkalog.log.layout import TXN_INDEX_SUFFIX
 
     out: list[AbortedRange] = []
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(files.listdir(directory)):
         if name.endswith(TXN_INDEX_SUFFIX) and name.split(".")[0].isdigit():
             base = int(name.split(".")[0])
             index = TransactionIndex(os.path.join(directory, name), base, writable=False)

@@ -1,0 +1,261 @@
+"""Read access to log directories on the local disk or behind any URI that ``pyarrow.fs``
+resolves (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``, ``file://``).
+
+Reading is all a reader does to a log directory -- list it, stat it, read byte ranges -- so
+the read-only paths of the log, the indexes and the Spark source go through these few calls and
+need not care where the files are.  A remote location is a plain string
+(``s3://bucket/kafka-logs/orders-0/00000000000000000000.log``) so that ``os.path.join`` and
+``basename`` keep working on it and it pickles into Spark tasks unchanged; the filesystem behind
+it is resolved once per process from the URI the user gave (whose query string may carry
+``endpoint_override``, ``region`` and the like) and looked up by prefix afterwards.
+
+Local paths go straight to ``os`` (``pread`` on a file descriptor), as fast as before.  Writing
+stays local-only: the writers need rename and exclusive locks, which object stores lack.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+__all__ = [
+    "ReadHandle",
+    "RemoteLocationError",
+    "exists",
+    "getsize",
+    "is_remote",
+    "isdir",
+    "listdir",
+    "mtime_ms",
+    "open_read",
+    "read_bytes",
+    "redacted",
+    "resolve",
+    "scandir",
+]
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+
+
+class RemoteLocationError(OSError):
+    """A URI that ``pyarrow.fs`` cannot resolve, or an operation a remote store cannot do."""
+
+
+class ReadHandle(Protocol):
+    """An open file read by position (``pread``), whatever stores it."""
+
+    def size(self) -> int: ...
+
+    def pread(self, length: int, position: int) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class _LocalHandle:
+    __slots__ = ("fd",)
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def pread(self, length: int, position: int) -> bytes:
+        return os.pread(self.fd, length, position) if length > 0 else b""
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _ArrowHandle:
+    """A ``pyarrow`` random-access file; the size is re-read on demand so a tailing reader sees
+    an object that was replaced by a longer one (stores that allow appends: HDFS, ABFS)."""
+
+    __slots__ = ("_file", "_fs", "_path")
+
+    def __init__(self, fs: Any, path: str) -> None:
+        self._fs = fs
+        self._path = path
+        self._file = fs.open_input_file(path)
+
+    def size(self) -> int:
+        info = self._fs.get_file_info(self._path)
+        return int(info.size) if info.size is not None else int(self._file.size())
+
+    def pread(self, length: int, position: int) -> bytes:
+        if length <= 0:
+            return b""
+        return bytes(self._file.read_at(length, position))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+# -- remote locations ------------------------------------------------------------------------
+_lock = threading.Lock()
+#: canonical prefix ("s3://bucket/dir") -> (filesystem, path of that prefix in the filesystem)
+_roots: dict[str, tuple[Any, str]] = {}
+#: URI as given -> canonical prefix (resolving builds a client: once per process is enough)
+_resolved: dict[str, str] = {}
+
+
+def is_remote(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a URI of a store other than the local disk."""
+    match = _SCHEME.match(os.fspath(path))
+    return match is not None and match.group(1).lower() != "file"
+
+
+def redacted(location: str) -> str:
+    """``location`` with any password in it replaced, for messages."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/@]*@", r"\1***@", location)
+
+
+def resolve(location: str) -> str:
+    """The path every other call here takes for ``location``: an absolute local path for a
+    plain path or ``file://`` URI, else the URI without its query string, with its filesystem
+    registered for this process. Raises :class:`RemoteLocationError` when ``pyarrow.fs``
+    cannot resolve it."""
+    match = _SCHEME.match(location)
+    if match is None:
+        return os.path.abspath(location)
+    with _lock:
+        known = _resolved.get(location)
+    if known is not None:
+        return known
+    from pyarrow import fs as pafs
+
+    try:
+        filesystem, inner = pafs.FileSystem.from_uri(location)
+    except (ValueError, OSError, TypeError) as e:
+        shown = redacted(location)
+        raise RemoteLocationError(
+            f"{shown!r} is not a location pyarrow.fs resolves: {e}".replace(location, shown)
+        ) from None
+    if match.group(1).lower() == "file":
+        if not isinstance(filesystem, pafs.LocalFileSystem):  # pragma: no cover - pyarrow's rule
+            raise RemoteLocationError(f"{location!r} does not name a local file")
+        return os.path.abspath(str(inner))
+    parts = urlsplit(location)
+    host = parts.netloc.rpartition("@")[2]  # credentials stay in the registered filesystem
+    canonical = f"{parts.scheme.lower()}://{host}{unquote(parts.path)}".rstrip("/")
+    with _lock:
+        _roots[canonical] = (filesystem, str(inner).rstrip("/"))
+        _resolved[location] = canonical
+    return canonical
+
+
+def _remote(path: str) -> tuple[Any, str]:
+    """The filesystem holding ``path`` and the path inside it, by the longest registered
+    prefix; an unregistered URI is resolved as it stands (default credentials)."""
+    path = path.rstrip("/")
+    with _lock:
+        candidates = [r for r in _roots if path == r or path.startswith(r + "/")]
+        if candidates:
+            root = max(candidates, key=len)
+            filesystem, inner = _roots[root]
+            return filesystem, inner + path[len(root) :]
+    resolve(path)
+    return _remote(path)
+
+
+def _info(path: str) -> Any:
+    filesystem, inner = _remote(path)
+    try:
+        return filesystem.get_file_info(inner)
+    except OSError as e:
+        raise RemoteLocationError(f"cannot stat {path}: {e}") from e
+
+
+# -- the calls ---------------------------------------------------------------------------------
+def open_read(path: str) -> ReadHandle:
+    """Open ``path`` for positional reads; ``FileNotFoundError`` when it is not there."""
+    if not is_remote(path):
+        return _LocalHandle(path)
+    filesystem, inner = _remote(path)
+    try:
+        return _ArrowHandle(filesystem, inner)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if not exists(path):
+            raise FileNotFoundError(f"no file {path}") from e
+        raise RemoteLocationError(f"cannot open {path}: {e}") from e
+
+
+def read_bytes(path: str, limit: int | None = None) -> bytes:
+    """The whole file (or its first ``limit`` bytes)."""
+    handle = open_read(path)
+    try:
+        size = handle.size()
+        return handle.pread(size if limit is None else min(size, limit), 0)
+    finally:
+        handle.close()
+
+
+def listdir(path: str) -> list[str]:
+    """Names in a directory (``FileNotFoundError`` when there is none)."""
+    if not is_remote(path):
+        return os.listdir(path)
+    return [name for name, _ in scandir(path)]
+
+
+def scandir(path: str) -> list[tuple[str, bool]]:
+    """``(name, is a directory)`` for each entry, in one listing (one request on a store)."""
+    if not is_remote(path):
+        with os.scandir(path) as entries:
+            return [(e.name, e.is_dir()) for e in entries]
+    from pyarrow import fs as pafs
+
+    filesystem, inner = _remote(path)
+    try:
+        infos = filesystem.get_file_info(pafs.FileSelector(inner, recursive=False))
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise RemoteLocationError(f"cannot list {path}: {e}") from e
+    return [(info.base_name, info.type == pafs.FileType.Directory) for info in infos]
+
+
+def isdir(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.isdir(path)
+    from pyarrow import fs as pafs
+
+    return bool(_info(path).type == pafs.FileType.Directory)
+
+
+def exists(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.exists(path)
+    from pyarrow import fs as pafs
+
+    return bool(_info(path).type != pafs.FileType.NotFound)
+
+
+def getsize(path: str) -> int:
+    if not is_remote(path):
+        return os.path.getsize(path)
+    from pyarrow import fs as pafs
+
+    info = _info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"no file {path}")
+    return int(info.size or 0)
+
+
+def mtime_ms(path: str) -> int:
+    """Last modification in epoch milliseconds (Kafka's fallback segment timestamp); 0 when a
+    store keeps none."""
+    if not is_remote(path):
+        return int(os.stat(path).st_mtime_ns // 1_000_000)
+    from pyarrow import fs as pafs
+
+    info = _info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"no file {path}")
+    return 0 if info.mtime_ns is None else int(info.mtime_ns // 1_000_000)

@@ -1,0 +1,38 @@
+"""``kafkalog lookup`` and ``kafkalog cat`` on a partition in an S3 bucket print what they
+print for the local copy (apart from the location), and leave the bucket alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clirun import kafkalog
+
+from provenance import FIXTURES
+
+PARTITION = "kafka-4.0-snapshot-javacode/v2-none-0"
+
+
+def test_lookup_and_cat_over_s3(s3_store: Any) -> None:
+    before = s3_store.listing()
+    local, remote = str(FIXTURES / PARTITION), s3_store.uri(PARTITION)
+    for args in (
+        ("lookup", "--offset", "57"),
+        ("lookup", "--timestamp", "1700000003000"),
+        ("cat", "--offset", "100", "--max", "5"),
+        ("cat", "--timestamp", "1700000002000", "--max", "3"),
+    ):
+        here = kafkalog(args[0], local, *args[1:])
+        there = kafkalog(args[0], remote, *args[1:])
+        assert here.returncode == there.returncode == 0, there.stderr
+        assert here.stdout.strip()
+        canonical = f"s3://kafkalog-fixtures/fixtures/{PARTITION}"
+        assert there.stdout.replace(canonical, local) == here.stdout
+        assert "testing:testing" not in there.stdout + there.stderr
+    assert s3_store.listing() == before
+
+
+def test_unresolvable_location_is_a_clear_cli_error() -> None:
+    done = kafkalog("cat", "nosuch://bucket/t-0", "--offset", "0")
+    assert done.returncode != 0
+    assert "nosuch://bucket/t-0" in done.stderr and "pyarrow.fs" in done.stderr
+    assert "Traceback" not in done.stderr
