@@ -127,6 +127,11 @@ def resolve(location: str) -> str:
         known = _resolved.get(location)
     if known is not None:
         return known
+    parts = urlsplit(location)
+    host = parts.netloc.rpartition("@")[2]  # credentials stay in the registered filesystem
+    canonical = f"{parts.scheme.lower()}://{host}{unquote(parts.path)}".rstrip("/")
+    if not parts.query and host == parts.netloc and _registered(canonical) is not None:
+        return canonical  # already under a store resolved with its settings: keep those
     from pyarrow import fs as pafs
 
     try:
@@ -140,27 +145,32 @@ def resolve(location: str) -> str:
         if not isinstance(filesystem, pafs.LocalFileSystem):  # pragma: no cover - pyarrow's rule
             raise RemoteLocationError(f"{location!r} does not name a local file")
         return os.path.abspath(str(inner))
-    parts = urlsplit(location)
-    host = parts.netloc.rpartition("@")[2]  # credentials stay in the registered filesystem
-    canonical = f"{parts.scheme.lower()}://{host}{unquote(parts.path)}".rstrip("/")
     with _lock:
         _roots[canonical] = (filesystem, str(inner).rstrip("/"))
         _resolved[location] = canonical
     return canonical
 
 
-def _remote(path: str) -> tuple[Any, str]:
-    """The filesystem holding ``path`` and the path inside it, by the longest registered
-    prefix; an unregistered URI is resolved as it stands (default credentials)."""
-    path = path.rstrip("/")
+def _registered(path: str) -> tuple[Any, str] | None:
+    """The filesystem and inner path of ``path`` under the longest registered prefix."""
     with _lock:
         candidates = [r for r in _roots if path == r or path.startswith(r + "/")]
-        if candidates:
-            root = max(candidates, key=len)
-            filesystem, inner = _roots[root]
-            return filesystem, inner + path[len(root) :]
-    resolve(path)
-    return _remote(path)
+        if not candidates:
+            return None
+        root = max(candidates, key=len)
+        filesystem, inner = _roots[root]
+        return filesystem, inner + path[len(root) :]
+
+
+def _remote(path: str) -> tuple[Any, str]:
+    """Where ``path`` is: under a registered prefix, else resolved as it stands (default
+    credentials and settings)."""
+    found = _registered(path.rstrip("/"))
+    if found is None:
+        found = _registered(resolve(path))
+    if found is None:  # pragma: no cover - resolve registers what it returns
+        raise RemoteLocationError(f"no filesystem for {redacted(path)}")
+    return found
 
 
 def _info(path: str) -> Any:

@@ -36,3 +36,19 @@ def test_unresolvable_location_is_a_clear_cli_error() -> None:
     assert done.returncode != 0
     assert "nosuch://bucket/t-0" in done.stderr and "pyarrow.fs" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_verify_and_timeline_over_s3(s3_store: Any, tmp_path: Any) -> None:
+    before = s3_store.listing()
+    for relative in ("kafka-4.0-snapshot-javacode", "real-kraft-ronem123"):
+        local, remote = str(FIXTURES / relative), s3_store.uri(relative)
+        here, there = kafkalog("verify", local), kafkalog("verify", remote)
+        assert there.returncode == here.returncode, there.stderr
+        canonical = f"s3://kafkalog-fixtures/fixtures/{relative}"
+        assert there.stdout.replace(canonical, local) == here.stdout
+        assert "segments" in here.stdout or "segment" in here.stdout
+        png = tmp_path / f"{relative}.png"
+        drawn = kafkalog("timeline", remote, "--png", str(png))
+        assert drawn.returncode == 0, drawn.stderr
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert s3_store.listing() == before

@@ -51,6 +51,7 @@ def bar(
 
 def log_bytes(directory: str) -> int:
     """The size of a partition's segment logs: the work a whole-partition pass will do."""
+    from kafkalog import files
     from kafkalog.log.layout import segment_logs
 
-    return sum(os.path.getsize(path) for _, path in segment_logs(directory))
+    return sum(files.getsize(path) for _, path in segment_logs(directory))

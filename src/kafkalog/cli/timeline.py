@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from kafkalog import files
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -25,7 +27,11 @@ def add_parser(sub: Any) -> None:
         epilog="examples:\n  kafkalog timeline /var/lib/kafka/data --png timeline.png\n"
         "  kafkalog timeline data/orders-3",
     )
-    p.add_argument("paths", nargs="+", help="data directories or partition directories")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        help="data directories or partition directories (paths, or URIs pyarrow.fs resolves)",
+    )
     p.add_argument("--png", default="kafkalog-timeline.png", help="where to draw the plot")
     p.set_defaults(run=run)
 
@@ -47,8 +53,8 @@ def series_for(directory: str) -> Series:
     before = 0
     for base, log_path in segment_logs(directory):
         stem = log_path[: -len(".log")]
-        size = os.path.getsize(log_path)
-        if os.path.exists(stem + ".timeindex") and os.path.exists(stem + ".index"):
+        size = files.getsize(log_path)
+        if files.exists(stem + ".timeindex") and files.exists(stem + ".index"):
             with (
                 TimeIndex(stem + ".timeindex", base, writable=False) as tindex,
                 OffsetIndex(stem + ".index", base, writable=False) as oindex,

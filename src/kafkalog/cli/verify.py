@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from kafkalog import files
 from kafkalog.cli import progress
 from kafkalog.errors import KafkalogError
 
@@ -26,9 +27,14 @@ def add_parser(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  kafkalog verify /var/lib/kafka/data\n"
-        "  kafkalog verify /var/lib/kafka/data/orders-3",
+        "  kafkalog verify /var/lib/kafka/data/orders-3\n"
+        "  kafkalog verify 's3://backups/kafka-logs?region=eu-west-1'",
     )
-    p.add_argument("paths", nargs="+", help="data directories or partition directories")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        help="data directories or partition directories (paths, or URIs pyarrow.fs resolves)",
+    )
     p.set_defaults(run=run)
 
 
@@ -49,7 +55,7 @@ def partitions_under(path: str) -> list[str]:
     """The partition directories a command was pointed at (a partition or a data directory)."""
     from kafkalog.log.logdir import partition_directories
 
-    return list(partition_directories(path).values())
+    return list(partition_directories(files.resolve(path)).values())
 
 
 def verify_partition(
@@ -64,7 +70,7 @@ def verify_partition(
         report.segments += 1
         active = i == len(logs) - 1
         previous_last = _verify_segment(directory, base, log_path, active, previous_last, report)
-        done(os.path.getsize(log_path))
+        done(files.getsize(log_path))
     _verify_checkpoints(directory, report)
 
 
@@ -131,7 +137,7 @@ def _verify_segment(
 def _zero_tail(path: str, entries: int, entry_size: int, active: bool, report: Report) -> None:
     """A rolled segment's index was trimmed to its entries: bytes after the last valid entry
     mean lost entries (or a crash before the trim). The active one is preallocated: normal."""
-    length = os.path.getsize(path)
+    length = files.getsize(path)
     if length > entries * entry_size and not active:
         report.problem(
             path,
@@ -146,7 +152,7 @@ def _verify_offset_index(
 ) -> None:
     from kafkalog.index import OffsetIndex
 
-    if not os.path.exists(path):
+    if not files.exists(path):
         report.problem(path, None, "offset index missing (rebuild-index recreates it)")
         return
     with OffsetIndex(path, base, writable=False) as index:
@@ -180,7 +186,7 @@ def _verify_time_index(
 ) -> None:
     from kafkalog.index import TimeIndex
 
-    if not os.path.exists(path):
+    if not files.exists(path):
         return  # logs older than Kafka 0.10.1 have none
     with TimeIndex(path, base, writable=False) as index:
         _zero_tail(path, index.entries, 12, active, report)
@@ -209,7 +215,7 @@ def _verify_time_index(
 def _verify_txn_index(path: str, base: int, report: Report) -> None:
     from kafkalog.index import TransactionIndex
 
-    if not os.path.exists(path):
+    if not files.exists(path):
         return
     index = TransactionIndex(path, base, writable=False)
     try:
@@ -234,7 +240,7 @@ def _verify_checkpoints(directory: str, report: Report) -> None:
         ("partition.metadata", PartitionMetadata.read),
     ):
         path = os.path.join(directory, name)
-        if os.path.exists(path):
+        if files.exists(path):
             try:
                 read(path)
             except KafkalogError as e:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 
+from kafkalog import files
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -42,7 +44,7 @@ def segment_logs(directory: str | os.PathLike[str]) -> list[tuple[int, str]]:
     """(base offset, path) of every segment ``.log`` in a partition directory, oldest first."""
     return sorted(
         (offset_from_filename(n), os.path.join(directory, n))
-        for n in os.listdir(directory)
+        for n in files.listdir(os.fspath(directory))
         if is_segment_log(n)
     )
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Union
 
+from kafkalog import files
 from kafkalog.errors import (
     BatchTooLargeError,
     CorruptRecordError,
@@ -44,7 +45,10 @@ class IncompleteTail:
 
 
 def read_only_buffer(path: str | os.PathLike[str]) -> memoryview:
-    """Map a file read-only: needs only read permission and never changes the file."""
+    """Map a file read-only: needs only read permission and never changes the file. A file
+    behind a pyarrow.fs URI is fetched whole instead."""
+    if files.is_remote(path):
+        return memoryview(files.read_bytes(os.fspath(path)))
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
