@@ -29,6 +29,7 @@ __all__ = [
     "is_remote",
     "isdir",
     "listdir",
+    "listed_sizes",
     "mtime_ms",
     "open_read",
     "read_bytes",
@@ -214,6 +215,19 @@ def listdir(path: str) -> list[str]:
     return [name for name, _ in scandir(path)]
 
 
+def _listing(path: str) -> list[Any]:
+    """The ``FileInfo`` of every entry of a remote directory (one request per page)."""
+    from pyarrow import fs as pafs
+
+    filesystem, inner = _remote(path)
+    try:
+        return list(filesystem.get_file_info(pafs.FileSelector(inner, recursive=False)))
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise RemoteLocationError(f"cannot list {path}: {e}") from e
+
+
 def scandir(path: str) -> list[tuple[str, bool]]:
     """``(name, is a directory)`` for each entry, in one listing (one request on a store)."""
     if not is_remote(path):
@@ -221,14 +235,19 @@ def scandir(path: str) -> list[tuple[str, bool]]:
             return [(e.name, e.is_dir()) for e in entries]
     from pyarrow import fs as pafs
 
-    filesystem, inner = _remote(path)
-    try:
-        infos = filesystem.get_file_info(pafs.FileSelector(inner, recursive=False))
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        raise RemoteLocationError(f"cannot list {path}: {e}") from e
+    infos = _listing(path)
     return [(info.base_name, info.type == pafs.FileType.Directory) for info in infos]
+
+
+def listed_sizes(path: str) -> dict[str, int] | None:
+    """Name -> size of every file in a remote directory from its one listing (object stores
+    return sizes with names); ``None`` for a local directory, whose files are cheap to open."""
+    if not is_remote(path):
+        return None
+    from pyarrow import fs as pafs
+
+    infos = _listing(path)
+    return {i.base_name: int(i.size or 0) for i in infos if i.type == pafs.FileType.File}
 
 
 def isdir(path: str) -> bool:

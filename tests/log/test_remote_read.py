@@ -139,3 +139,28 @@ def test_remote_log_cannot_be_opened_for_writing(s3_store: Any) -> None:
         Log(remote)
     with pytest.raises(files.RemoteLocationError, match="read-only"):
         LogDir(files.resolve(s3_store.uri("kafka-4.0-snapshot-javacode")), writable=True)
+
+
+def test_remote_open_lists_once_and_opens_segments_on_first_read(
+    s3_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    relative = "real-kraft-ronem123/__consumer_offsets-31"  # two segments
+    remote = files.resolve(s3_store.uri(relative))
+    opened: list[str] = []
+    real_open = files.open_read
+
+    def counting(path: str) -> files.ReadHandle:
+        if files.is_remote(path):
+            opened.append(path)
+        return real_open(path)
+
+    monkeypatch.setattr(files, "open_read", counting)
+    with Log(remote, writable=False) as log, Log(FIXTURES / relative, writable=False) as local:
+        assert len(log.segments) == 2
+        # sizes came with the listing; only the active segment is read (for the log end)
+        assert [p for p in opened if p.endswith(".log")] == [log.segments[1].log.path]
+        assert [s.size for s in log.segments] == [s.size for s in local.segments]
+        first = log.segments[0]
+        got = [(r.offset, r.value) for r in log.records(first.base_offset)]
+        assert got == [(r.offset, r.value) for r in local.records(first.base_offset)]
+        assert first.log.path in opened

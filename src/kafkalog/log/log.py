@@ -129,7 +129,8 @@ class Log:
 
     # -- loading (spec §7.9) --------------------------------------------------------------------
     def _load(self, recovery_point: int, log_start: int | None, clean: bool) -> None:
-        names = sorted(files.listdir(self.directory))
+        sizes = None if self.writable else files.listed_sizes(self.directory)
+        names = sorted(files.listdir(self.directory) if sizes is None else sizes)
         if self.writable:
             names = self._remove_temp_files(names)
         logs = sorted((offset_from_filename(n), n) for n in names if is_segment_log(n))
@@ -139,8 +140,10 @@ class Log:
                 index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
                 if index_file and stem.isdigit() and stem + LOG_SUFFIX not in names:
                     os.remove(os.path.join(self.directory, n))  # orphaned index
-        for base, _name in logs:
-            seg = self._open_segment(base, exists=True)
+        for base, name in logs:
+            seg = self._open_segment(
+                base, exists=True, listed_size=None if sizes is None else sizes[name]
+            )
             if self.writable and self._index_damaged(seg):
                 seg.recover(self._leader_epoch_cache_or_none(), self._txn_state)
             self._add(seg)
@@ -208,7 +211,9 @@ class Log:
             keep.append(target)
         return sorted(keep)
 
-    def _open_segment(self, base: int, *, exists: bool) -> LogSegment:
+    def _open_segment(
+        self, base: int, *, exists: bool, listed_size: int | None = None
+    ) -> LogSegment:
         return LogSegment(
             self.directory,
             base,
@@ -217,6 +222,7 @@ class Log:
             file_already_exists=exists,
             clock=self.clock,
             limits=self.limits,
+            listed_size=listed_size,
         )
 
     def _recover(self, recovery_point: int) -> None:

@@ -146,12 +146,17 @@ class SegmentFile:
         exists: bool,
         init_size: int = 0,
         preallocate: bool = False,
+        listed_size: int | None = None,
     ) -> None:
         self.path = path
         self.writable = writable
         self._reader: files.ReadHandle | None = None
         self.fd = -1
-        if writable:
+        if not writable and listed_size is not None:
+            # the size came with the directory listing: open on the first read, so opening a
+            # log of many segments in an object store costs one listing, not a request each
+            self.size = listed_size
+        elif writable:
             flags = os.O_RDWR | (0 if exists else os.O_CREAT | os.O_EXCL)
             self.fd = os.open(path, flags, 0o644)
             if not exists and preallocate and init_size > 0:
@@ -170,17 +175,22 @@ class SegmentFile:
 
     def refresh(self) -> int:
         """Re-read the length of a file another process appends to (read-only segments)."""
-        if self._reader is not None:
-            self.size = self._reader.size()
+        if not self.writable:
+            self.size = self._handle().size()
         return self.size
+
+    def _handle(self) -> files.ReadHandle:
+        if self._reader is None:
+            self._reader = files.open_read(self.path)
+        return self._reader
 
     def read(self, position: int, length: int) -> bytes:
         length = max(0, min(length, self.size - position))
         if not length:
             return b""
-        if self._reader is not None:
-            return self._reader.pread(length, position)
-        return os.pread(self.fd, length, position)
+        if self.fd >= 0:
+            return os.pread(self.fd, length, position)
+        return self._handle().pread(length, position)
 
     def append(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
@@ -278,6 +288,7 @@ class LogSegment:
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        listed_size: int | None = None,
     ) -> None:
         self.directory = os.fspath(directory)
         self.base_offset = base_offset
@@ -294,6 +305,7 @@ class LogSegment:
             exists=exists,
             init_size=config.segment_bytes,
             preallocate=config.preallocate,
+            listed_size=listed_size,
         )
         index_size = config.segment_index_bytes
         self.offset_index: LazyIndex[OffsetIndex] = LazyIndex(
