@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 
 from kafkalog import files
 from kafkalog.spark.options import ReadOptions, parse_read_options
-from kafkalog.spark.plan import Split, make_splits, resolve_ranges
+from kafkalog.spark.plan import Split, make_splits, resolve_ranges, task_count
 from kafkalog.spark.pushdown import Bounds, bounds_from_filters
 from kafkalog.spark.task import aborted_transactions, read_split
 
@@ -62,27 +62,22 @@ class SplitPartition(InputPartition):
 def pack(
     splits: list[Split], opts: ReadOptions, aborted: dict[str, list[tuple[int, int, int]]]
 ) -> list[InputPartition]:
-    """Splits packed into tasks of about ``maxBytesPerSplit`` (at least ``minPartitions`` tasks
-    when there are that many splits)."""
+    """Splits, in order, dealt into :func:`~kafkalog.spark.plan.task_count` tasks of about equal
+    bytes: each split goes to the task its middle byte falls in, so every task is within half a
+    split (a quarter task at most, see ``make_splits``) of the even share."""
     if not splits:
         return [SplitPartition([], {})]
-    total = sum(s.size for s in splits)
-    target = opts.max_bytes_per_split
-    if opts.min_partitions:
-        target = max(1, min(target, -(-total // opts.min_partitions)))
     if opts.max_records_per_partition:
         return [SplitPartition([s], aborted, opts.location) for s in splits]
-    tasks: list[InputPartition] = []
-    current: list[Split] = []
-    size = 0
+    total = sum(s.size for s in splits)
+    count = task_count(total, opts)
+    share = total / count if total else 1.0
+    groups: list[list[Split]] = [[] for _ in range(count)]
+    before = 0
     for split in splits:
-        if current and size + split.size > target:
-            tasks.append(SplitPartition(current, aborted, opts.location))
-            current, size = [], 0
-        current.append(split)
-        size += split.size
-    tasks.append(SplitPartition(current, aborted, opts.location))
-    return tasks
+        groups[min(count - 1, int((before + split.size / 2) // share))].append(split)
+        before += split.size
+    return [SplitPartition(g, aborted, opts.location) for g in groups if g]
 
 
 class KafkaLogDataSource(DataSource):

@@ -1,0 +1,62 @@
+"""Planning without Spark: how many tasks, and that they carry equal bytes, since on a few
+cores a lone oversized or undersized last task leaves the others idle."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from kafkalog.spark.options import parse_read_options
+from kafkalog.spark.plan import make_splits, resolve_ranges, task_count
+from kafkalog.spark.source import SplitPartition, pack
+from provenance import FIXTURES
+
+MB = 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("total", "extra", "expected"),
+    [
+        (0, {}, 1),
+        (5 * MB, {}, 1),
+        (128 * MB, {}, 1),
+        (129 * MB, {}, 2),
+        (3 * 128 * MB, {}, 4),  # three tasks would leave a core idle on 2 or 4 cores
+        (5 * 128 * MB, {}, 8),
+        (9 * 128 * MB, {}, 16),
+        (17 * 128 * MB, {}, 24),
+        (MB, {"minPartitions": "3"}, 4),
+        (MB, {"minPartitions": "8"}, 8),
+        (MB, {"minPartitions": "10"}, 16),
+        (10 * MB, {"maxBytesPerSplit": str(MB)}, 16),
+    ],
+)
+def test_task_count(total: int, extra: dict[str, str], expected: int) -> None:
+    opts = parse_read_options({"path": str(FIXTURES), **extra})
+    assert task_count(total, opts) == expected
+
+
+@pytest.mark.parametrize("min_partitions", ["2", "3", "6", "16"])
+def test_tasks_carry_equal_bytes_and_every_split_once(min_partitions: str) -> None:
+    path = FIXTURES / "real-kafka2.1-snapshot-zk-large-index-william0423" / "__consumer_offsets-28"
+    opts = parse_read_options({"path": str(path), "minPartitions": min_partitions})
+    splits = make_splits(resolve_ranges(opts), opts)
+    tasks = pack(splits, opts, {})
+    assert all(isinstance(t, SplitPartition) for t in tasks)
+    dealt = [s for t in tasks for s in t.splits]  # type: ignore[attr-defined]
+    assert dealt == splits  # in order, each once
+    total = sum(s.size for s in splits)
+    count = task_count(total, opts)
+    assert len(tasks) == count >= int(min_partitions)
+    largest = max(s.size for s in splits)
+    assert largest <= -(-total // (count * 4)) * 2  # splits are cut to about a quarter task
+    for task in tasks:
+        size = sum(s.size for s in task.splits)  # type: ignore[attr-defined]
+        assert abs(size - total / count) <= largest, (size, total / count)
+    # byte ranges of one segment never overlap and cover it from the first split's start
+    by_segment: dict[str, list[tuple[int, int]]] = {}
+    for s in splits:
+        by_segment.setdefault(s.segment, []).append((s.start_position, s.end_position))
+    for ranges in by_segment.values():
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
