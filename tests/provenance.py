@@ -877,3 +877,20 @@ def texts() -> list[FileFacts]:
 def preallocated() -> list[FileFacts]:
     """The ``*.preallocated.gz`` copies of zero-filled active-segment indexes."""
     return [f for f in load().values() if f.preallocated_size is not None]
+
+
+@functools.cache
+def fixture_partitions() -> tuple[Path, ...]:
+    """Every partition directory (``topic-partition`` holding segment logs) in the tree."""
+    from kafkalog.log.layout import is_segment_log, parse_partition_dir
+
+    out = []
+    for root, _dirs, names in os.walk(FIXTURES):
+        path = Path(root)
+        if any(is_segment_log(n) for n in names):
+            try:
+                parse_partition_dir(path.name)
+            except ValueError:
+                continue
+            out.append(path)
+    return tuple(sorted(out))

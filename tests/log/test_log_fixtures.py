@@ -12,25 +12,10 @@ from pathlib import Path
 import pytest
 
 from kafkalog.log import Log, LogDir, TopicConfig
-from kafkalog.log.layout import is_segment_log, parse_partition_dir
 from kafkalog.log.segment import LogSegment, TxnState
-from provenance import FIXTURES
+from provenance import FIXTURES, fixture_partitions
 
-
-def _partition_dirs() -> list[Path]:
-    out = []
-    for root, _dirs, files in os.walk(FIXTURES):
-        path = Path(root)
-        if any(is_segment_log(f) for f in files):
-            try:
-                parse_partition_dir(path.name)
-            except ValueError:
-                continue
-            out.append(path)
-    return sorted(out)
-
-
-PARTITIONS = _partition_dirs()
+PARTITIONS = list(fixture_partitions())
 
 
 def _tree_state() -> dict[str, tuple[int, str]]:

@@ -11,21 +11,8 @@ import pytest
 
 from kafkalog import files
 from kafkalog.log import Log
-from kafkalog.log.layout import is_segment_log, parse_partition_dir
 from kafkalog.log.logdir import LogDir, partition_directories
-from provenance import FIXTURES
-
-
-def _partitions() -> list[Path]:
-    out = []
-    for path in sorted(p for p in FIXTURES.rglob("*") if p.is_dir()):
-        try:
-            parse_partition_dir(path.name)
-        except ValueError:
-            continue
-        if any(is_segment_log(n.name) for n in path.iterdir()):
-            out.append(path)
-    return out
+from provenance import FIXTURES, fixture_partitions
 
 
 def _summary(log: Log) -> dict[str, Any]:
@@ -53,7 +40,9 @@ def _summary(log: Log) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("directory", _partitions(), ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize(
+    "directory", list(fixture_partitions()), ids=lambda p: str(p.relative_to(FIXTURES))
+)
 def test_remote_log_reads_as_local(s3_store: Any, directory: Path) -> None:
     remote = files.resolve(s3_store.uri(directory.relative_to(FIXTURES).as_posix()))
     assert remote.startswith("s3://kafkalog-fixtures/fixtures/") and "testing" not in remote

@@ -12,22 +12,10 @@ from typing import Any
 import pytest
 
 from kafkalog.log import Log
-from kafkalog.log.layout import is_segment_log, parse_partition_dir
-from provenance import FIXTURES
+from kafkalog.log.layout import parse_partition_dir
+from provenance import FIXTURES, fixture_partitions
 
 JAVA = FIXTURES / "kafka-4.0-snapshot-javacode"
-
-
-def _partitions() -> list[Path]:
-    out = []
-    for path in sorted(p for p in FIXTURES.rglob("*") if p.is_dir()):
-        try:
-            parse_partition_dir(path.name)
-        except ValueError:
-            continue
-        if any(is_segment_log(n.name) for n in path.iterdir()):
-            out.append(path)
-    return out
 
 
 def _expected(directory: Path) -> list[tuple[Any, ...]]:
@@ -50,7 +38,9 @@ def _ms(ts: dt.datetime) -> int:
     return round(ts.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
-@pytest.mark.parametrize("directory", _partitions(), ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize(
+    "directory", list(fixture_partitions()), ids=lambda p: str(p.relative_to(FIXTURES))
+)
 def test_fixture_partition_as_dataframe(spark: Any, directory: Path) -> None:
     expected = _expected(directory)
     if any(e[3] < 0 for e in expected):
