@@ -35,12 +35,72 @@ _I64_MAX = np.int64(2**63 - 1)
 _I64_MIN = np.int64(-(2**63))
 
 
+# The decoder reads its sources through raw addresses (``arr.ctypes.data``), not arrays: an
+# array handed to an inlined helper is reference-counted on every call (an atomic increment and
+# decrement per varint, which numba's refcount pruning cannot remove across the helpers'
+# branches), and that cost half of the decode loop. Plain integers carry no reference; the
+# caller keeps every source alive for the duration of the call, and every read is still
+# bounds-checked against the batch's end exactly as before.
+
+
+@intrinsic
+def _load(typingctx, addr, pos):  # type: ignore[no-untyped-def]
+    """The byte at ``addr + pos``."""
+    sig = types.uint8(addr, pos)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        base, offset = args
+        ptr = builder.gep(builder.inttoptr(base, cgutils.voidptr_t), [offset])
+        return builder.load(ptr)
+
+    return sig, codegen
+
+
+@intrinsic
+def _store(typingctx, addr, value):  # type: ignore[no-untyped-def]
+    """Write one byte at ``addr``."""
+    sig = types.void(addr, value)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        base, byte = args
+        builder.store(byte, builder.inttoptr(base, cgutils.voidptr_t))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _memcpy_at(typingctx, dst, src, n):  # type: ignore[no-untyped-def]
+    """``memcpy`` between two addresses."""
+    sig = types.void(dst, src, n)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        d, s, count = args
+        dptr = builder.inttoptr(d, cgutils.voidptr_t)
+        sptr = builder.inttoptr(s, cgutils.voidptr_t)
+        cgutils.raw_memcpy(builder, dptr, sptr, count, 1)  # type: ignore[no-untyped-call]
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy_at(dst, src, n):  # type: ignore[no-untyped-def]
+    """Copy ``n`` bytes between addresses; the caller has bounds-checked both ranges."""
+    if n > 16:
+        _memcpy_at(dst, src, n)  # type: ignore[call-arg]
+    else:
+        for t in range(n):
+            _store(dst + t, _load(src, t))  # type: ignore[call-arg]
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _varint(buf, pos, end):  # type: ignore[no-untyped-def]
-    """Signed 32-bit zig-zag varint; returns (value, next pos), next pos -1 on error."""
+    """Signed 32-bit zig-zag varint at address ``buf``; returns (value, next pos), next pos -1
+    on error."""
     if pos >= end:
         return 0, -1
-    b = np.int64(buf[pos])
+    b = np.int64(_load(buf, pos))  # type: ignore[call-arg]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
     result = b & 0x7F
@@ -49,7 +109,7 @@ def _varint(buf, pos, end):  # type: ignore[no-untyped-def]
     while True:
         if pos >= end:
             return 0, -1
-        b = np.int64(buf[pos])
+        b = np.int64(_load(buf, pos))
         pos += 1
         if shift == 28:
             if b & 0x80:
@@ -66,10 +126,11 @@ def _varint(buf, pos, end):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, inline="always")
 def _varlong(buf, pos, end):  # type: ignore[no-untyped-def]
-    """Signed 64-bit zig-zag varint (at most 10 bytes); next pos -1 on error."""
+    """Signed 64-bit zig-zag varint (at most 10 bytes) at address ``buf``; next pos -1 on
+    error."""
     if pos >= end:
         return 0, -1
-    b = np.uint64(buf[pos])
+    b = np.uint64(_load(buf, pos))  # type: ignore[call-arg]
     if b < 0x80:
         v = np.int64(b >> np.uint64(1))
         if b & np.uint64(1):
@@ -81,7 +142,7 @@ def _varlong(buf, pos, end):  # type: ignore[no-untyped-def]
     while True:
         if pos >= end:
             return 0, -1
-        b = np.uint64(buf[pos])
+        b = np.uint64(_load(buf, pos))
         pos += 1
         result |= (b & np.uint64(0x7F)) << shift
         if b < 0x80:
@@ -230,7 +291,9 @@ def decode_v2(  # type: ignore[no-untyped-def]
     hk_off[0] = 0
     hv_off[0] = 0
     for b in range(b_start.shape[0]):
-        buf = srcs[b_src[b]]
+        buf = srcs[b_src[b]].ctypes.data
+        kaddr = key_data.ctypes.data
+        vaddr = val_data.ctypes.data
         pos = b_start[b]
         end = b_end[b]
         base_off = b_base_offset[b]
@@ -264,7 +327,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
                 if kl > rend - pos:
                     return (ERR_KEY_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
                             hk_off, hk_data, hv_off, hv_data, hv_valid)
-                _copy(key_data, kp, buf, pos, kl)
+                _copy_at(kaddr + kp, buf + pos, kl)
                 kp += kl
                 pos += kl
                 key_valid[n] = True
@@ -282,7 +345,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
                 if vl > rend - pos:
                     return (ERR_VALUE_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
                             hk_off, hk_data, hv_off, hv_data, hv_valid)
-                _copy(val_data, vp, buf, pos, vl)
+                _copy_at(vaddr + vp, buf + pos, vl)
                 vp += vl
                 pos += vl
                 val_valid[n] = True
@@ -332,7 +395,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
                         t4 = np.empty(max(hk_data.shape[0] * 2, hkp + hkl), np.uint8)
                         t4[:hkp] = hk_data[:hkp]
                         hk_data = t4
-                    _copy(hk_data, hkp, buf, kstart, hkl)
+                    _copy_at(hk_data.ctypes.data + hkp, buf + kstart, hkl)
                     hkp += hkl
                     hk_off[h + 1] = hkp
                     if hvl >= 0:
@@ -340,7 +403,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
                             t5 = np.empty(max(hv_data.shape[0] * 2, hvp + hvl), np.uint8)
                             t5[:hvp] = hv_data[:hvp]
                             hv_data = t5
-                        _copy(hv_data, hvp, buf, pos, hvl)
+                        _copy_at(hv_data.ctypes.data + hvp, buf + pos, hvl)
                         hvp += hvl
                         hv_valid[h] = True
                     else:
