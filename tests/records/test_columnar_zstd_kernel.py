@@ -332,3 +332,37 @@ def test_scratch_buffer_is_reused_per_thread() -> None:
     assert again == dctx and second is first
     _, big = columnar._zstd_kernel_state(columnar._SCRATCH_KEEP + 1)
     assert len(big) > columnar._SCRATCH_KEEP and columnar._zstd_kernel_state(10)[1] is first
+
+
+@pytest.mark.parametrize("threads", [2, 3, 8])
+def test_threads_split_the_kernel_runs_and_join_them(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without headers, ``decompress_threads`` runs the kernel on runs of batches in parallel;
+    the joined columns equal one run's (and the per-batch path's), with every codec mixed in."""
+    parts = []
+    offset = 0
+    for i in range(23):
+        codec = ["zstd", "zstd", "none", "lz4", "zstd", "gzip"][i % 6]
+        records = _records(1 + (i * 37) % 90, value_size=(i * 13) % 150, seed=i)
+        parts.append(encode_batch(records, base_offset=offset, compression=codec))
+        offset += len(records)
+    data = b"".join(parts)
+    one = assert_same(data, monkeypatch, include_headers=False)
+    many = assert_same(data, monkeypatch, include_headers=False, decompress_threads=threads)
+    assert one[0] == many[0] == "ok" and one[1] is not None and many[1] is not None
+    assert many[1].equals(one[1]) and many[2] == one[2]
+    assert many[1].column("offset").to_pylist() == list(range(offset))
+
+
+def test_threads_report_errors_as_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    good = [_batch(_records(50, seed=i), _kafka_zstd, base_offset=50 * i) for i in range(8)]
+    for bad_at in (0, 5, 7):
+        parts = list(good)
+        parts[bad_at] = _batch(
+            _records(50), lambda a: _kafka_zstd(a)[:-25], base_offset=50 * bad_at
+        )
+        data = b"".join(parts)
+        one = assert_same(data, monkeypatch, include_headers=False)
+        many = assert_same(data, monkeypatch, include_headers=False, decompress_threads=3)
+        assert one[0] == many[0] == "CompressionError" and one[2:] == many[2:]

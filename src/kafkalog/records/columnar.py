@@ -12,6 +12,8 @@ metadata columns.
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -372,49 +374,77 @@ def _decode_v2(
     # held here until the kernel returns: it writes through the scratch buffer's address
     dctx, scratch = _zstd_kernel_state(int(zcap.max())) if fused else (0, _NO_SCRATCH)
     hcap = max(16, total) if include_headers else 1
-    res = K.decode_v2(
-        srcs,
-        src,
-        starts,
-        ends,
-        sel_counts,
-        fields[idx, F_BASE_OFFSET],
-        fields[idx, F_BASE_TS],
-        fields[idx, F_MAX_TS],
-        fixed,
-        include_headers,
-        out_offset,
-        out_ts,
-        key_off,
-        key_data,
-        key_valid,
-        val_off,
-        val_data,
-        val_valid,
-        hl_off,
-        np.empty(hcap, np.int32),
-        np.empty(hcap * 4, np.uint8),
-        np.empty(hcap, np.int32),
-        np.empty(hcap * 4, np.uint8),
-        np.empty(hcap, np.bool_),
-        dctx,
-        int(scratch.ctypes.data),
-        zcap,
-    )
-    err, err_b, err_pos, _, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid = res
-    if err != K.OK:
-        if fused:
-            return redo()
-        k = int(idx[err_b])
-        where = int(positions[k])
-        if src[err_b] == 0:
-            raise CorruptRecordError(_KERNEL_ERRORS[err], path=path, position=int(err_pos))
-        raise CorruptRecordError(
-            f"{_KERNEL_ERRORS[err]} at byte {int(err_pos) - int(starts[err_b])} of the "
-            "decompressed records",
-            path=path,
-            position=where + HEADER_SIZE,
+    base_offsets = fields[idx, F_BASE_OFFSET]
+    base_ts = fields[idx, F_BASE_TS]
+    max_ts = fields[idx, F_MAX_TS]
+    threads = min(opts.decompress_threads, len(idx))
+    if fused and threads > 1 and not include_headers:
+        done = _decode_chunks(
+            threads,
+            srcs,
+            src,
+            starts,
+            ends,
+            sel_counts,
+            base_offsets,
+            base_ts,
+            max_ts,
+            fixed,
+            (out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid),
+            zcap,
+            room_bound,
         )
+        if done is None:
+            return redo()
+        kp, vp = done
+        h = hkp = hvp = 0
+        hk_off = hk_data = hv_off = hv_data = hv_valid = _NO_SCRATCH
+    else:
+        res = K.decode_v2(
+            srcs,
+            src,
+            starts,
+            ends,
+            sel_counts,
+            base_offsets,
+            base_ts,
+            max_ts,
+            fixed,
+            include_headers,
+            out_offset,
+            out_ts,
+            key_off,
+            key_data,
+            key_valid,
+            val_off,
+            val_data,
+            val_valid,
+            hl_off,
+            np.empty(hcap, np.int32),
+            np.empty(hcap * 4, np.uint8),
+            np.empty(hcap, np.int32),
+            np.empty(hcap * 4, np.uint8),
+            np.empty(hcap, np.bool_),
+            dctx,
+            int(scratch.ctypes.data),
+            zcap,
+        )
+        err, err_b, err_pos, _, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid = (
+            res
+        )
+        if err != K.OK:
+            if fused:
+                return redo()
+            k = int(idx[err_b])
+            where = int(positions[k])
+            if src[err_b] == 0:
+                raise CorruptRecordError(_KERNEL_ERRORS[err], path=path, position=int(err_pos))
+            raise CorruptRecordError(
+                f"{_KERNEL_ERRORS[err]} at byte {int(err_pos) - int(starts[err_b])} of the "
+                "decompressed records",
+                path=path,
+                position=where + HEADER_SIZE,
+            )
     columns: list[pa.Array] = [
         _binary(total, key_off, key_data[:kp], key_valid),
         _binary(total, val_off, val_data[:vp], val_valid),
@@ -441,6 +471,94 @@ def _decode_v2(
     if opts.control_records == "skip" and control.any():
         batch = batch.filter(pa.array(np.repeat(~control, sel_counts)))
     return batch
+
+
+def _decode_chunks(
+    threads: int,
+    srcs: Any,
+    src: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    counts: np.ndarray,
+    base_offsets: np.ndarray,
+    base_ts: np.ndarray,
+    max_ts: np.ndarray,
+    fixed: np.ndarray,
+    out: tuple[np.ndarray, ...],
+    zcap: np.ndarray,
+    room: np.ndarray,
+) -> tuple[int, int] | None:
+    """``decompress_threads`` for batches the kernel inflates: the kernel runs on contiguous runs
+    of batches at once, one per thread (it holds no GIL), each writing its own slice of the
+    columns -- records at their final index (counts are known), key and value bytes from where
+    the byte bounds of the batches before put them. The byte slices are then closed up, and their
+    offsets shifted, into the columns one decode would have made. Returns the key and value byte
+    totals, or None if any run failed (the caller re-decodes the per-batch way for the error).
+    Not used with headers, whose buffers grow inside the kernel.
+    """
+    out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid = out
+    work = np.cumsum(room)
+    cuts = np.searchsorted(work, work[-1] * np.arange(1, threads) / threads) + 1
+    edges = np.unique(np.concatenate(([0], np.minimum(cuts, len(counts)), [len(counts)])))
+    rec = np.concatenate(([0], np.cumsum(counts)))
+    cap = np.concatenate(([0], work))
+
+    def run(run_range: tuple[int, int]) -> tuple[int, int, int, np.ndarray, np.ndarray]:
+        b0, b1 = run_range
+        rs, re, cs, ce = int(rec[b0]), int(rec[b1]), int(cap[b0]), int(cap[b1])
+        koff = np.empty(re - rs + 1, np.int32)
+        voff = np.empty(re - rs + 1, np.int32)
+        dctx, scratch = _zstd_kernel_state(int(zcap[b0:b1].max()))
+        res = K.decode_v2(
+            srcs,
+            src[b0:b1],
+            starts[b0:b1],
+            ends[b0:b1],
+            counts[b0:b1],
+            base_offsets[b0:b1],
+            base_ts[b0:b1],
+            max_ts[b0:b1],
+            fixed[b0:b1],
+            False,
+            out_offset[rs:re],
+            out_ts[rs:re],
+            koff,
+            key_data[cs:ce],
+            key_valid[rs:re],
+            voff,
+            val_data[cs:ce],
+            val_valid[rs:re],
+            np.empty(1, np.int32),
+            np.empty(1, np.int32),
+            np.empty(4, np.uint8),
+            np.empty(1, np.int32),
+            np.empty(4, np.uint8),
+            np.empty(1, np.bool_),
+            dctx,
+            int(scratch.ctypes.data),
+            zcap[b0:b1],
+        )
+        return int(res[0]), int(res[4]), int(res[5]), koff, voff
+
+    runs = list(itertools.pairwise(edges.tolist()))
+    results = list(_pool(threads).map(run, runs))
+    key_off[0] = 0
+    val_off[0] = 0
+    kbase = vbase = 0
+    for (b0, b1), (err, kp, vp, koff, voff) in zip(runs, results, strict=True):
+        if err != K.OK:
+            return None
+        rs, re, cs = int(rec[b0]), int(rec[b1]), int(cap[b0])
+        # left moves within one buffer: memmove copies forward safely
+        if kp and cs != kbase:
+            ctypes.memmove(key_data.ctypes.data + kbase, key_data.ctypes.data + cs, kp)
+        if vp and cs != vbase:
+            ctypes.memmove(val_data.ctypes.data + vbase, val_data.ctypes.data + cs, vp)
+        np.add(koff[1:], kbase, out=key_off[rs + 1 : re + 1], casting="unsafe")
+        np.add(voff[1:], vbase, out=val_off[rs + 1 : re + 1], casting="unsafe")
+        kbase += kp
+        vbase += vp
+    return kbase, vbase
 
 
 def _batch_of(record: int, counts: np.ndarray, positions: np.ndarray) -> int:
