@@ -164,8 +164,10 @@ def decode_range(
     records (transaction markers) are skipped unless ``control_records="include"``. A cut-off
     last entry ends decoding and is reported in ``incomplete_tail``; corruption raises
     :class:`CorruptRecordError` naming ``path`` and the byte position.
-    ``decompress_threads`` > 1 inflates compressed batches on that many threads (zstd and gzip
-    release the GIL); leave it at 1 where every core already runs a task, as under Spark.
+    ``decompress_threads`` > 1 decodes on that many threads: a range of zstd batches is split
+    into runs inflated and decoded in parallel (without ``include_headers``), other codecs are
+    inflated on a pool (zstd and gzip release the GIL); leave it at 1 where every core already
+    runs a task, as under Spark.
     """
     if (topic is None) != (partition is None):
         raise ValueError("give both topic and partition, or neither")
