@@ -8,7 +8,11 @@ error code with the byte position, and the Python caller turns it into a positio
 
 from __future__ import annotations
 
+import ctypes
+
+import llvmlite.binding as llvm
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -29,18 +33,80 @@ ERR_ENTRY_TOO_LARGE = 11
 ERR_BATCH_LENGTH = 12
 ERR_OVERFLOW = 13
 ERR_MAGIC = 14
+ERR_INFLATE = 15  # libzstd refused a payload decoded in the kernel (the caller re-decodes)
+ERR_RECORD_COUNT = 16  # more records declared than the inflated bytes can hold (likewise)
 
 _U32 = np.int64(0xFFFFFFFF)
 _I64_MAX = np.int64(2**63 - 1)
 _I64_MIN = np.int64(-(2**63))
 
 
+# The decoder reads its sources through raw addresses (``arr.ctypes.data``), not arrays: an
+# array handed to an inlined helper is reference-counted on every call (an atomic increment and
+# decrement per varint, which numba's refcount pruning cannot remove across the helpers'
+# branches), and that cost half of the decode loop. Plain integers carry no reference; the
+# caller keeps every source alive for the duration of the call, and every read is still
+# bounds-checked against the batch's end exactly as before.
+
+
+@intrinsic
+def _load(typingctx, addr, pos):  # type: ignore[no-untyped-def]
+    """The byte at ``addr + pos``."""
+    sig = types.uint8(addr, pos)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        base, offset = args
+        ptr = builder.gep(builder.inttoptr(base, cgutils.voidptr_t), [offset])
+        return builder.load(ptr)
+
+    return sig, codegen
+
+
+@intrinsic
+def _store(typingctx, addr, value):  # type: ignore[no-untyped-def]
+    """Write one byte at ``addr``."""
+    sig = types.void(addr, value)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        base, byte = args
+        builder.store(byte, builder.inttoptr(base, cgutils.voidptr_t))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _memcpy_at(typingctx, dst, src, n):  # type: ignore[no-untyped-def]
+    """``memcpy`` between two addresses."""
+    sig = types.void(dst, src, n)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        d, s, count = args
+        dptr = builder.inttoptr(d, cgutils.voidptr_t)
+        sptr = builder.inttoptr(s, cgutils.voidptr_t)
+        cgutils.raw_memcpy(builder, dptr, sptr, count, 1)  # type: ignore[no-untyped-call]
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy_at(dst, src, n):  # type: ignore[no-untyped-def]
+    """Copy ``n`` bytes between addresses; the caller has bounds-checked both ranges."""
+    if n > 16:
+        _memcpy_at(dst, src, n)  # type: ignore[call-arg]
+    else:
+        for t in range(n):
+            _store(dst + t, _load(src, t))  # type: ignore[call-arg]
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _varint(buf, pos, end):  # type: ignore[no-untyped-def]
-    """Signed 32-bit zig-zag varint; returns (value, next pos), next pos -1 on error."""
+    """Signed 32-bit zig-zag varint at address ``buf``; returns (value, next pos), next pos -1
+    on error."""
     if pos >= end:
         return 0, -1
-    b = np.int64(buf[pos])
+    b = np.int64(_load(buf, pos))  # type: ignore[call-arg]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
     result = b & 0x7F
@@ -49,7 +115,7 @@ def _varint(buf, pos, end):  # type: ignore[no-untyped-def]
     while True:
         if pos >= end:
             return 0, -1
-        b = np.int64(buf[pos])
+        b = np.int64(_load(buf, pos))
         pos += 1
         if shift == 28:
             if b & 0x80:
@@ -66,10 +132,11 @@ def _varint(buf, pos, end):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, inline="always")
 def _varlong(buf, pos, end):  # type: ignore[no-untyped-def]
-    """Signed 64-bit zig-zag varint (at most 10 bytes); next pos -1 on error."""
+    """Signed 64-bit zig-zag varint (at most 10 bytes) at address ``buf``; next pos -1 on
+    error."""
     if pos >= end:
         return 0, -1
-    b = np.uint64(buf[pos])
+    b = np.uint64(_load(buf, pos))  # type: ignore[call-arg]
     if b < 0x80:
         v = np.int64(b >> np.uint64(1))
         if b & np.uint64(1):
@@ -81,7 +148,7 @@ def _varlong(buf, pos, end):  # type: ignore[no-untyped-def]
     while True:
         if pos >= end:
             return 0, -1
-        b = np.uint64(buf[pos])
+        b = np.uint64(_load(buf, pos))
         pos += 1
         result |= (b & np.uint64(0x7F)) << shift
         if b < 0x80:
@@ -121,6 +188,184 @@ def _copy(dst, dpos, src, spos, n):  # type: ignore[no-untyped-def]
     else:
         for t in range(n):
             dst[dpos + t] = src[spos + t]
+
+
+# ---------------------------------------------------------------------------------------------
+# zstd inside the decode kernel
+#
+# Inflating each batch from Python costs a call, a fresh output allocation (page faults once the
+# allocator has trimmed its heap: ~5,000 per 200 batches when other work runs in between) and a
+# trip of every inflated byte through memory before the kernel reads it back. The kernel calls
+# libzstd itself instead, into one small reused buffer that stays in cache, and decodes the
+# records straight out of it. libzstd is python-zstandard's bundled copy, reached through its
+# cffi module's function table; the symbol is registered with LLVM by name, so the cached kernel
+# links against whichever process loads it. Without that module a stub is registered and the
+# caller never asks the kernel to inflate.
+
+_ZSTD_SYMBOL = "kafkalog_ZSTD_decompressDCtx"
+_ZstdFn = ctypes.CFUNCTYPE(
+    ctypes.c_int64,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_int64,
+    ctypes.c_void_p,
+    ctypes.c_int64,
+)
+
+
+def _zstd_unavailable(dctx: int, dst: int, cap: int, src: int, n: int) -> int:
+    """Linked in place of libzstd when python-zstandard has no cffi module; never called."""
+    return -1
+
+
+_ZSTD_STUB = _ZstdFn(_zstd_unavailable)
+
+
+def _register_zstd() -> bool:
+    try:
+        from zstandard._cffi import ffi, lib
+
+        address = int(ffi.cast("uintptr_t", ffi.addressof(lib, "ZSTD_decompressDCtx")))
+    except (ImportError, AttributeError):  # pragma: no cover - depends on the installed wheel
+        llvm.add_symbol(_ZSTD_SYMBOL, ctypes.cast(_ZSTD_STUB, ctypes.c_void_p).value)
+        return False
+    llvm.add_symbol(_ZSTD_SYMBOL, address)
+    return True
+
+
+#: True when the decode kernel can inflate zstd payloads itself.
+ZSTD_IN_KERNEL = _register_zstd()
+
+
+@intrinsic
+def _zstd_decompress(typingctx, dctx, dst, cap, src, n):  # type: ignore[no-untyped-def]
+    """``ZSTD_decompressDCtx``: the output size, or a negative libzstd error code. libzstd never
+    writes past ``cap`` (output that would not fit is an error)."""
+    sig = types.int64(dctx, dst, cap, src, n)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        i64 = ir.IntType(64)
+        ptr = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(i64, [ptr, ptr, i64, ptr, i64])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, _ZSTD_SYMBOL)  # type: ignore[no-untyped-call]
+        d, out, room, inp, size = args
+        return builder.call(
+            fn,
+            [
+                builder.inttoptr(d, ptr),
+                builder.inttoptr(out, ptr),
+                context.cast(builder, room, signature.args[2], types.int64),
+                builder.inttoptr(inp, ptr),
+                context.cast(builder, size, signature.args[4], types.int64),
+            ],
+        )
+
+    return sig, codegen
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_MIN_RECORD_SIZE = 7  # batch.MIN_RECORD_SIZE (not imported: the kernels depend on numpy only)
+_ZSTD_BLOCK_MAX = 128 * 1024
+
+
+@njit(cache=True, nogil=True)
+def plan_zstd(buf, starts, ends, limits, out_cap):  # type: ignore[no-untyped-def]
+    """The output bound of each zstd payload ``buf[starts[i]:ends[i]]`` the kernel may inflate.
+
+    Only the common shape qualifies: exactly one frame filling the payload, whose header and
+    block headers (RFC 8878) bound its output within ``limits[i]`` -- the declared content size,
+    or raw/RLE block sizes plus min(window, 128 KiB) per compressed block. Anything else
+    (skippable or several frames, malformed headers, a bound above the limit) gets -1 and is
+    left to ``compression.decompress_buffer``, which reports it with its reason and position.
+    """
+    for i in range(starts.shape[0]):
+        out_cap[i] = -1
+        p = starts[i]
+        end = ends[i]
+        if end - p < 6:
+            continue
+        magic = (
+            np.int64(buf[p])
+            | (np.int64(buf[p + 1]) << 8)
+            | (np.int64(buf[p + 2]) << 16)
+            | (np.int64(buf[p + 3]) << 24)
+        )
+        if magic != _ZSTD_MAGIC:
+            continue
+        fhd = np.int64(buf[p + 4])
+        if fhd & 0x08:
+            continue
+        single = (fhd & 0x20) != 0
+        fcs_code = fhd >> 6
+        fcs_size = 0 if fcs_code == 0 else (2 if fcs_code == 1 else (4 if fcs_code == 2 else 8))
+        if single and fcs_size == 0:
+            fcs_size = 1
+        did_code = fhd & 0x03
+        did_size = 0 if did_code == 0 else (1 if did_code == 1 else (2 if did_code == 2 else 4))
+        header_len = 5 + (0 if single else 1) + did_size + fcs_size
+        if end - p < header_len:
+            continue
+        q = p + 5
+        window = np.int64(0)
+        if not single:
+            descriptor = np.int64(buf[q])
+            window_log = 10 + (descriptor >> 3)
+            if window_log > 41:
+                continue
+            window = (np.int64(1) << window_log) + ((np.int64(1) << window_log) >> 3) * (
+                descriptor & 0x07
+            )
+            q += 1
+        q += did_size
+        content = np.int64(-1)
+        if fcs_size:
+            if fcs_size == 8 and buf[q + 7] >= 0x80:
+                continue  # beyond int64: far above any limit
+            content = np.int64(0)
+            for t in range(fcs_size):
+                content |= np.int64(buf[q + t]) << (8 * t)
+            if fcs_size == 2:
+                content += 256
+            q += fcs_size
+        if single:
+            window = content
+        block_max = _ZSTD_BLOCK_MAX if window > _ZSTD_BLOCK_MAX else window
+        upper = np.int64(0)
+        ok = False
+        while True:
+            if end - q < 3:
+                break
+            header = np.int64(buf[q]) | (np.int64(buf[q + 1]) << 8) | (np.int64(buf[q + 2]) << 16)
+            block_type = (header >> 1) & 0x03
+            block_size = header >> 3
+            start = q + 3
+            if block_type == 0:
+                q = start + block_size
+                upper += block_size
+            elif block_type == 1:
+                q = start + 1
+                upper += block_size
+            elif block_type == 2:
+                if block_size > block_max:
+                    break
+                q = start + block_size
+                upper += block_max
+            else:
+                break
+            if q > end or upper > limits[i]:
+                break
+            if header & 1:
+                ok = True
+                break
+        if not ok:
+            continue
+        if fhd & 0x04:
+            q += 4
+        if q != end:
+            continue
+        bound = content if content >= 0 else upper
+        if bound <= limits[i]:
+            out_cap[i] = bound
 
 
 @njit(cache=True, nogil=True)
@@ -208,13 +453,17 @@ def scan_entries(buf, start, end, max_entry, out_pos, out_fields):  # type: igno
 def decode_v2(  # type: ignore[no-untyped-def]
     srcs, b_src, b_start, b_end, b_count, b_base_offset, b_base_ts, b_fixed_ts, b_use_fixed_ts,
     want_headers, out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid,
-    hl_off, hk_off, hk_data, hv_off, hv_data, hv_valid,
+    hl_off, hk_off, hk_data, hv_off, hv_data, hv_valid, dctx, scratch, b_zcap,
 ):
     """Decode the records of many batches straight into Arrow-shaped buffers.
 
-    Each batch's records area lies in ``srcs[b_src[b]]`` (the file is ``srcs[0]``, decompressed
-    payloads follow, so nothing is copied twice) between ``b_start`` and ``b_end``. Header
-    buffers grow on demand and are returned.
+    Each batch's records area lies in ``srcs[b_src[b]]`` (the file is ``srcs[0]``, payloads
+    decompressed by the caller follow, so nothing is copied twice) between ``b_start`` and
+    ``b_end``. A batch with ``b_zcap[b] >= 0`` holds a zstd payload there instead, inflated here
+    with the libzstd context ``dctx`` into the buffer at address ``scratch`` (at most
+    ``b_zcap[b]`` bytes, which it has room for) and decoded from it; a payload libzstd refuses
+    is ERR_INFLATE, too many declared records for its output ERR_RECORD_COUNT. Header buffers
+    grow on demand and are returned.
     Returns (error, batch, error pos, records, key bytes, value bytes, headers, hk bytes,
     hv bytes, hk_off, hk_data, hv_off, hv_data, hv_valid).
     """
@@ -230,9 +479,23 @@ def decode_v2(  # type: ignore[no-untyped-def]
     hk_off[0] = 0
     hv_off[0] = 0
     for b in range(b_start.shape[0]):
-        buf = srcs[b_src[b]]
+        buf = np.int64(srcs[b_src[b]].ctypes.data)
+        kaddr = np.int64(key_data.ctypes.data)
+        vaddr = np.int64(val_data.ctypes.data)
         pos = b_start[b]
         end = b_end[b]
+        cap = b_zcap[b]
+        if cap >= 0:
+            got: int = _zstd_decompress(dctx, scratch, cap, buf + pos, end - pos)  # type: ignore[call-arg]
+            if got < 0:
+                return (ERR_INFLATE, b, pos, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            if b_count[b] * _MIN_RECORD_SIZE > got:
+                return (ERR_RECORD_COUNT, b, pos, n, kp, vp, h, hkp, hvp,
+                        hk_off, hk_data, hv_off, hv_data, hv_valid)
+            buf = np.int64(scratch)
+            pos = 0
+            end = got
         base_off = b_base_offset[b]
         base_ts = b_base_ts[b]
         fixed = b_use_fixed_ts[b]
@@ -264,7 +527,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
                 if kl > rend - pos:
                     return (ERR_KEY_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
                             hk_off, hk_data, hv_off, hv_data, hv_valid)
-                _copy(key_data, kp, buf, pos, kl)
+                _copy_at(kaddr + kp, buf + pos, kl)
                 kp += kl
                 pos += kl
                 key_valid[n] = True
@@ -282,7 +545,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
                 if vl > rend - pos:
                     return (ERR_VALUE_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
                             hk_off, hk_data, hv_off, hv_data, hv_valid)
-                _copy(val_data, vp, buf, pos, vl)
+                _copy_at(vaddr + vp, buf + pos, vl)
                 vp += vl
                 pos += vl
                 val_valid[n] = True
@@ -332,7 +595,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
                         t4 = np.empty(max(hk_data.shape[0] * 2, hkp + hkl), np.uint8)
                         t4[:hkp] = hk_data[:hkp]
                         hk_data = t4
-                    _copy(hk_data, hkp, buf, kstart, hkl)
+                    _copy_at(np.int64(hk_data.ctypes.data) + hkp, buf + kstart, hkl)
                     hkp += hkl
                     hk_off[h + 1] = hkp
                     if hvl >= 0:
@@ -340,7 +603,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
                             t5 = np.empty(max(hv_data.shape[0] * 2, hvp + hvl), np.uint8)
                             t5[:hvp] = hv_data[:hvp]
                             hv_data = t5
-                        _copy(hv_data, hvp, buf, pos, hvl)
+                        _copy_at(np.int64(hv_data.ctypes.data) + hvp, buf + pos, hvl)
                         hvp += hvl
                         hv_valid[h] = True
                     else:

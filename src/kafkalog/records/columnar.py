@@ -1,8 +1,10 @@
 """The columnar path: log bytes straight into ``pyarrow.RecordBatch`` columns, and back.
 
 This is the hot path of the Spark reader. Headers are scanned by a compiled loop, CRCs checked
-by the C CRC-32C, compressed payloads inflated per batch, and the records of all batches of a
-byte range decoded by one compiled loop into Arrow buffers; no Python object is made per record.
+by the C CRC-32C, and the records of all batches of a byte range decoded by one compiled loop into
+Arrow buffers; no Python object is made per record. zstd payloads (Kafka's usual codec) are
+inflated by that loop itself, batch by batch into one cache-resident buffer; other codecs, and
+zstd payloads of unusual shape, are inflated per batch beforehand.
 The columns follow Spark's Kafka source (``key``, ``value``, ``topic``, ``partition``,
 ``offset``, ``timestamp``, ``timestampType``, optional ``headers``), plus optional batch
 metadata columns.
@@ -10,6 +12,9 @@ metadata columns.
 
 from __future__ import annotations
 
+import ctypes
+import itertools
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -159,8 +164,10 @@ def decode_range(
     records (transaction markers) are skipped unless ``control_records="include"``. A cut-off
     last entry ends decoding and is reported in ``incomplete_tail``; corruption raises
     :class:`CorruptRecordError` naming ``path`` and the byte position.
-    ``decompress_threads`` > 1 inflates compressed batches on that many threads (zstd and gzip
-    release the GIL); leave it at 1 where every core already runs a task, as under Spark.
+    ``decompress_threads`` > 1 decodes on that many threads: a range of zstd batches is split
+    into runs inflated and decoded in parallel (without ``include_headers``), other codecs are
+    inflated on a pool (zstd and gzip release the GIL); leave it at 1 where every core already
+    runs a task, as under Spark.
     """
     if (topic is None) != (partition is None):
         raise ValueError("give both topic and partition, or neither")
@@ -243,8 +250,20 @@ def _scan(
 
 
 def _decode_v2(
-    data: np.ndarray, positions: np.ndarray, fields: np.ndarray, opts: _Options
+    data: np.ndarray,
+    positions: np.ndarray,
+    fields: np.ndarray,
+    opts: _Options,
+    fuse: bool = True,
 ) -> pa.RecordBatch:
+    """Decode a run of v2 batches; zstd payloads are inflated inside the kernel when ``fuse``.
+
+    The kernel only inflates the common shape (one frame, bounded within the limit by its
+    headers) and reports any failure without a reason; whenever a range holding such batches
+    fails anywhere, it is decoded again with ``fuse=False``, where every payload goes through
+    ``compression.decompress_buffer``, so errors (which one is raised first, its text and
+    position) are exactly those of the per-batch path.
+    """
     path, limits, include_headers = opts.path, opts.limits, opts.include_headers
     lengths = fields[:, F_LENGTH]
     attrs = fields[:, F_ATTRS]
@@ -283,10 +302,21 @@ def _decode_v2(
     src = np.zeros(len(idx), np.int32)
     starts = area_start[idx].copy()
     ends = area_end[idx].copy()
-    # compressed payloads are inflated into buffers of their own, read in place by the kernel
+    # zstd payloads the kernel inflates itself: their output bound, else -1
+    zcap = _plan_zstd(data, codecs, area_start, area_end, limits) if fuse else None
+    fused = zcap is not None
+    if zcap is None:
+        zcap = np.full(len(idx), -1, np.int64)
+
+    def redo() -> pa.RecordBatch:
+        return _decode_v2(data, positions, fields, opts, fuse=False)
+
+    # other compressed payloads are inflated into buffers of their own, read in place
     srcs = List()
     srcs.append(_read_only(data))
-    compressed = [(k_i, k) for k_i, k in enumerate(idx.tolist()) if codecs[k] != 0]
+    compressed = [
+        (k_i, k) for k_i, k in enumerate(idx.tolist()) if codecs[k] != 0 and zcap[k_i] < 0
+    ]
 
     def inflate(item: tuple[int, int]) -> bytes | memoryview:
         k = item[1]
@@ -302,10 +332,15 @@ def _decode_v2(
                 f"{codec.label} payload: {e.reason}", path=path, position=p + HEADER_SIZE
             ) from e
 
-    if opts.decompress_threads > 1 and len(compressed) > 1:
-        inflated = list(_pool(opts.decompress_threads).map(inflate, compressed))
-    else:
-        inflated = [inflate(item) for item in compressed]
+    try:
+        if opts.decompress_threads > 1 and len(compressed) > 1:
+            inflated = list(_pool(opts.decompress_threads).map(inflate, compressed))
+        else:
+            inflated = [inflate(item) for item in compressed]
+    except CompressionError:
+        if fused:
+            return redo()
+        raise
     for (k_i, _), raw in zip(compressed, inflated, strict=True):
         src[k_i] = len(srcs)
         starts[k_i] = 0
@@ -313,8 +348,13 @@ def _decode_v2(
         srcs.append(_read_only(np.frombuffer(raw, np.uint8)))
     sel_counts = counts[idx]
     room = ends - starts
-    over = np.flatnonzero(sel_counts * MIN_RECORD_SIZE > room)
+    # A payload the kernel inflates is checked there against its real size; its bound already
+    # caps the count here, so no output is sized from a count its payload cannot hold.
+    room_bound = np.where(zcap >= 0, zcap, room)
+    over = np.flatnonzero(sel_counts * MIN_RECORD_SIZE > room_bound)
     if over.size:
+        if fused:
+            return redo()
         k = int(idx[over[0]])
         raise CorruptRecordError(
             f"record count {int(counts[k])} cannot fit in {int(room[over[0]])} bytes of records",
@@ -322,7 +362,7 @@ def _decode_v2(
             position=int(positions[k]) + 57,
         )
     total = int(sel_counts.sum())
-    area_bytes = int(room.sum())
+    area_bytes = int(room_bound.sum())
     fixed = (attrs[idx] & 0x08) != 0
     out_offset = _alloc(total, np.int64)
     out_ts = _alloc(total, np.int64)
@@ -333,45 +373,80 @@ def _decode_v2(
     key_data = _alloc(area_bytes, np.uint8)
     val_data = _alloc(area_bytes, np.uint8)
     hl_off = _alloc(total + 1 if include_headers else 1, np.int32)
+    # held here until the kernel returns: it writes through the scratch buffer's address
+    dctx, scratch = _zstd_kernel_state(int(zcap.max())) if fused else (0, _NO_SCRATCH)
     hcap = max(16, total) if include_headers else 1
-    res = K.decode_v2(
-        srcs,
-        src,
-        starts,
-        ends,
-        sel_counts,
-        fields[idx, F_BASE_OFFSET],
-        fields[idx, F_BASE_TS],
-        fields[idx, F_MAX_TS],
-        fixed,
-        include_headers,
-        out_offset,
-        out_ts,
-        key_off,
-        key_data,
-        key_valid,
-        val_off,
-        val_data,
-        val_valid,
-        hl_off,
-        np.empty(hcap, np.int32),
-        np.empty(hcap * 4, np.uint8),
-        np.empty(hcap, np.int32),
-        np.empty(hcap * 4, np.uint8),
-        np.empty(hcap, np.bool_),
-    )
-    err, err_b, err_pos, _, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid = res
-    if err != K.OK:
-        k = int(idx[err_b])
-        where = int(positions[k])
-        if src[err_b] == 0:
-            raise CorruptRecordError(_KERNEL_ERRORS[err], path=path, position=int(err_pos))
-        raise CorruptRecordError(
-            f"{_KERNEL_ERRORS[err]} at byte {int(err_pos) - int(starts[err_b])} of the "
-            "decompressed records",
-            path=path,
-            position=where + HEADER_SIZE,
+    base_offsets = fields[idx, F_BASE_OFFSET]
+    base_ts = fields[idx, F_BASE_TS]
+    max_ts = fields[idx, F_MAX_TS]
+    threads = min(opts.decompress_threads, len(idx))
+    if fused and threads > 1 and not include_headers:
+        done = _decode_chunks(
+            threads,
+            srcs,
+            src,
+            starts,
+            ends,
+            sel_counts,
+            base_offsets,
+            base_ts,
+            max_ts,
+            fixed,
+            (out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid),
+            zcap,
+            room_bound,
         )
+        if done is None:
+            return redo()
+        kp, vp = done
+        h = hkp = hvp = 0
+        hk_off = hk_data = hv_off = hv_data = hv_valid = _NO_SCRATCH
+    else:
+        res = K.decode_v2(
+            srcs,
+            src,
+            starts,
+            ends,
+            sel_counts,
+            base_offsets,
+            base_ts,
+            max_ts,
+            fixed,
+            include_headers,
+            out_offset,
+            out_ts,
+            key_off,
+            key_data,
+            key_valid,
+            val_off,
+            val_data,
+            val_valid,
+            hl_off,
+            np.empty(hcap, np.int32),
+            np.empty(hcap * 4, np.uint8),
+            np.empty(hcap, np.int32),
+            np.empty(hcap * 4, np.uint8),
+            np.empty(hcap, np.bool_),
+            dctx,
+            int(scratch.ctypes.data),
+            zcap,
+        )
+        err, err_b, err_pos, _, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid = (
+            res
+        )
+        if err != K.OK:
+            if fused:
+                return redo()
+            k = int(idx[err_b])
+            where = int(positions[k])
+            if src[err_b] == 0:
+                raise CorruptRecordError(_KERNEL_ERRORS[err], path=path, position=int(err_pos))
+            raise CorruptRecordError(
+                f"{_KERNEL_ERRORS[err]} at byte {int(err_pos) - int(starts[err_b])} of the "
+                "decompressed records",
+                path=path,
+                position=where + HEADER_SIZE,
+            )
     columns: list[pa.Array] = [
         _binary(total, key_off, key_data[:kp], key_valid),
         _binary(total, val_off, val_data[:vp], val_valid),
@@ -400,6 +475,94 @@ def _decode_v2(
     return batch
 
 
+def _decode_chunks(
+    threads: int,
+    srcs: Any,
+    src: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    counts: np.ndarray,
+    base_offsets: np.ndarray,
+    base_ts: np.ndarray,
+    max_ts: np.ndarray,
+    fixed: np.ndarray,
+    out: tuple[np.ndarray, ...],
+    zcap: np.ndarray,
+    room: np.ndarray,
+) -> tuple[int, int] | None:
+    """``decompress_threads`` for batches the kernel inflates: the kernel runs on contiguous runs
+    of batches at once, one per thread (it holds no GIL), each writing its own slice of the
+    columns -- records at their final index (counts are known), key and value bytes from where
+    the byte bounds of the batches before put them. The byte slices are then closed up, and their
+    offsets shifted, into the columns one decode would have made. Returns the key and value byte
+    totals, or None if any run failed (the caller re-decodes the per-batch way for the error).
+    Not used with headers, whose buffers grow inside the kernel.
+    """
+    out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid = out
+    work = np.cumsum(room)
+    cuts = np.searchsorted(work, work[-1] * np.arange(1, threads) / threads) + 1
+    edges = np.unique(np.concatenate(([0], np.minimum(cuts, len(counts)), [len(counts)])))
+    rec = np.concatenate(([0], np.cumsum(counts)))
+    cap = np.concatenate(([0], work))
+
+    def run(run_range: tuple[int, int]) -> tuple[int, int, int, np.ndarray, np.ndarray]:
+        b0, b1 = run_range
+        rs, re, cs, ce = int(rec[b0]), int(rec[b1]), int(cap[b0]), int(cap[b1])
+        koff = np.empty(re - rs + 1, np.int32)
+        voff = np.empty(re - rs + 1, np.int32)
+        dctx, scratch = _zstd_kernel_state(int(zcap[b0:b1].max()))
+        res = K.decode_v2(
+            srcs,
+            src[b0:b1],
+            starts[b0:b1],
+            ends[b0:b1],
+            counts[b0:b1],
+            base_offsets[b0:b1],
+            base_ts[b0:b1],
+            max_ts[b0:b1],
+            fixed[b0:b1],
+            False,
+            out_offset[rs:re],
+            out_ts[rs:re],
+            koff,
+            key_data[cs:ce],
+            key_valid[rs:re],
+            voff,
+            val_data[cs:ce],
+            val_valid[rs:re],
+            np.empty(1, np.int32),
+            np.empty(1, np.int32),
+            np.empty(4, np.uint8),
+            np.empty(1, np.int32),
+            np.empty(4, np.uint8),
+            np.empty(1, np.bool_),
+            dctx,
+            int(scratch.ctypes.data),
+            zcap[b0:b1],
+        )
+        return int(res[0]), int(res[4]), int(res[5]), koff, voff
+
+    runs = list(itertools.pairwise(edges.tolist()))
+    results = list(_pool(threads).map(run, runs))
+    key_off[0] = 0
+    val_off[0] = 0
+    kbase = vbase = 0
+    for (b0, b1), (err, kp, vp, koff, voff) in zip(runs, results, strict=True):
+        if err != K.OK:
+            return None
+        rs, re, cs = int(rec[b0]), int(rec[b1]), int(cap[b0])
+        # left moves within one buffer: memmove copies forward safely
+        if kp and cs != kbase:
+            ctypes.memmove(key_data.ctypes.data + kbase, key_data.ctypes.data + cs, kp)
+        if vp and cs != vbase:
+            ctypes.memmove(val_data.ctypes.data + vbase, val_data.ctypes.data + cs, vp)
+        np.add(koff[1:], kbase, out=key_off[rs + 1 : re + 1], casting="unsafe")
+        np.add(voff[1:], vbase, out=val_off[rs + 1 : re + 1], casting="unsafe")
+        kbase += kp
+        vbase += vp
+    return kbase, vbase
+
+
 def _batch_of(record: int, counts: np.ndarray, positions: np.ndarray) -> int:
     """Byte position of the batch holding the ``record``-th decoded record."""
     return int(positions[int(np.searchsorted(np.cumsum(counts), record, side="right"))])
@@ -415,6 +578,73 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     if pool is None:
         pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-inflate")
     return pool
+
+
+def _plan_zstd(
+    data: np.ndarray,
+    codecs: np.ndarray,
+    area_start: np.ndarray,
+    area_end: np.ndarray,
+    limits: Limits,
+) -> np.ndarray | None:
+    """Per batch, the output bound of a zstd payload the kernel can inflate itself, else -1;
+    None when no batch qualifies (or libzstd is not reachable from the kernel)."""
+    if not K.ZSTD_IN_KERNEL:
+        return None
+    zstd = np.flatnonzero(codecs == Compression.ZSTD)
+    if not zstd.size:
+        return None
+    start = area_start[zstd]
+    end = area_end[zstd]
+    # Limits.decompressed_bound, for every payload at once
+    bound = np.minimum(
+        np.maximum(
+            (end - start) * limits.max_decompression_ratio, limits.min_decompressed_allowance
+        ),
+        limits.max_decompressed_bytes,
+    )
+    caps = np.empty(zstd.size, np.int64)
+    K.plan_zstd(data, start, end, bound, caps)
+    if not (caps >= 0).any():
+        return None
+    zcap = np.full(len(codecs), -1, np.int64)
+    zcap[zstd] = caps
+    return zcap
+
+
+#: Largest scratch buffer kept between calls (a batch inflates to ~1 MiB at most by default
+#: producer settings; rarer larger ones get a buffer of their own for the call).
+_SCRATCH_KEEP = 4 << 20
+
+
+class _ZstdKernelState(threading.local):
+    """Per thread (the kernel runs without the GIL): a libzstd context and the scratch buffer
+    batches are inflated into, both reused from call to call."""
+
+    dctx: Any = None
+    dctx_address = 0
+    scratch: np.ndarray | None = None
+
+
+_ZSTD_STATE = _ZstdKernelState()
+_NO_SCRATCH = np.empty(1, np.uint8)
+
+
+def _zstd_kernel_state(need: int) -> tuple[int, np.ndarray]:
+    """This thread's libzstd context (its address) and a scratch buffer of at least ``need``
+    bytes, for a kernel call inflating batches of up to ``need`` bytes."""
+    state = _ZSTD_STATE
+    if state.dctx is None:
+        from zstandard._cffi import ffi, lib
+
+        state.dctx = ffi.gc(lib.ZSTD_createDCtx(), lib.ZSTD_freeDCtx)
+        state.dctx_address = int(ffi.cast("uintptr_t", state.dctx))
+    scratch = state.scratch
+    if scratch is None or len(scratch) < need:
+        scratch = np.empty(max(need, 1), np.uint8)
+        if need <= _SCRATCH_KEEP:
+            state.scratch = scratch
+    return state.dctx_address, scratch
 
 
 def _read_only(arr: np.ndarray) -> np.ndarray:
