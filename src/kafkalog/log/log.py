@@ -343,6 +343,12 @@ class Log:
         ``message.timestamp.type=LogAppendTime`` the batch is stamped now (re-CRC'd). With
         ``assign_offsets=False`` the batches keep their offsets, which must continue the log
         (a follower's append).
+
+        A producer's append to a CreateTime topic that needs no roll takes a fast path (one
+        header unpack and one CRC per batch, the segment and both indexes updated in place): at
+        ~8 us for the ``write`` of a 16 KiB batch, the general path's ~7 us of parsing and
+        calls made appends half as fast as a plain ``write``. Its results, files and errors are
+        the general path's (``tests/log/test_fast_append.py``), which takes everything else.
         """
         if not self.writable:
             self._require_writable("append to")
