@@ -39,8 +39,14 @@ from kafkalog.log.segment import (
     TxnState,
 )
 from kafkalog.records import LogReader, Record, RecordBatch, TimestampType, encode_batch
-from kafkalog.records.batch import ATTR_TIMESTAMP_TYPE, ATTRIBUTES_OFFSET, CRC_OFFSET
-from kafkalog.records.crc import crc32c
+from kafkalog.records.batch import (
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE,
+)
+from kafkalog.records.crc import crc32c, crc32c_c
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits
 
@@ -53,6 +59,14 @@ _EPOCH = struct.Struct(">i")
 _MAX_TS = struct.Struct(">q")
 _ATTRS = struct.Struct(">h")
 _CRC = struct.Struct(">I")
+# the header fields an append needs, from byte 8: length, leader epoch, magic, CRC, attributes,
+# last offset delta, base timestamp, max timestamp
+_unpack_append_header = struct.Struct(">iibIhiqq").unpack_from
+_stamp_base_offset = _BASE_OFFSET.pack_into
+_new_object = object.__new__
+# what the fast path of Log.append reads of the configuration: the largest single-batch append,
+# the largest batch, segment.bytes, the roll age, flush.messages, flush.ms (None: never)
+_FastParams = tuple[int, int, int, int, int, int | None]
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,9 @@ class Log:
         self._txn_state = TxnState()
         self.leader_epochs: Any = None
         self._lock: Any = None
+        self._fast_config: object = None
+        self._fast_limits: object = None
+        self._fast_params: _FastParams | None = None
         self.last_flush_ms = int(clock() * 1000)
         if writable and files.is_remote(self.directory):
             raise files.RemoteLocationError(
@@ -338,9 +355,150 @@ class Log:
         ``message.timestamp.type=LogAppendTime`` the batch is stamped now (re-CRC'd). With
         ``assign_offsets=False`` the batches keep their offsets, which must continue the log
         (a follower's append).
+
+        A producer's append to a CreateTime topic that needs no roll takes a fast path (one
+        header unpack and one CRC per batch, the segment and both indexes updated in place): at
+        ~8 us for the ``write`` of a 16 KiB batch, the general path's ~7 us of parsing and
+        calls made appends half as fast as a plain ``write``. Its results, files and errors are
+        the general path's (``tests/log/test_fast_append.py``), which takes everything else.
         """
-        self._require_writable("append to")
+        if not self.writable:
+            self._require_writable("append to")
         data = bytearray(records)  # the one copy: offsets and epochs are stamped into it
+        if assign_offsets and leader_epoch is None:
+            # The fast path: a producer's append to a CreateTime topic, no roll due. Anything
+            # else, including every error, falls through to the general path below.
+            if self.config is not self._fast_config or self.limits is not self._fast_limits:
+                self._refresh_fast_params()
+            params = self._fast_params
+            size = len(data)
+            if params is not None and size >= HEADER_SIZE:
+                max_single, _, segment_bytes, max_segment_ms, flush_messages, flush_ms = params
+                length, epoch, magic, crc, attrs, delta, _, max_ts = _unpack_append_header(data, 8)
+                if length + 12 != size:
+                    info = self._append_batches_fast(data, params)
+                    if info is not None:
+                        return info
+                elif (
+                    size <= max_single
+                    and magic == 2
+                    and not attrs & ATTR_TRANSACTIONAL
+                    and crc32c_c(memoryview(data)[ATTRIBUTES_OFFSET:]) == crc
+                ):
+                    base = self.log_end_offset
+                    last = base + delta
+                    _stamp_base_offset(data, 0, base)
+                    ts_offset = last
+                    if max_ts < 0:
+                        max_ts = ts_offset = -1
+                    # flush.ms = Long.MAX_VALUE (Kafka's default) never flushes: no clock read
+                    now = int(self.clock() * 1000) if flush_ms is not None else 0
+                    if self._segments[self._bases[-1]].try_append(
+                        data, last, max_ts, ts_offset, segment_bytes, max_segment_ms
+                    ):
+                        if epoch >= 0 and self.leader_epochs is not None:
+                            self.leader_epochs.assign(epoch, base)
+                        self.log_end_offset = last + 1
+                        if last + 1 - self.recovery_point >= flush_messages or (
+                            flush_ms is not None and now - self.last_flush_ms >= flush_ms
+                        ):
+                            self.flush()
+                        # AppendInfo(...) at a third of the cost of the frozen dataclass's
+                        # __init__ (one object.__setattr__ per field): the same object
+                        info = _new_object(AppendInfo)
+                        fields = info.__dict__
+                        fields["first_offset"] = base
+                        fields["last_offset"] = last
+                        fields["max_timestamp"] = max_ts
+                        fields["offset_of_max_timestamp"] = ts_offset
+                        fields["batches"] = 1
+                        fields["size"] = size
+                        return info
+        return self._append_general(data, assign_offsets, leader_epoch)
+
+    def _refresh_fast_params(self) -> None:
+        """What the fast path of :meth:`append` needs of the configuration, read once per
+        configuration object (both are frozen; assigning a new ``config`` or ``limits`` comes
+        back here). None when the topic rules the fast path out (LogAppendTime stamps every
+        batch) or the configuration is not a :class:`TopicConfig`."""
+        from kafkalog.log.config import LONG_MAX, TopicConfig
+
+        config, limits = self.config, self.limits
+        self._fast_config, self._fast_limits = config, limits
+        max_batch = min(config.max_message_bytes, limits.max_batch_bytes)
+        self._fast_params = (
+            (
+                min(max_batch, config.segment_bytes),
+                max_batch,
+                config.segment_bytes,
+                config.max_segment_ms,
+                config.flush_messages,
+                None if config.flush_ms == LONG_MAX else config.flush_ms,
+            )
+            if isinstance(config, TopicConfig) and config.message_timestamp_type == "CreateTime"
+            else None
+        )
+
+    def _append_batches_fast(self, data: bytearray, params: _FastParams) -> AppendInfo | None:
+        """The fast path for several batches in one append: one header unpack and one CRC per
+        batch, then one segment append; None, with only offsets stamped (which the general path
+        stamps again, the same), when anything needs the general path."""
+        _, max_batch, segment_bytes, max_segment_ms, flush_messages, flush_ms = params
+        size = len(data)
+        if size > segment_bytes:
+            return None
+        view = memoryview(data)
+        crc32c = crc32c_c
+        unpack = _unpack_append_header
+        stamp = _stamp_base_offset
+        first = next_offset = self.log_end_offset
+        max_ts = max_ts_offset = -1
+        epochs: list[tuple[int, int]] = []
+        position = batches = 0
+        while position < size:
+            if size - position < HEADER_SIZE:
+                return None
+            length, epoch, magic, crc, attrs, delta, _, batch_max = unpack(data, position + 8)
+            end = position + 12 + length
+            if (
+                end > size
+                or length < HEADER_SIZE - 12
+                or length + 12 > max_batch
+                or magic != 2
+                or attrs & ATTR_TRANSACTIONAL
+                or crc32c(view[position + ATTRIBUTES_OFFSET : end]) != crc
+            ):
+                return None
+            stamp(data, position, next_offset)
+            last = next_offset + delta
+            if batch_max > max_ts:
+                max_ts, max_ts_offset = batch_max, last
+            if epoch >= 0:
+                epochs.append((epoch, next_offset))
+            next_offset = last + 1
+            position = end
+            batches += 1
+        view.release()
+        now = int(self.clock() * 1000) if flush_ms is not None else 0
+        last_offset = next_offset - 1
+        if not self.active_segment.try_append(
+            data, last_offset, max_ts, max_ts_offset, segment_bytes, max_segment_ms
+        ):
+            return None
+        if self.leader_epochs is not None:
+            for epoch, base in epochs:
+                self.leader_epochs.assign(epoch, base)
+        self.log_end_offset = next_offset
+        if next_offset - self.recovery_point >= flush_messages or (
+            flush_ms is not None and now - self.last_flush_ms >= flush_ms
+        ):
+            self.flush()
+        return AppendInfo(first, last_offset, max_ts, max_ts_offset, batches, size)
+
+    def _append_general(
+        self, data: bytearray, assign_offsets: bool, leader_epoch: int | None
+    ) -> AppendInfo:
+        """Every append the fast path does not take: parse, validate, stamp, roll, append."""
         batches = self._parse_append(data)
         if not batches:
             raise InvalidRecordError("nothing to append: no complete record batch")

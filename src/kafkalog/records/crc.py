@@ -7,9 +7,14 @@ The ``crc32c`` package is used rather than ``google-crc32c`` because it accepts 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import crc32c as _crc32c
+
+crc32c_c: Callable[[Any], int] = _crc32c.crc32c
+"""The C function itself: :func:`crc32c` costs one more Python call, which the per-append hot
+path (one 16 KiB batch in well under a microsecond of CRC) cannot spare."""
 
 
 def crc32c(data: Any) -> int:
