@@ -515,7 +515,8 @@ class Log:
         first_offset = next_offset if assign_offsets else batches[0].base_offset
         placed: list[tuple[RecordBatch, int]] = []
         for batch in batches:
-            if not isinstance(batch, RecordBatch):
+            if not isinstance(batch, RecordBatch) or batch.magic != 2:
+                # as a broker refuses a produce request holding anything but magic 2
                 raise InvalidRecordError("kafkalog appends record batches of magic 2 only")
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise InvalidRecordError(
