@@ -239,10 +239,14 @@ def main() -> None:
                 if args.decode_only
                 else best_of(1, peer_decode("kafka-python", prefix))
             )
+            kpy_rate, kpy_ratio = (
+                (f"{'-':>14}", f"{'-':>13}")
+                if args.decode_only
+                else (f"{kpy / 1e6:>12.2f}M/s", f"{ours / kpy:>12.1f}x")
+            )
             print(
                 f"{'decode ' + codec + ' (CRC checked)':<30}{ours / 1e6:>12.2f}M/s"
-                f"{aio / 1e6:>12.2f}M/s{kpy / 1e6:>12.2f}M/s{ours / aio:>12.2f}x"
-                f"{ours / kpy:>12.1f}x"
+                f"{aio / 1e6:>12.2f}M/s{kpy_rate}{ours / aio:>12.2f}x{kpy_ratio}"
             )
             if codec == "zstd":
                 threaded = best_of(
