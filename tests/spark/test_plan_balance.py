@@ -7,12 +7,13 @@ import itertools
 
 import pytest
 
-from kafkalog.spark.options import parse_read_options
+from kafkalog.spark.options import DEFAULT_MAX_BYTES_PER_SPLIT, parse_read_options
 from kafkalog.spark.plan import make_splits, resolve_ranges, task_count
 from kafkalog.spark.source import SplitPartition, pack
 from provenance import FIXTURES
 
 MB = 1 << 20
+TASK = DEFAULT_MAX_BYTES_PER_SPLIT
 
 
 @pytest.mark.parametrize(
@@ -20,12 +21,12 @@ MB = 1 << 20
     [
         (0, {}, 1),
         (5 * MB, {}, 1),
-        (128 * MB, {}, 1),
-        (129 * MB, {}, 2),
-        (3 * 128 * MB, {}, 4),  # three tasks would leave a core idle on 2 or 4 cores
-        (5 * 128 * MB, {}, 8),
-        (9 * 128 * MB, {}, 16),
-        (17 * 128 * MB, {}, 24),
+        (TASK, {}, 1),
+        (TASK + 1, {}, 2),
+        (3 * TASK, {}, 4),  # three tasks would leave a core idle on 2 or 4 cores
+        (5 * TASK, {}, 8),
+        (9 * TASK, {}, 16),
+        (17 * TASK, {}, 24),
         (MB, {"minPartitions": "3"}, 4),
         (MB, {"minPartitions": "8"}, 8),
         (MB, {"minPartitions": "10"}, 16),

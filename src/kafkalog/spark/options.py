@@ -55,6 +55,8 @@ class OptionError(KafkalogError, ValueError):
     """A read or write option that is unknown, malformed or contradicts another."""
 
 
+DEFAULT_MAX_BYTES_PER_SPLIT = 256 * 1024 * 1024
+
 OffsetSpec = dict[str, dict[int, int]]  # topic -> partition -> offset (or -1/-2)
 
 
@@ -74,7 +76,9 @@ class ReadOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     read_committed: bool = False
-    max_bytes_per_split: int = 128 * 1024 * 1024
+    #: twice Parquet's 128 MiB: a Python data source task costs ~0.1 s to start (measured on
+    #: local[2]: 16 tasks of 100 MB read 24 M records at 5.7 M/s, 8 of 200 MB at 6.7 M/s)
+    max_bytes_per_split: int = DEFAULT_MAX_BYTES_PER_SPLIT
     max_offsets_per_trigger: int | None = None
     max_timestamp_lateness_ms: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
@@ -241,7 +245,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_bytes_per_split=(
             _positive("maxBytesPerSplit", opts["maxbytespersplit"])
             if "maxbytespersplit" in opts
-            else 128 * 1024 * 1024
+            else DEFAULT_MAX_BYTES_PER_SPLIT
         ),
         max_offsets_per_trigger=(
             _positive("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"])
