@@ -21,6 +21,8 @@ import threading
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
+from kafkalog.errors import KafkalogError
+
 __all__ = [
     "ReadHandle",
     "RemoteLocationError",
@@ -41,8 +43,9 @@ __all__ = [
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 
 
-class RemoteLocationError(OSError):
-    """A URI that ``pyarrow.fs`` cannot resolve, or an operation a remote store cannot do."""
+class RemoteLocationError(KafkalogError, OSError):
+    """A URI that ``pyarrow.fs`` cannot resolve, a store that fails a request, or an operation
+    a remote store cannot do (an ``OSError`` too, as the local equivalents are)."""
 
 
 class ReadHandle(Protocol):
@@ -77,21 +80,30 @@ class _ArrowHandle:
     """A ``pyarrow`` random-access file; the size is re-read on demand so a tailing reader sees
     an object that was replaced by a longer one (stores that allow appends: HDFS, ABFS)."""
 
-    __slots__ = ("_file", "_fs", "_path")
+    __slots__ = ("_file", "_fs", "_path", "_shown")
 
-    def __init__(self, fs: Any, path: str) -> None:
+    def __init__(self, fs: Any, path: str, shown: str) -> None:
         self._fs = fs
         self._path = path
+        self._shown = shown  # the kafkalog path, for messages
         self._file = fs.open_input_file(path)
 
     def size(self) -> int:
-        info = self._fs.get_file_info(self._path)
-        return int(info.size) if info.size is not None else int(self._file.size())
+        try:
+            info = self._fs.get_file_info(self._path)
+            return int(info.size) if info.size is not None else int(self._file.size())
+        except OSError as e:
+            raise RemoteLocationError(f"cannot stat {self._shown}: {e}") from e
 
     def pread(self, length: int, position: int) -> bytes:
         if length <= 0:
             return b""
-        return bytes(self._file.read_at(length, position))
+        try:
+            return bytes(self._file.read_at(length, position))
+        except OSError as e:  # a store gone away mid-read: say which file and where
+            raise RemoteLocationError(
+                f"cannot read {length} bytes at byte {position} of {self._shown}: {e}"
+            ) from e
 
     def close(self) -> None:
         self._file.close()
@@ -189,7 +201,7 @@ def open_read(path: str) -> ReadHandle:
         return _LocalHandle(path)
     filesystem, inner = _remote(path)
     try:
-        return _ArrowHandle(filesystem, inner)
+        return _ArrowHandle(filesystem, inner, path)
     except FileNotFoundError:
         raise
     except OSError as e:

@@ -153,3 +153,29 @@ def test_remote_open_lists_once_and_opens_segments_on_first_read(
         got = [(r.offset, r.value) for r in log.records(first.base_offset)]
         assert got == [(r.offset, r.value) for r in local.records(first.base_offset)]
         assert first.log.path in opened
+
+
+def test_a_store_failing_mid_read_names_file_and_position(s3_store: Any) -> None:
+    remote = files.resolve(s3_store.uri("kafka-4.0-snapshot-javacode/v2-none-0"))
+    path = f"{remote}/00000000000000000000.log"
+    handle = files.open_read(path)
+    real = handle._file  # type: ignore[attr-defined]
+
+    class Broken:
+        def read_at(self, length: int, position: int) -> bytes:
+            raise OSError("connection reset by peer")
+
+        def close(self) -> None:
+            real.close()
+
+    handle._file = Broken()  # type: ignore[attr-defined]
+    with pytest.raises(files.RemoteLocationError, match=r"at byte 100 of s3://.*0000\.log"):
+        handle.pread(10, 100)
+    handle.close()
+    with pytest.raises(files.RemoteLocationError, match="cannot stat"):
+        files.getsize(
+            files.resolve(
+                "s3://testing:testing@nobucket/x?endpoint_override=http://127.0.0.1:9"
+                "&region=us-east-1"
+            )
+        )
