@@ -186,20 +186,13 @@ def main() -> None:
         default=20,
         help="kafka-python is pure Python; it reads a prefix of the same bytes",
     )
-    parser.add_argument(
-        "--values",
-        nargs="+",
-        choices=("json", "text"),
-        default=["json", "text"],
-        help="value sets to run (default both)",
-    )
-    parser.add_argument(
-        "--codecs",
-        nargs="+",
-        choices=("none", "zstd"),
-        default=["none", "zstd"],
-        help="codecs to run (default both)",
-    )
+    for option, choices, what in (
+        ("--values", ("json", "text"), "value sets"),
+        ("--codecs", ("none", "zstd"), "codecs"),
+    ):
+        parser.add_argument(
+            option, nargs="+", choices=choices, default=list(choices), help=f"{what} to run"
+        )
     parser.add_argument(
         "--decode-only", action="store_true", help="skip the encode rows (and kafka-python)"
     )
@@ -231,7 +224,8 @@ def main() -> None:
                 table, compression=codec, max_records_per_batch=RECORDS_PER_BATCH
             )
             data = bytes(encoded.data)
-            prefix = data[: int(encoded.positions[args.kafka_python_batches])]
+            cut = args.kafka_python_batches  # batch starts; all of it when there are fewer
+            prefix = data[: int(encoded.positions[cut])] if cut < len(encoded.positions) else data
             ours = best_of(args.repeat, lambda d=data: decode_arrow(d, verify_crc=True).num_rows)
             aio = best_of(args.repeat, peer_decode("aiokafka", data))
             kpy = (

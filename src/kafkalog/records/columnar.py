@@ -380,18 +380,12 @@ def _decode_v2(
     base_ts = fields[idx, F_BASE_TS]
     max_ts = fields[idx, F_MAX_TS]
     threads = min(opts.decompress_threads, len(idx))
+    # what the kernel takes first, threaded or not: the batches and their header fields
+    batches = (srcs, src, starts, ends, sel_counts, base_offsets, base_ts, max_ts, fixed)
     if fused and threads > 1 and not include_headers:
         done = _decode_chunks(
             threads,
-            srcs,
-            src,
-            starts,
-            ends,
-            sel_counts,
-            base_offsets,
-            base_ts,
-            max_ts,
-            fixed,
+            *batches,
             (out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid),
             zcap,
             room_bound,
@@ -403,15 +397,7 @@ def _decode_v2(
         hk_off = hk_data = hv_off = hv_data = hv_valid = _NO_SCRATCH
     else:
         res = K.decode_v2(
-            srcs,
-            src,
-            starts,
-            ends,
-            sel_counts,
-            base_offsets,
-            base_ts,
-            max_ts,
-            fixed,
+            *batches,
             include_headers,
             out_offset,
             out_ts,
