@@ -29,3 +29,15 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "kafkalog job" in setup_and_demo and "pip install" in setup_and_demo
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert setup_and_test in [line.strip() for line in ci]
+
+
+def test_every_spark_option_is_in_the_readme_tables() -> None:
+    """The option tables are the data source's public API: none may go missing."""
+    from kafkalog.spark.options import KNOWN_OPTIONS
+    from kafkalog.spark.writer import WRITE_OPTIONS
+
+    tables = README[README.index("### Spark options") : README.index("## The command")]
+    documented = {m.lower() for m in re.findall(r"^\| `?([A-Za-z.]+)`?", tables, re.MULTILINE)}
+    documented |= {m.lower() for m in re.findall(r"`([A-Za-z.]+)`", tables)}
+    assert not KNOWN_OPTIONS - documented
+    assert not WRITE_OPTIONS - documented
