@@ -80,15 +80,21 @@ class _ArrowHandle:
     """A ``pyarrow`` random-access file; the size is re-read on demand so a tailing reader sees
     an object that was replaced by a longer one (stores that allow appends: HDFS, ABFS)."""
 
-    __slots__ = ("_file", "_fs", "_path", "_shown")
+    __slots__ = ("_file", "_fs", "_opened_size", "_path", "_shown")
 
     def __init__(self, fs: Any, path: str, shown: str) -> None:
         self._fs = fs
         self._path = path
         self._shown = shown  # the kafkalog path, for messages
         self._file = fs.open_input_file(path)
+        # opening learned the size (a HEAD on object stores): the first size() asked right
+        # after opening needs no second request
+        self._opened_size: int | None = int(self._file.size())
 
     def size(self) -> int:
+        if self._opened_size is not None:
+            size, self._opened_size = self._opened_size, None
+            return size
         try:
             info = self._fs.get_file_info(self._path)
             return int(info.size) if info.size is not None else int(self._file.size())
@@ -194,6 +200,16 @@ def _info(path: str) -> Any:
         raise RemoteLocationError(f"cannot stat {path}: {e}") from e
 
 
+def _file_info(path: str) -> Any:
+    """``_info`` of something that must be there (``FileNotFoundError`` otherwise)."""
+    from pyarrow import fs as pafs
+
+    info = _info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"no file {path}")
+    return info
+
+
 # -- the calls ---------------------------------------------------------------------------------
 def open_read(path: str) -> ReadHandle:
     """Open ``path`` for positional reads; ``FileNotFoundError`` when it is not there."""
@@ -281,12 +297,7 @@ def exists(path: str) -> bool:
 def getsize(path: str) -> int:
     if not is_remote(path):
         return os.path.getsize(path)
-    from pyarrow import fs as pafs
-
-    info = _info(path)
-    if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(f"no file {path}")
-    return int(info.size or 0)
+    return int(_file_info(path).size or 0)
 
 
 def mtime_ms(path: str) -> int:
@@ -294,9 +305,5 @@ def mtime_ms(path: str) -> int:
     store keeps none."""
     if not is_remote(path):
         return int(os.stat(path).st_mtime_ns // 1_000_000)
-    from pyarrow import fs as pafs
-
-    info = _info(path)
-    if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(f"no file {path}")
+    info = _file_info(path)
     return 0 if info.mtime_ns is None else int(info.mtime_ns // 1_000_000)

@@ -14,7 +14,7 @@ import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from kafkalog import files
 from kafkalog.errors import (
@@ -46,6 +46,7 @@ from kafkalog.records.types import DEFAULT_LIMITS, Limits
 _CHUNK = 4 * 1024 * 1024
 _FIRST_CHUNK = 64 * 1024
 _UNKNOWN = TimestampOffset(-1, -1)
+_I = TypeVar("_I", OffsetIndex, TimeIndex)
 _pack_offset_entry = struct.Struct(">ii").pack_into  # OffsetIndex's entry
 _pack_time_entry = struct.Struct(">qi").pack_into  # TimeIndex's entry
 _pwrite = os.pwrite
@@ -346,14 +347,17 @@ class LogSegment:
 
     # -- index access (read-only segments may lack index files: lookups then start at 0) -------
     def _offset_index(self) -> OffsetIndex | None:
-        if not self.writable and not files.exists(self.offset_index.path):
-            return None
-        return self.offset_index.get()
+        return self._index_if_present(self.offset_index)
 
     def _time_index(self) -> TimeIndex | None:
-        if not self.writable and not files.exists(self.time_index.path):
+        return self._index_if_present(self.time_index)
+
+    def _index_if_present(self, lazy: LazyIndex[_I]) -> _I | None:
+        """The index, or None for a read-only segment without the file; the file is looked
+        for until it is loaded, not on every lookup (a request each on an object store)."""
+        if not self.writable and not lazy.is_loaded and not files.exists(lazy.path):
             return None
-        return self.time_index.get()
+        return lazy.get()
 
     def _require_writable(self, what: str) -> None:
         if not self.writable:
