@@ -94,3 +94,8 @@ class IndexFullError(KafkalogError):
 
 class ReadOnlyError(KafkalogError, PermissionError):
     """A write attempted through an object opened read-only (a live broker's files, a backup)."""
+
+
+class InvalidTopicError(KafkalogError, ValueError):
+    """A topic name Kafka would refuse; as a directory name it could also point outside the
+    data directory (``..``, ``/``), so nothing is created under it."""

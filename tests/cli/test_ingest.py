@@ -114,3 +114,12 @@ def test_ingest_errors_are_one_line(tmp_path: Path) -> None:
         "segment.bytes=3",
     )
     assert result.returncode == 2 and "segment.bytes" in result.stderr
+
+
+def test_ingest_refuses_an_illegal_topic_before_writing(tmp_path: Path) -> None:
+    src = tmp_path / "x.jsonl"
+    src.write_text('{"a": 1}\n')
+    result = kafkalog("ingest", str(src), "--data", str(tmp_path / "d"), "--topic", "../up")
+    assert result.returncode == 2, result.stderr
+    assert "topic name '../up' is illegal" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "up-0").exists()

@@ -339,3 +339,35 @@ def test_append_of_many_batches_in_one_call(tmp_path: Path) -> None:
     assert [r.offset for r in log.records()] == list(range(600))
     assert log.offsets_for_times(T0 + 450).offset == 450
     log.close()
+
+
+@pytest.mark.parametrize("topic", ["../evil", "a/b", ".", "..", "", "x" * 250, "tab\there", "é"])
+def test_illegal_topic_names_create_nothing(tmp_path: Path, topic: str) -> None:
+    """Kafka's Topic.validate rules, applied before a partition directory is made: a name like
+    '../evil' would otherwise create a directory outside the data directory."""
+    from kafkalog.errors import InvalidTopicError
+    from kafkalog.log import LogDir
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with LogDir(data, writable=True) as logdir, pytest.raises(InvalidTopicError, match="illegal"):
+        logdir.log(topic, 0, create=True)
+    if "/" not in topic and topic not in ("", ".", ".."):
+        with pytest.raises(InvalidTopicError, match="illegal"):
+            Log(data / f"{topic}-0")  # a new partition directory named by the caller
+    assert [p for p in tmp_path.rglob("*") if p.is_dir()] == [data]  # only its checkpoints
+
+
+def test_partition_lookups_stay_inside_the_data_directory(tmp_path: Path) -> None:
+    from kafkalog.errors import InvalidTopicError
+    from kafkalog.log import LogDir
+
+    outside = tmp_path / "evil-0"
+    Log(outside).close()
+    (tmp_path / "data").mkdir()
+    with LogDir(tmp_path / "data", writable=False) as logdir:
+        with pytest.raises(InvalidTopicError, match="not a directory of"):
+            logdir.log("../evil", 0)
+        with pytest.raises(InvalidTopicError, match="not >= 0"):
+            LogDir(tmp_path / "data", writable=True).log("t", -1, create=True)
+    assert Log(tmp_path / "data" / "Legal.name_x-3").partition == 3  # Kafka's alphabet is fine

@@ -180,3 +180,60 @@ def test_file_uris_for_path_and_remote_writes_refused(spark: Any, tmp_path: Path
         df.write.format("kafkalog").mode("append").option("path", "gs://b/d").option(
             "topic", "t"
         ).save()
+
+
+def test_input_column_types_checked_on_the_driver(spark: Any, tmp_path: Path) -> None:
+    """Spark's Kafka sink takes key/value as string or binary, partition as int, topic as
+    string; anything else is refused before a task runs, naming the column and its type."""
+    for select, message in [
+        ("1 as key, 'x' as value", r"column 'key' must be string or binary.*not int"),
+        ("1 as value", r"column 'value' must be string or binary.*not int"),
+        ("'x' as value, cast(0 as bigint) as partition", r"column 'partition' must be int"),
+        ("'x' as value, 'not a time' as timestamp", r"column 'timestamp' must be timestamp"),
+        ("'x' as value, array('h') as headers", r"column 'headers' must be array<struct"),
+        ("'x' as Value", r"a 'value' column is required"),  # names match exactly, as in Spark
+    ]:
+        with pytest.raises(Exception, match=message):
+            _write(spark.sql(f"select {select}"), tmp_path / "x", topic="t")
+    assert not (tmp_path / "x").exists()
+    # extra columns are ignored, as the sink ignores them
+    _write(spark.sql("select 'x' as value, 42 as extra"), tmp_path / "y", topic="t")
+    assert [
+        r.value
+        for r in spark.read.format("kafkalog").option("path", str(tmp_path / "y")).load().collect()
+    ] == [b"x"]
+
+
+def test_illegal_topic_names_refused_and_nothing_written_outside(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A topic name is a directory name: Kafka's rules (letters, digits, '.', '_', '-', at
+    most 249, not '.' or '..') also keep '../x' from writing outside the data directory."""
+    data = tmp_path / "data"
+    for topic in ["../evil", "a/b", "..", "", "x" * 250, "sp ace"]:
+        with pytest.raises(Exception, match=r"option topic: topic name .* is illegal"):
+            _write(spark.sql("select 'x' as value"), data, topic=topic)
+    with pytest.raises(Exception, match=r"topic name '\.\./evil' is illegal"):
+        _write(spark.sql("select 'x' as value, '../evil' as topic"), data)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no data dir, no staging, no evil-0
+    legal = "Legal.topic_name-1"
+    _write(spark.sql(f"select 'x' as value, '{legal}' as topic"), data)
+    assert os.listdir(data / f"{legal}-0")
+
+
+def test_null_partitions_go_by_key_like_the_producer(spark: Any, tmp_path: Path) -> None:
+    """A row whose partition is null is placed by Kafka's partitioner (murmur2 of its key), as
+    Spark's Kafka sink hands it to the producer; the other rows keep their given partition."""
+    data = tmp_path / "data"
+    rows = [(f"k{i}", f"v{i}", (i % 4 if i % 3 else None)) for i in range(60)]
+    df = spark.createDataFrame(rows, "key string, value string, partition int").coalesce(1)
+    _write(df, data, topic="t", numPartitions="4")
+    got = {
+        r.value.decode(): r.partition
+        for r in spark.read.format("kafkalog").option("path", str(data)).load().collect()
+    }
+    for key, value, partition in rows:
+        want = (
+            partition if partition is not None else (kafka_murmur2(key.encode()) & 0x7FFFFFFF) % 4
+        )
+        assert got[value] == want, (key, partition)

@@ -6,6 +6,7 @@ import os
 import re
 
 from kafkalog import files
+from kafkalog.errors import InvalidTopicError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -18,6 +19,8 @@ SWAP_SUFFIX = ".swap"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 _SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH
 
 
 def filename_prefix(offset: int) -> str:
@@ -68,5 +71,32 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return topic, int(part)
 
 
+def validate_topic(topic: str) -> None:
+    """Refuse a name Kafka's ``Topic.validate`` refuses, before it becomes a directory: the
+    same rules keep a name like ``../x`` or ``a/b`` from writing outside the data directory."""
+    if not isinstance(topic, str) or not topic:
+        raise InvalidTopicError(f"topic name {topic!r} is illegal: it can't be empty")
+    if topic in (".", ".."):
+        raise InvalidTopicError(f"topic name {topic!r} is illegal: '.' and '..' are not allowed")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(
+            f"topic name {topic[:40]!r}... is illegal: {len(topic)} characters, "
+            f"at most {MAX_TOPIC_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.fullmatch(topic):
+        raise InvalidTopicError(
+            f"topic name {topic!r} is illegal: only ASCII letters, digits, '.', '_' and '-' "
+            "are allowed"
+        )
+
+
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def new_partition_dir_name(topic: str, partition: int) -> str:
+    """The directory name of a partition about to be created, once Kafka would accept it."""
+    validate_topic(topic)
+    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+        raise InvalidTopicError(f"partition {partition!r} of topic {topic!r} is not >= 0")
+    return partition_dir_name(topic, partition)

@@ -28,6 +28,7 @@ from kafkalog.log.layout import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     is_segment_log,
+    new_partition_dir_name,
     offset_from_filename,
     parse_partition_dir,
 )
@@ -128,6 +129,9 @@ class Log:
                     f"refusing to create it: a Kafka broker holds {parent}/.lock",
                     broker=True,
                 )
+            if not os.path.isdir(self.directory):
+                # Kafka would never create it; a reader of the data directory would not list it
+                new_partition_dir_name(self.topic, self.partition)
             os.makedirs(self.directory, exist_ok=True)
             self._lock = DirectoryLock(self.directory)
             self._lock.acquire()  # one writer per partition: a second one gets a clear error

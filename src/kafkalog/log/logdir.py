@@ -12,8 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from kafkalog import files
-from kafkalog.errors import ReadOnlyError
-from kafkalog.log.layout import is_segment_log, parse_partition_dir, partition_dir_name
+from kafkalog.errors import InvalidTopicError, ReadOnlyError
+from kafkalog.log.layout import (
+    is_segment_log,
+    new_partition_dir_name,
+    parse_partition_dir,
+    partition_dir_name,
+)
 from kafkalog.log.log import Log
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
@@ -77,7 +82,13 @@ class LogDir:
         found = self._logs.get(key)
         if found is not None:
             return found
-        directory = os.path.join(self.path, partition_dir_name(topic, partition))
+        if create:
+            name = new_partition_dir_name(topic, partition)  # refused before anything exists
+        elif "/" in topic or os.sep in topic or topic in (".", ".."):
+            raise InvalidTopicError(f"topic name {topic!r} is not a directory of {self.path}")
+        else:
+            name = partition_dir_name(topic, partition)
+        directory = os.path.join(self.path, name)
         if not files.isdir(directory):
             if not create:
                 raise FileNotFoundError(f"no partition {topic}-{partition} in {self.path}")

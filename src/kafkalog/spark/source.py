@@ -105,7 +105,7 @@ class KafkaLogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from kafkalog.spark.writer import KafkaLogWriter, parse_write_options
 
-        return KafkaLogWriter(parse_write_options(self.options), schema.fieldNames(), overwrite)
+        return KafkaLogWriter(parse_write_options(self.options), schema, overwrite)
 
 
 class KafkaLogReader(DataSourceReader):

@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
+from kafkalog.log.layout import validate_topic
 from kafkalog.records import Compression, LogReader, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
 from kafkalog.spark.options import OptionError, local_path
@@ -62,6 +64,11 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         raise OptionError(f"option compression: {e}") from None
     config = {topic_keys[k]: v for k, v in opts.items() if k in topic_keys}
     TopicConfig.from_properties(config)  # validated now, on the driver, with the option named
+    if "topic" in opts:
+        try:
+            validate_topic(opts["topic"])
+        except KafkalogError as e:
+            raise OptionError(f"option topic: {e}") from None
     path = local_path(opts["path"])
     return WriteOptions(
         path=path,
@@ -84,14 +91,53 @@ class Staged(WriterCommitMessage):
     files: tuple[tuple[str, int, str, int], ...]  # topic, partition, file, records
 
 
+def check_input_schema(schema: StructType, topic_option: str | None) -> None:
+    """The input columns Spark's Kafka sink takes, with its types, checked on the driver: a
+    wrong type would otherwise fail in every task, and an unknown column is ignored as the sink
+    ignores it. Names match exactly, as the sink finds them."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        StringType,
+        StructType,
+        TimestampType,
+    )
+
+    header = [("key", StringType()), ("value", BinaryType())]
+    allowed: dict[str, tuple[str, Any]] = {
+        "key": ("string or binary", lambda t: isinstance(t, (StringType, BinaryType))),
+        "value": ("string or binary", lambda t: isinstance(t, (StringType, BinaryType))),
+        "topic": ("string", lambda t: isinstance(t, StringType)),
+        "partition": ("int", lambda t: isinstance(t, IntegerType)),
+        "timestamp": ("timestamp", lambda t: isinstance(t, TimestampType)),
+        "headers": (
+            "array<struct<key:string,value:binary>>",
+            lambda t: (
+                isinstance(t, ArrayType)
+                and isinstance(t.elementType, StructType)
+                and [(f.name, f.dataType) for f in t.elementType.fields] == header
+            ),
+        ),
+    }
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise OptionError("a 'value' column is required to write format kafkalog")
+    if topic_option is None and "topic" not in fields:
+        raise OptionError("give option topic or a 'topic' column")
+    for name, (wanted, ok) in allowed.items():
+        if name in fields and not ok(fields[name]):
+            raise OptionError(
+                f"column {name!r} must be {wanted} to write format kafkalog, "
+                f"not {fields[name].simpleString()}"
+            )
+
+
 class KafkaLogWriter(DataSourceArrowWriter):
-    def __init__(self, opts: WriteOptions, schema_names: list[str], overwrite: bool) -> None:
+    def __init__(self, opts: WriteOptions, schema: StructType, overwrite: bool) -> None:
         if overwrite:
             raise OptionError("kafkalog appends to logs: use mode('append')")
-        if "value" not in {n.lower() for n in schema_names}:
-            raise OptionError("a 'value' column is required to write format kafkalog")
-        if opts.topic is None and "topic" not in schema_names:
-            raise OptionError("give option topic or a 'topic' column")
+        check_input_schema(schema, opts.topic)
         self.opts = opts
         self.job = uuid.uuid4().hex
         self.partition_counts = _partition_counts(opts.path)
@@ -148,33 +194,28 @@ class KafkaLogWriter(DataSourceArrowWriter):
             topics = np.asarray(table.column("topic").to_pylist(), dtype=object)
             if any(t is None for t in topics):
                 raise KafkalogError("a row has a null topic and no topic option is set")
+            for topic in set(topics.tolist()):
+                validate_topic(topic)  # before it names a staging file or a directory
         partitions = np.empty(n, np.int64)
         names = table.schema.names
+        given = given_valid = None
+        if "partition" in names:
+            column = table.column("partition").combine_chunks()
+            given = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            given_valid = np.asarray(column.is_valid(), dtype=np.bool_)
         for topic in set(topics.tolist()):
             rows = np.flatnonzero(topics == topic)
             count = self._count(topic)
-            if "partition" in names and table.column("partition").null_count < n:
-                given = table.column("partition").to_numpy(zero_copy_only=False)[rows]
-                if np.any(np.isnan(given.astype(float))):
-                    raise KafkalogError("a row has a null partition")
-                partitions[rows] = given.astype(np.int64)
-            elif "key" in names:
-                keys = table.column("key").take(pa.array(rows)).combine_chunks()
-                if pa.types.is_string(keys.type):
-                    keys = keys.cast(pa.binary())
-                bufs = keys.buffers()
-                offsets = np.frombuffer(bufs[1], np.int32)[
-                    keys.offset : keys.offset + len(keys) + 1
-                ]
-                data = (
-                    np.frombuffer(bufs[2], np.uint8)
-                    if bufs[2] is not None
-                    else np.empty(0, np.uint8)
-                )
-                valid = np.asarray(keys.is_valid(), dtype=np.bool_)
-                partitions[rows] = partitions_for_keys(data, offsets.astype(np.int64), valid, count)
-            else:
+            if given is not None and given_valid is not None:
+                # a null partition goes where the producer's partitioner puts it, as in Spark
+                chosen = given_valid[rows]
+                partitions[rows[chosen]] = given[rows[chosen]]
+                rows = rows[~chosen]
+            if len(rows) and "key" in names:
+                partitions[rows] = _key_partitions(table.column("key"), rows, count)
+            elif len(rows):
                 partitions[rows] = np.arange(len(rows)) % count
+            rows = np.flatnonzero(topics == topic)
             bad = partitions[rows][(partitions[rows] < 0) | (partitions[rows] >= count)]
             if bad.size:
                 raise KafkalogError(
@@ -226,6 +267,18 @@ class KafkaLogWriter(DataSourceArrowWriter):
         shutil.rmtree(os.path.join(self.opts.staging, self.job), ignore_errors=True)
         with contextlib.suppress(OSError):
             os.rmdir(self.opts.staging)
+
+
+def _key_partitions(column: pa.ChunkedArray, rows: np.ndarray, count: int) -> np.ndarray:
+    """Kafka's default partitioner (murmur2 of the key) for ``rows``; null keys round robin."""
+    keys = column.take(pa.array(rows)).combine_chunks()
+    if pa.types.is_string(keys.type):
+        keys = keys.cast(pa.binary())
+    bufs = keys.buffers()
+    offsets = np.frombuffer(bufs[1], np.int32)[keys.offset : keys.offset + len(keys) + 1]
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.empty(0, np.uint8)
+    valid = np.asarray(keys.is_valid(), dtype=np.bool_)
+    return partitions_for_keys(data, offsets.astype(np.int64), valid, count)
 
 
 def _append_file(log: Any, path: str) -> None:
