@@ -132,19 +132,23 @@ def test_option_errors_name_the_option(spark: Any) -> None:
 
 
 def test_fail_on_data_loss_both_ways(spark: Any) -> None:
-    d = FIXTURES / "real-kraft-ronem123"
+    big = "v2-bigoffset"  # its log starts at 4294968296: offsets below are gone
 
-    def base() -> Any:
+    def base(start: int) -> Any:
         return (
             spark.read.format("kafkalog")
-            .option("path", str(d))
-            .option("assign", '{"__consumer_offsets":[44]}')
-            .option("startingOffsets", '{"__consumer_offsets":{"44":999}}')
+            .option("path", str(JAVA))
+            .option("assign", f'{{"{big}":[0]}}')
+            .option("startingOffsets", f'{{"{big}":{{"0":{start}}}}}')
         )
 
-    with pytest.raises(Exception, match="beyond the log end"):
-        base().load().count()
-    assert base().option("failOnDataLoss", "false").load().count() == 0
+    with pytest.raises(Exception, match="starting offset 0 is gone"):
+        base(0).load().count()
+    assert base(0).option("failOnDataLoss", "false").load().count() == 20
+    # a start after the end is an error either way, as in Spark (KafkaSourceRDD.compute)
+    for fail in ("true", "false"):
+        with pytest.raises(Exception, match="after the end offset 4294968316"):
+            base(4294968999).option("failOnDataLoss", fail).load().count()
 
 
 def test_read_committed_drops_aborted_transactions(spark: Any) -> None:

@@ -39,15 +39,26 @@ KNOWN_OPTIONS = {
     "maxbytespersplit",
     "maxtimestamplatenessms",
 }
-# accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker
+# accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker.
+# Every ``kafka.``-prefixed option is accepted too (Spark hands them to its consumer), except
+# ``kafka.isolation.level`` (honoured) and those Spark itself refuses (KAFKA_REFUSED).
 IGNORED_OPTIONS = {
-    "kafka.bootstrap.servers",
-    "kafka.group.id",
     "groupidprefix",
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
     "kafkaconsumer.polltimeoutms",
-    "kafka.isolation.level",
+}
+# streaming-only options Spark's Kafka source ignores (with a warning) in batch queries
+BATCH_IGNORED_OPTIONS = {"minoffsetspertrigger", "maxtriggerdelay"}
+# consumer settings Spark's Kafka source refuses (KafkaSourceProvider.validateGeneralOptions)
+KAFKA_REFUSED = {
+    "kafka.auto.offset.reset": "set startingOffsets to earliest or latest instead",
+    "kafka.key.deserializer": "keys are returned as binary; deserialize them with DataFrame "
+    "operations",
+    "kafka.value.deserializer": "values are returned as binary; deserialize them with "
+    "DataFrame operations",
+    "kafka.enable.auto.commit": "no consumer group offsets are committed",
+    "kafka.interceptor.classes": "interceptors could change the records read",
 }
 
 
@@ -146,12 +157,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
 
     Streams start at ``latest`` unless told otherwise and take no end, as in Spark."""
     opts = {k.lower(): str(v) for k, v in options.items()}
-    unknown = sorted(k for k in opts if k not in KNOWN_OPTIONS and k not in IGNORED_OPTIONS)
-    if unknown:
-        raise OptionError(
-            f"unknown option {unknown[0]!r} for format kafkalog "
-            f"(known: {', '.join(sorted(KNOWN_OPTIONS))})"
-        )
+    _check_names(opts, streaming=streaming)
     if "path" not in opts or not opts["path"]:
         raise OptionError("option path is required: a Kafka data directory or partition directory")
     selectors = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
@@ -167,7 +173,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             raise OptionError("option subscribe lists no topic")
     pattern = None
     if "subscribepattern" in opts:
-        pattern = opts["subscribepattern"]
+        pattern = opts["subscribepattern"].strip()  # as Spark
+        if not pattern:
+            raise OptionError("option subscribePattern is empty")
         try:
             re.compile(pattern)
         except re.error as e:
@@ -180,14 +188,21 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         ):
             raise OptionError('option assign must look like {"topicA":[0,1],"topicB":[2,4]}')
         assign = {t: tuple(ps) for t, ps in parsed.items()}
-    default_start = "latest" if streaming else "earliest"
-    starting = _offsets("startingOffsets", opts.get("startingoffsets", default_start))
-    ending = _offsets("endingOffsets", opts.get("endingoffsets", "latest"))
     if streaming:
         for key in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
             if key in opts:
                 raise OptionError(f"option {key} is not allowed for streaming queries")
-    elif starting == LATEST:
+    # precedence, as Spark (KafkaSourceProvider.getKafkaOffsetRangeLimit):
+    # startingTimestamp > startingOffsetsByTimestamp > startingOffsets, the ending ones alike.
+    # Spark never reads an option that lost, so neither is it checked here.
+    default_start = "latest" if streaming else "earliest"
+    starting: int | OffsetSpec = LATEST if streaming else EARLIEST
+    if "startingtimestamp" not in opts and "startingoffsetsbytimestamp" not in opts:
+        starting = _offsets("startingOffsets", opts.get("startingoffsets", default_start))
+    ending: int | OffsetSpec = LATEST
+    if "endingtimestamp" not in opts and "endingoffsetsbytimestamp" not in opts:
+        ending = _offsets("endingOffsets", opts.get("endingoffsets", "latest"))
+    if not streaming and starting == LATEST:
         raise OptionError("option startingOffsets=latest is not allowed for batch queries")
     if ending == EARLIEST:
         raise OptionError("option endingOffsets=earliest is not allowed for batch queries")
@@ -195,7 +210,6 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         raise OptionError("option startingOffsets: -1 (latest) is not allowed for batch queries")
     if isinstance(ending, dict) and EARLIEST in _values(ending):
         raise OptionError("option endingOffsets: -2 (earliest) is not allowed for batch queries")
-    # precedence, as Spark: startingTimestamp > startingOffsetsByTimestamp > startingOffsets
     start_ts: int | dict[str, dict[int, int]] | None = None
     if "startingtimestamp" in opts:
         start_ts = _timestamp("startingTimestamp", opts["startingtimestamp"])
@@ -215,11 +229,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         raise OptionError(
             f"option startingOffsetsByTimestampStrategy={strategy!r} must be error or latest"
         )
-    isolation = opts.get("isolationlevel", "read_uncommitted").strip().lower()
-    if isolation not in ("read_uncommitted", "read_committed"):
-        raise OptionError(
-            f"option isolationLevel={isolation!r} must be read_uncommitted or read_committed"
-        )
+    _check_offset_limits(starting, ending, start_ts, end_ts)
+    isolation = _isolation(opts)
     return ReadOptions(
         path=read_location(opts["path"]),
         location=opts["path"],
@@ -258,6 +269,82 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             else None
         ),
     )
+
+
+def _check_names(opts: Mapping[str, str], *, streaming: bool) -> None:
+    """Refuse unknown options by name. ``kafka.``-prefixed ones are consumer settings in Spark's
+    Kafka source: accepted (there is no consumer to give them to) except the ones Spark refuses,
+    so that code carrying ``kafka.security.protocol`` or ``kafka.ssl.*`` switches unchanged."""
+    for key in sorted(opts):
+        if key in KAFKA_REFUSED:
+            raise OptionError(f"option {key} is not supported: {KAFKA_REFUSED[key]}")
+        if key.startswith("kafka.") or key in KNOWN_OPTIONS or key in IGNORED_OPTIONS:
+            continue
+        if key in BATCH_IGNORED_OPTIONS:
+            if streaming:
+                raise OptionError(f"option {key} is not supported by kafkalog's streaming reader")
+            continue
+        raise OptionError(
+            f"unknown option {key!r} for format kafkalog "
+            f"(known: {', '.join(sorted(KNOWN_OPTIONS))})"
+        )
+
+
+def _isolation(opts: Mapping[str, str]) -> str:
+    """``isolationLevel``, or Spark's way of saying it: the consumer setting
+    ``kafka.isolation.level``, which Spark's Kafka source honours (its offset reader lists
+    offsets and its consumers read with it). Both given must agree."""
+    chosen: dict[str, str] = {}
+    for name in ("isolationLevel", "kafka.isolation.level"):
+        key = name.lower()
+        if key in opts:
+            value = opts[key].strip().lower()
+            if value not in ("read_uncommitted", "read_committed"):
+                raise OptionError(
+                    f"option {name}={value!r} must be read_uncommitted or read_committed"
+                )
+            chosen[name] = value
+    if len(set(chosen.values())) > 1:
+        raise OptionError(
+            "options isolationLevel and kafka.isolation.level contradict each other: "
+            f"{chosen['isolationLevel']} and {chosen['kafka.isolation.level']}"
+        )
+    return next(iter(chosen.values()), "read_uncommitted")
+
+
+def _check_offset_limits(
+    starting: int | OffsetSpec,
+    ending: int | OffsetSpec,
+    start_ts: int | dict[str, dict[int, int]] | None,
+    end_ts: int | dict[str, dict[int, int]] | None,
+) -> None:
+    """Spark's ``checkOffsetLimitValidity``: per-partition starting and ending JSON of the same
+    kind must name the same partitions, and no start may lie after its end."""
+    # a losing option is never parsed, so a dict here is the winner of its side
+    pairs: list[tuple[str, str, object, object]] = [
+        ("startingOffsets", "endingOffsets", starting, ending),
+        ("startingOffsetsByTimestamp", "endingOffsetsByTimestamp", start_ts, end_ts),
+    ]
+    for start_name, end_name, start, end in pairs:
+        if not (isinstance(start, dict) and isinstance(end, dict)):
+            continue
+        start_tps = {(t, p) for t, parts in start.items() for p in parts}
+        end_tps = {(t, p) for t, parts in end.items() for p in parts}
+        if start_tps != end_tps:
+            raise OptionError(
+                f"options {start_name} and {end_name} name different partitions: "
+                f"{_tps(start_tps)} and {_tps(end_tps)}"
+            )
+        for topic, part in sorted(start_tps):
+            lo, hi = start[topic][part], end[topic][part]
+            if lo >= 0 and hi >= 0 and lo > hi:
+                raise OptionError(
+                    f"option {start_name}: {topic}-{part} starts at {lo}, after its {end_name} {hi}"
+                )
+
+
+def _tps(tps: set[tuple[str, int]]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(tps)) or "none"
 
 
 def _values(spec: OffsetSpec) -> set[int]:

@@ -79,8 +79,14 @@ def select_partitions(
             raise DataLossError(f"subscribed topic(s) {sorted(missing)} not found in {opts.path}")
         return chosen
     if opts.subscribe_pattern is not None:
+        # Spark 4's Kafka source lists topics with its admin client (the default since 3.4,
+        # spark.sql.streaming.kafka.useDeprecatedOffsetFetching=false) and keeps those where
+        # the pattern is found anywhere in the name (ConsumerStrategy.SubscribePatternStrategy:
+        # ``findFirstIn``), never internal topics: the same here
         rx = re.compile(opts.subscribe_pattern)
-        return {tp: d for tp, d in found.items() if rx.fullmatch(tp[0])}
+        return {
+            tp: d for tp, d in found.items() if tp[0] not in INTERNAL_TOPICS and rx.search(tp[0])
+        }
     if opts.assign is not None:
         chosen = {}
         for topic, parts in opts.assign.items():
@@ -92,6 +98,41 @@ def select_partitions(
                 chosen[(topic, p)] = found[(topic, p)]
         return chosen
     return dict(found)
+
+
+#: topics a Kafka admin client does not list (internal ones, and KRaft's metadata log, which is
+#: no topic at all); a pattern never selects them, but subscribe and assign name them
+INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
+)
+
+
+def check_partitions_named(chosen: set[tuple[str, int]], opts: ReadOptions) -> None:
+    """Per-partition JSON must name exactly the partitions read, as Spark requires
+    (KafkaOffsetReaderAdmin.fetchPartitionOffsets and fetchSpecificTimestampBasedOffsets assert
+    it): a partition left out is an error there, not a silent earliest or latest here."""
+    specs = [
+        ("startingOffsetsByTimestamp", opts.starting_by_timestamp),
+        ("endingOffsetsByTimestamp", opts.ending_by_timestamp),
+    ]
+    if opts.starting_by_timestamp is None:
+        specs.append(("startingOffsets", opts.starting_offsets))
+    if opts.ending_by_timestamp is None:
+        specs.append(("endingOffsets", opts.ending_offsets))
+    for name, spec in specs:
+        if not isinstance(spec, dict):
+            continue
+        named = {(t, p) for t, parts in spec.items() for p in parts}
+        if named != chosen:
+            missing, extra = sorted(chosen - named), sorted(named - chosen)
+            raise OptionError(
+                f"option {name} must give every partition read, and no other (-2 earliest, "
+                f"-1 latest): missing {_names(missing)}; not read {_names(extra)}"
+            )
+
+
+def _names(tps: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps) or "none"
 
 
 def _spec_value(spec: object, topic: str, partition: int, default: int) -> int:
@@ -110,6 +151,7 @@ def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[Part
     """Offset range of every selected partition, with Spark's precedence and failOnDataLoss,
     narrowed by pushed-down filter ``bounds`` (through the indexes) when given."""
     chosen = select_partitions(partition_directories(opts.path), opts)
+    check_partitions_named(set(chosen), opts)
     ranges = []
     for (topic, partition), directory in sorted(chosen.items()):
         if bounds is not None and not bounds.allows_partition(topic, partition):
@@ -140,54 +182,58 @@ def _narrow(log: Log, r: PartitionRange, b: Bounds, opts: ReadOptions) -> Partit
 def _resolve_one(
     log: Log, topic: str, partition: int, directory: str, opts: ReadOptions
 ) -> PartitionRange:
+    """Spark's order: resolve both ends (earliest, latest, timestamps), refuse a start after
+    the end whatever ``failOnDataLoss`` says (Spark asserts it in KafkaSourceRDD.compute: "You
+    either provided an invalid fromOffset, ..."), then treat offsets outside the log as lost."""
     first, last = log.log_start_offset, log.log_end_offset
+    # what a consumer sees as the end: under read_committed, the last stable offset
+    latest = min(last, log.last_stable_offset()) if opts.read_committed else last
     # start
     if opts.starting_by_timestamp is not None:
         ts = _spec_value(opts.starting_by_timestamp, topic, partition, -1)
-        if ts < 0:
-            start = first
-        else:
-            found = _by_timestamp(log, ts)
-            if found is None:
-                if opts.starting_strategy == "error":
-                    raise OptionError(
-                        f"no offset for starting timestamp {ts} in {topic}-{partition} "
-                        "(startingOffsetsByTimestampStrategy=error)"
-                    )
-                found = last
-            start = found
+        found = _by_timestamp(log, ts) if ts >= 0 else first
+        if found is None:
+            if opts.starting_strategy == "error":
+                raise OptionError(
+                    f"no offset for starting timestamp {ts} in {topic}-{partition} "
+                    "(startingOffsetsByTimestampStrategy=error)"
+                )
+            found = latest
+        start, start_name = found, "starting timestamp"
     else:
         requested = _spec_value(opts.starting_offsets, topic, partition, EARLIEST)
-        start = first if requested == EARLIEST else requested
-        if start < first:
-            if opts.fail_on_data_loss:
-                raise DataLossError(
-                    f"{topic}-{partition}: starting offset {start} is gone (the log starts at "
-                    f"{first}); set failOnDataLoss=false to start at the earliest offset"
-                )
-            start = first
-        if start > last:
-            if opts.fail_on_data_loss:
-                raise DataLossError(
-                    f"{topic}-{partition}: starting offset {start} is beyond the log end {last}"
-                )
-            start = last
+        start, start_name = (first if requested == EARLIEST else requested), "startingOffsets"
     # end
     if opts.ending_by_timestamp is not None:
         ts = _spec_value(opts.ending_by_timestamp, topic, partition, -1)
         found = _by_timestamp(log, ts) if ts >= 0 else None
-        end = last if found is None else found
+        end, end_name = (latest if found is None else found), "ending timestamp"
     else:
         requested = _spec_value(opts.ending_offsets, topic, partition, LATEST)
-        end = last if requested == LATEST else requested
-        if end > last:
-            if opts.fail_on_data_loss:
-                raise DataLossError(
-                    f"{topic}-{partition}: ending offset {end} is beyond the log end {last}"
-                )
-            end = last
+        end, end_name = (latest if requested == LATEST else requested), "endingOffsets"
+    if start > end:
+        raise OptionError(
+            f"{topic}-{partition}: the {start_name} gives offset {start}, after the end "
+            f"offset {end} from the {end_name} (log start {first}, log end {last})"
+        )
+    # offsets outside the log
+    if start < first:
+        if opts.fail_on_data_loss:
+            raise DataLossError(
+                f"{topic}-{partition}: starting offset {start} is gone (the log starts at "
+                f"{first}); set failOnDataLoss=false to start at the earliest offset"
+            )
+        start = first
+    if end > last:
+        if opts.fail_on_data_loss:
+            what, offset = ("starting", start) if start > last else ("ending", end)
+            raise DataLossError(
+                f"{topic}-{partition}: {what} offset {offset} is beyond the log end {last}; "
+                "set failOnDataLoss=false to read what is there"
+            )
+        start, end = min(start, last), last
     if opts.read_committed:
-        end = min(end, log.last_stable_offset())  # nothing of an open transaction is visible
+        end = min(end, latest)  # nothing of an open transaction is visible
     return PartitionRange(topic, partition, directory, start, max(start, end))
 
 
