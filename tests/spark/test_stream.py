@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
 
@@ -69,3 +71,70 @@ def test_stream_starts_at_latest_by_default(spark: Any, tmp_path: Path) -> None:
     )
     query.awaitTermination(120)
     assert spark.sql("select count(*) as n from latest_default").collect()[0].n == 0
+
+
+def _available_now(spark: Any, data: Path, checkpoint: Path, name: str, **options: str) -> Any:
+    """(partition, offset) of every row one Trigger.AvailableNow run reads, written to Parquet
+    under ``checkpoint``'s parent (a memory sink cannot resume from a checkpoint)."""
+    reader = spark.readStream.format("kafkalog").option("path", str(data))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    out = checkpoint.parent / f"out-{name}"
+    query = (
+        reader.load()
+        .selectExpr("partition", "offset")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    parts = sorted(out.glob("part-*.parquet"))  # the files, not the sink's log of another run
+    if not parts:
+        return []
+    rows = spark.read.parquet(*map(str, parts)).collect()
+    return sorted((r.partition, r.offset) for r in rows)
+
+
+def test_stream_starts_at_a_timestamp(spark: Any, tmp_path: Path) -> None:
+    """startingTimestamp and startingOffsetsByTimestamp start a stream through the time index,
+    as in Spark's Kafka source (record i has timestamp T0 + i)."""
+    data = tmp_path / "data"
+    _append(data / "s-0", 0, 50)
+    _append(data / "s-1", 0, 30)
+    got = _available_now(spark, data, tmp_path / "c1", "from_ts", startingTimestamp=str(T0 + 20))
+    assert got == [(0, i) for i in range(20, 50)] + [(1, i) for i in range(20, 30)]
+    got = _available_now(
+        spark,
+        data,
+        tmp_path / "c2",
+        "by_ts",
+        startingOffsetsByTimestamp=f'{{"s": {{"0": {T0 + 45}, "1": {T0 + 99}}}}}',
+        startingOffsetsByTimestampStrategy="latest",
+    )
+    assert got == [(0, i) for i in range(45, 50)]  # partition 1 has nothing that late: latest
+    with pytest.raises(Exception, match=r"startingOffsetsByTimestampStrategy=error"):
+        _available_now(spark, data, tmp_path / "c3", "ts_error", startingTimestamp=str(T0 + 99))
+
+
+def test_stream_fails_on_data_loss_unless_told_not_to(spark: Any, tmp_path: Path) -> None:
+    """Records deleted (retention) before a running query read them fail it, as Spark's Kafka
+    source does; with failOnDataLoss=false it goes on from the earliest offset still there."""
+    data = tmp_path / "data"
+    _append(data / "s-0", 0, 40)
+    checkpoint = tmp_path / "checkpoint"
+    got = _available_now(spark, data, checkpoint, "loss_1", startingOffsets="earliest")
+    assert got == [(0, i) for i in range(40)]
+    _append(data / "s-0", 40, 40)
+    with Log(
+        data / "s-0", TopicConfig(segment_bytes=4000, retention_bytes=1000, retention_ms=-1)
+    ) as log:
+        log.delete_old_segments()
+        first = log.log_start_offset
+    assert 40 < first < 80
+    with pytest.raises(Exception, match=f"offsets 40 to {first - 1} are gone"):
+        _available_now(spark, data, checkpoint, "loss_2")
+    got = _available_now(spark, data, checkpoint, "loss_3", failOnDataLoss="false")
+    assert got == [(0, i) for i in range(first, 80)]

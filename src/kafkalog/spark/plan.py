@@ -135,7 +135,7 @@ def _names(tps: list[tuple[str, int]]) -> str:
     return ", ".join(f"{t}-{p}" for t, p in tps) or "none"
 
 
-def _spec_value(spec: object, topic: str, partition: int, default: int) -> int:
+def spec_value(spec: object, topic: str, partition: int, default: int) -> int:
     if isinstance(spec, int):
         return spec
     assert isinstance(spec, dict)
@@ -145,6 +145,22 @@ def _spec_value(spec: object, topic: str, partition: int, default: int) -> int:
 def _by_timestamp(log: Log, ts: int) -> int | None:
     found = log.offsets_for_times(ts)
     return None if found is None else found.offset
+
+
+def start_by_timestamp(log: Log, topic: str, partition: int, latest: int, opts: ReadOptions) -> int:
+    """The starting offset of a by-timestamp start (batch or stream): the first offset at or
+    after the timestamp, through the indexes; none there is an error or ``latest``, per
+    ``startingOffsetsByTimestampStrategy``, as in Spark."""
+    ts = spec_value(opts.starting_by_timestamp, topic, partition, -1)
+    found = _by_timestamp(log, ts) if ts >= 0 else log.log_start_offset
+    if found is not None:
+        return found
+    if opts.starting_strategy == "error":
+        raise OptionError(
+            f"no offset for starting timestamp {ts} in {topic}-{partition} "
+            "(startingOffsetsByTimestampStrategy=error)"
+        )
+    return latest
 
 
 def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[PartitionRange]:
@@ -190,26 +206,20 @@ def _resolve_one(
     latest = min(last, log.last_stable_offset()) if opts.read_committed else last
     # start
     if opts.starting_by_timestamp is not None:
-        ts = _spec_value(opts.starting_by_timestamp, topic, partition, -1)
-        found = _by_timestamp(log, ts) if ts >= 0 else first
-        if found is None:
-            if opts.starting_strategy == "error":
-                raise OptionError(
-                    f"no offset for starting timestamp {ts} in {topic}-{partition} "
-                    "(startingOffsetsByTimestampStrategy=error)"
-                )
-            found = latest
-        start, start_name = found, "starting timestamp"
+        start, start_name = (
+            start_by_timestamp(log, topic, partition, latest, opts),
+            ("starting timestamp"),
+        )
     else:
-        requested = _spec_value(opts.starting_offsets, topic, partition, EARLIEST)
+        requested = spec_value(opts.starting_offsets, topic, partition, EARLIEST)
         start, start_name = (first if requested == EARLIEST else requested), "startingOffsets"
     # end
     if opts.ending_by_timestamp is not None:
-        ts = _spec_value(opts.ending_by_timestamp, topic, partition, -1)
+        ts = spec_value(opts.ending_by_timestamp, topic, partition, -1)
         found = _by_timestamp(log, ts) if ts >= 0 else None
         end, end_name = (latest if found is None else found), "ending timestamp"
     else:
-        requested = _spec_value(opts.ending_offsets, topic, partition, LATEST)
+        requested = spec_value(opts.ending_offsets, topic, partition, LATEST)
         end, end_name = (latest if requested == LATEST else requested), "endingOffsets"
     if start > end:
         raise OptionError(

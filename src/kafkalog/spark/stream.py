@@ -23,10 +23,13 @@ from pyspark.sql.streaming.datasource import (
 from kafkalog.log import Log
 from kafkalog.spark.options import EARLIEST, LATEST, ReadOptions
 from kafkalog.spark.plan import (
+    DataLossError,
     PartitionRange,
+    check_partitions_named,
     make_splits,
     partition_directories,
     select_partitions,
+    start_by_timestamp,
 )
 from kafkalog.spark.task import aborted_transactions
 
@@ -60,6 +63,16 @@ def _nest(flat: dict[tuple[str, int], int]) -> Offsets:
     return out
 
 
+def _data_lost(opts: ReadOptions, what: str) -> None:
+    """Spark's Kafka source fails a stream whose next offsets are gone, unless
+    ``failOnDataLoss=false``, when it goes on from what is there."""
+    if opts.fail_on_data_loss:
+        raise DataLossError(
+            f"{what}; some data may have been lost. Set failOnDataLoss=false to go on from the "
+            "earliest offset still there"
+        )
+
+
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
@@ -70,10 +83,22 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = {tp: last for tp, (_, _, last) in _ends(self.opts).items()}
 
     def initialOffset(self) -> dict[str, Any]:
-        spec = self.opts.starting_offsets
-        ends = _ends(self.opts)
+        """Where a new query starts, with Spark's precedence: ``startingTimestamp`` or
+        ``startingOffsetsByTimestamp`` through each partition's time index (no match: error or
+        latest, per ``startingOffsetsByTimestampStrategy``), else ``startingOffsets``."""
+        opts = self.opts
+        ends = _ends(opts)
+        check_partitions_named(set(ends), opts)
         flat = {}
-        for (topic, partition), (_, first, last) in ends.items():
+        for (topic, partition), (directory, first, last) in ends.items():
+            if opts.starting_by_timestamp is not None:
+                log = Log(directory, writable=False)
+                try:
+                    flat[(topic, partition)] = start_by_timestamp(log, topic, partition, last, opts)
+                finally:
+                    log.close()
+                continue
+            spec = opts.starting_offsets
             value = spec.get(topic, {}).get(partition, LATEST) if isinstance(spec, dict) else spec
             flat[(topic, partition)] = (
                 first if value == EARLIEST else last if value == LATEST else max(first, value)
@@ -113,11 +138,30 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, stop = _flat(start), _flat(end)
         dirs = partition_directories(self.opts.path)
         ranges = []
+        for tp in sorted(set(begin) - set(stop)):
+            if tp not in dirs:  # a partition read before is gone now
+                _data_lost(self.opts, f"partition {tp[0]}-{tp[1]} is gone from {self.opts.path}")
         for tp, hi in sorted(stop.items()):
             directory = dirs.get(tp)
             if directory is None:
+                if tp in begin and hi > begin[tp]:
+                    _data_lost(
+                        self.opts, f"partition {tp[0]}-{tp[1]} is gone from {self.opts.path}"
+                    )
                 continue
-            lo = begin.get(tp, 0)
+            log = Log(directory, writable=False)
+            try:
+                first = log.log_start_offset
+            finally:
+                log.close()
+            lo = begin.get(tp, first)  # a new partition starts at its earliest offset
+            if lo < first:
+                _data_lost(
+                    self.opts,
+                    f"{tp[0]}-{tp[1]}: offsets {lo} to {first - 1} are gone (retention or "
+                    f"deletion) before this query read them",
+                )
+                lo = first
             if hi > lo:
                 ranges.append(PartitionRange(tp[0], tp[1], directory, lo, hi))
         splits = make_splits(ranges, self.opts)
