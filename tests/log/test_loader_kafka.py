@@ -1,0 +1,121 @@
+"""What Kafka's LogLoader does with a directory a crash left behind (spec §7.9), checked file by
+file: interrupted swaps, a log start offset checkpoint past the log end, ``-delete`` directories.
+Each case cites the Kafka code it follows (storage/.../log/LogLoader.java)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kafkalog.log import EARLIEST_TIMESTAMP, Log, TopicConfig
+from kafkalog.records import Record
+
+T0 = 1_700_000_000_000
+
+
+def rec(i: int) -> Record:
+    return Record.of(b"v%05d" % i * 5, b"k%d" % i, T0 + i)
+
+
+def build(directory: Path, n: int = 30, **config: object) -> list[int]:
+    """A log of ``n`` one-record batches in several segments; returns the segment bases."""
+    log = Log(directory, TopicConfig(segment_bytes=600, file_delete_delay_ms=0, **config))
+    for i in range(n):
+        log.append_records([rec(i)])
+    bases = [s.base_offset for s in log.segments]
+    log.close()
+    return bases
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        n: ((directory / n).read_bytes(), os.stat(directory / n).st_mtime_ns)
+        for n in sorted(os.listdir(directory))
+    }
+
+
+def _interrupted_merge(directory: Path) -> list[int]:
+    """The cleaner merged the first two segments into one ``.swap`` (with its indexes) and
+    crashed before the old segments were renamed ``.deleted`` (LocalLog.replaceSegments)."""
+    bases = build(directory)
+    first, second = bases[0], bases[1]
+    merged = (directory / f"{first:020d}.log").read_bytes() + (
+        directory / f"{second:020d}.log"
+    ).read_bytes()
+    (directory / f"{first:020d}.log.swap").write_bytes(merged)
+    return bases
+
+
+def test_interrupted_swap_replaces_every_segment_it_covers(tmp_path: Path) -> None:
+    # LogLoader.load, second pass: every non-swap file whose offset is in [min swap base,
+    # max swap readNextOffset) is deleted before the swap files are renamed
+    directory = tmp_path / "t-0"
+    bases = _interrupted_merge(directory)
+    snap = directory / f"{bases[1]:020d}.snapshot"
+    snap.write_bytes(b"")  # a producer snapshot inside the swapped range goes too
+    kraft = directory / "00000000000000000005-0000000001.checkpoint.deleted"
+    kraft.write_bytes(b"")  # left to the metadata log's own recovery
+    log = Log(directory, TopicConfig(segment_bytes=600), had_clean_shutdown=True)
+    assert [s.base_offset for s in log.segments] == [bases[0], *bases[2:]]
+    assert [r.offset for r in log.records()] == list(range(30))
+    names = os.listdir(directory)
+    assert f"{bases[1]:020d}.log" not in names and not snap.exists()
+    assert not any(n.endswith(".swap") for n in names)
+    assert kraft.exists()
+    log.close()
+
+
+def test_read_only_sees_an_interrupted_swap_as_kafka_will_load_it(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    bases = _interrupted_merge(directory)
+    before = snapshot(directory)
+    with Log(directory, writable=False) as log:
+        assert [s.base_offset for s in log.segments] == [bases[0], *bases[2:]]
+        assert [r.offset for r in log.records()] == list(range(30))
+    assert snapshot(directory) == before
+
+
+def test_log_start_checkpoint_beyond_the_log_end_empties_the_log(tmp_path: Path) -> None:
+    # LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: every segment deleted, the epoch
+    # cache cleared, one empty segment created at the checkpointed log start offset
+    directory = tmp_path / "t-0"
+    build(directory)
+    log = Log(directory, TopicConfig(segment_bytes=600), log_start_offset=100)
+    assert [s.base_offset for s in log.segments] == [100]
+    assert (log.log_start_offset, log.log_end_offset) == (100, 100)
+    assert log.recovery_point == 0  # unclean: min(recovery point checkpoint, log end)
+    assert list(log.records()) == []
+    assert log.offsets_for_times(EARLIEST_TIMESTAMP).offset == 100
+    assert [n for n in os.listdir(directory) if n.endswith(".log")] == [f"{100:020d}.log"]
+    assert len(log.leader_epochs) == 0
+    log.close()
+
+
+def test_log_start_checkpoint_beyond_the_log_end_read_only(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    build(directory)
+    before = snapshot(directory)
+    with Log(directory, writable=False, log_start_offset=100) as log:
+        assert (log.log_start_offset, log.log_end_offset) == (100, 100)
+        assert log.segments == [] and list(log.records()) == []
+    assert snapshot(directory) == before
+
+
+def test_delete_directory_is_not_recovered(tmp_path: Path) -> None:
+    # LogLoader.load: recoverLog is skipped for a directory ending in -delete
+    directory = tmp_path / "t-0"
+    build(directory)
+    active = sorted(n for n in os.listdir(directory) if n.endswith(".log"))[-1]
+    with open(directory / active, "r+b") as f:
+        f.truncate(os.path.getsize(directory / active) - 5)  # a torn last batch
+    doomed = tmp_path / "t-0.0123456789abcdef0123456789abcdef-delete"
+    os.rename(directory, doomed)
+    size = os.path.getsize(doomed / active)
+    log = Log(doomed, TopicConfig(segment_bytes=600))
+    assert os.path.getsize(doomed / active) == size  # not cut: not recovered
+    log.close()
+    os.rename(doomed, directory)
+    log = Log(directory, TopicConfig(segment_bytes=600))  # the same files, recovered
+    assert os.path.getsize(directory / active) < size
+    assert log.log_end_offset == 29
+    log.close()
