@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from kafkalog.log import EARLIEST_TIMESTAMP, Log, TopicConfig
-from kafkalog.records import Record
+from kafkalog.records import Record, encode_batch
 
 T0 = 1_700_000_000_000
 
@@ -118,4 +118,21 @@ def test_delete_directory_is_not_recovered(tmp_path: Path) -> None:
     log = Log(directory, TopicConfig(segment_bytes=600))  # the same files, recovered
     assert os.path.getsize(directory / active) < size
     assert log.log_end_offset == 29
+    log.close()
+
+
+def test_truncate_fully_and_start_at_clears_the_leader_epoch_cache(tmp_path: Path) -> None:
+    # UnifiedLog.truncateFullyAndStartAt (a follower out of range of its leader, or a
+    # truncation below the first segment): leaderEpochCache.clearAndFlush()
+    directory = tmp_path / "t-0"
+    log = Log(directory, TopicConfig(segment_bytes=600, file_delete_delay_ms=0))
+    for i in range(30):
+        log.append(encode_batch([rec(i)], partition_leader_epoch=3 + i // 10))
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset) == (100, 100)
+    assert len(log.leader_epochs) == 0
+    checkpoint = (directory / "leader-epoch-checkpoint").read_text()
+    assert checkpoint == "0\n0\n"  # written at once, as clearAndFlush does
+    log.append(encode_batch([rec(100)], partition_leader_epoch=9))
+    assert [tuple(e) for e in log.leader_epochs] == [(9, 100)]
     log.close()

@@ -954,14 +954,17 @@ class Log:
         self._txn_state = TxnState()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
         self._require_writable("truncate")
         for base in list(self._bases):
             self._delete_segment(self._segments[base])
         self._add(self._open_segment(offset, exists=False))
         self.log_end_offset = self.log_start_offset = self.recovery_point = offset
         if self.leader_epochs is not None:
-            self.leader_epochs.truncate_from_end(offset)
-            self.leader_epochs.truncate_from_start(offset)
+            # Kafka's clearAndFlush: no epoch is known for a log that starts over, and the
+            # file is rewritten at once
+            self.leader_epochs.clear()
+            self.write_checkpoints()
 
     # -- durability ---------------------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
