@@ -136,3 +136,28 @@ def test_truncate_fully_and_start_at_clears_the_leader_epoch_cache(tmp_path: Pat
     log.append(encode_batch([rec(100)], partition_leader_epoch=9))
     assert [tuple(e) for e in log.leader_epochs] == [(9, 100)]
     log.close()
+
+
+def test_truncation_and_retention_remove_producer_snapshots(tmp_path: Path) -> None:
+    # ProducerStateManager.truncateAndReload deletes snapshots past the new log end;
+    # truncateFullyAndStartAt deletes them all; retention takes each deleted segment's own
+    # (UnifiedLog.deleteProducerSnapshots)
+    directory = tmp_path / "t-0"
+    bases = build(directory)
+    for offset in (*bases, 30):
+        (directory / f"{offset:020d}.snapshot").write_bytes(b"")
+    config = TopicConfig(segment_bytes=600, file_delete_delay_ms=0, retention_ms=-1)
+    log = Log(directory, config)
+
+    def snapshots() -> list[int]:
+        return sorted(int(n[:20]) for n in os.listdir(directory) if n.endswith(".snapshot"))
+
+    log.truncate_to(bases[3] + 1)
+    assert snapshots() == bases[:4]
+    log.increment_log_start_offset(bases[2])
+    log.delete_old_segments()
+    assert [s.base_offset for s in log.segments] == bases[2:4]
+    assert snapshots() == bases[2:4]
+    log.truncate_fully_and_start_at(100)
+    assert snapshots() == []
+    log.close()

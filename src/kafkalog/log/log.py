@@ -24,6 +24,7 @@ from kafkalog.log.layout import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
@@ -922,6 +923,25 @@ class Log:
             seg.delete_if_exists()
         else:
             seg.close_handlers()
+        # the segment's producer snapshot goes with it (UnifiedLog.deleteProducerSnapshots)
+        snapshot = os.path.join(self.directory, f"{seg.base_offset:020d}{SNAPSHOT_SUFFIX}")
+        with contextlib.suppress(FileNotFoundError):
+            if self.config.file_delete_delay_ms == 0:
+                os.remove(snapshot)
+            else:
+                os.replace(snapshot, snapshot + DELETED_SUFFIX)
+
+    def _delete_snapshots_above(self, offset: int) -> None:
+        """Kafka's ProducerStateManager.truncateAndReload: after a truncation every producer
+        snapshot past the new log end is deleted at once. Left behind, one would describe
+        records that are gone, and :meth:`last_stable_offset` would trust it once the log
+        grew past it again."""
+        from kafkalog.log.producer_snapshot import snapshot_offsets
+
+        for found in snapshot_offsets(self.directory):
+            if found > offset:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.directory, f"{found:020d}{SNAPSHOT_SUFFIX}"))
 
     def increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start forward (segments below go at the next retention)."""
@@ -951,6 +971,7 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, offset)
         if self.leader_epochs is not None:
             self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self._delete_snapshots_above(offset)
         self._txn_state = TxnState()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -958,6 +979,7 @@ class Log:
         self._require_writable("truncate")
         for base in list(self._bases):
             self._delete_segment(self._segments[base])
+        self._delete_snapshots_above(-1)  # ProducerStateManager.truncateFullyAndStartAt
         self._add(self._open_segment(offset, exists=False))
         self.log_end_offset = self.log_start_offset = self.recovery_point = offset
         if self.leader_epochs is not None:
