@@ -161,3 +161,24 @@ def test_truncation_and_retention_remove_producer_snapshots(tmp_path: Path) -> N
     log.truncate_fully_and_start_at(100)
     assert snapshots() == []
     log.close()
+
+
+def test_read_only_reads_a_damaged_tail_as_recovery_would_cut_it(tmp_path: Path) -> None:
+    # LogSegment.recover cuts the log at the first invalid batch: preallocated zeros
+    # (log.preallocate=true, or a crash) or a torn write. A read-only reader cannot cut, but
+    # must see the same records instead of failing to open the log.
+    directory = tmp_path / "t-0"
+    build(directory)
+    active = directory / sorted(n for n in os.listdir(directory) if n.endswith(".log"))[-1]
+    whole = active.read_bytes()
+    for tail in (b"\x00" * 4096, b"\xff" * 40, whole[-60:-20] + b"\x00" * 30):
+        active.write_bytes(whole + tail)
+        before = snapshot(directory)
+        with Log(directory, writable=False) as log:
+            assert log.log_end_offset == 30
+            assert [r.offset for r in log.records()] == list(range(30))
+            log.refresh()
+            assert log.log_end_offset == 30
+        with Log(directory, writable=False, log_start_offset=20) as log:
+            assert (log.log_start_offset, log.log_end_offset) == (20, 30)
+        assert snapshot(directory) == before

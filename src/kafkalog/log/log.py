@@ -190,7 +190,7 @@ class Log:
         if self.writable:
             active.offset_index.get().resize(self.config.segment_index_bytes)
             active.time_index.get().resize(self.config.segment_index_bytes)
-        self.log_end_offset = active.read_next_offset()
+        self.log_end_offset = self._read_next_offset(active)
         first_base = self._bases[0]
         self.log_start_offset = max(log_start or 0, first_base)
         self.recovery_point = (
@@ -212,6 +212,18 @@ class Log:
                 return True  # (Kafka would start an empty time index; a rebuilt one finds times)
         return False
 
+    def _read_next_offset(self, active: LogSegment) -> int:
+        """The log end offset. A read-only log whose active segment ends in bytes that are no
+        batch (preallocated zeros, a torn write: what a writable open's recovery cuts) ends
+        where recovery would cut it, with the file left as it is."""
+        try:
+            return active.read_next_offset()
+        except CorruptRecordError:
+            if self.writable:
+                raise
+        active.log.size = active.valid_size()
+        return active.read_next_offset()
+
     def _marked_for_deletion(self) -> bool:
         """A ``<topic>-<partition>.<id>-delete`` directory: Kafka's LogLoader skips recovering
         it (it is about to go), so nothing in it is cut or rebuilt."""
@@ -222,7 +234,7 @@ class Log:
         checkpointed log start offset (segment files deleted behind the broker's back), every
         segment goes and the leader-epoch cache is cleared; the caller then starts an empty
         segment at the log start offset. Read-only, the segments are only left out of view."""
-        if not self._bases or self.active_segment.read_next_offset() >= log_start:
+        if not self._bases or self._read_next_offset(self.active_segment) >= log_start:
             return
         for seg in self.segments:
             if self.writable:
@@ -419,7 +431,7 @@ class Log:
         for seg in self._segments.values():
             seg.refresh()
         if self._bases:
-            self.log_end_offset = self.active_segment.read_next_offset()
+            self.log_end_offset = self._read_next_offset(self.active_segment)
             self.log_start_offset = max(self.log_start_offset, self._bases[0])
 
     # -- appending -----------------------------------------------------------------------------
