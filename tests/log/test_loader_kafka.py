@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
+from kafkalog.errors import IndexOffsetOverflowError
 from kafkalog.log import EARLIEST_TIMESTAMP, Log, TopicConfig
 from kafkalog.records import Record, encode_batch
 
@@ -182,3 +185,20 @@ def test_read_only_reads_a_damaged_tail_as_recovery_would_cut_it(tmp_path: Path)
         with Log(directory, writable=False, log_start_offset=20) as log:
             assert (log.log_start_offset, log.log_end_offset) == (20, 30)
         assert snapshot(directory) == before
+
+
+def test_recovery_does_not_empty_a_segment_whose_offsets_overflow_it(tmp_path: Path) -> None:
+    # A legacy segment (KAFKA-6264) holding offsets that do not fit 32 bits past its base:
+    # LogSegment.recover throws LogSegmentOffsetOverflowException, which recoverLog does not
+    # catch (only InvalidOffsetException | IOException empty a segment); Kafka splits it.
+    # kafkalog cannot split, but must not destroy the records either: a clear error instead.
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    data = encode_batch([rec(1)], base_offset=2**31 + 5)
+    path = directory / f"{0:020d}.log"
+    path.write_bytes(data)
+    (directory / f"{0:020d}.index").write_bytes(b"")
+    (directory / f"{0:020d}.timeindex").write_bytes(b"")
+    with pytest.raises(IndexOffsetOverflowError, match=f"{0:020d}.log"):
+        Log(directory, TopicConfig())
+    assert path.read_bytes() == data

@@ -36,6 +36,7 @@ from kafkalog.log.segment import (
     LogSegment,
     RollParams,
     SegmentConfig,
+    SegmentOverflowError,
     TimestampAndOffset,
     TxnState,
 )
@@ -355,6 +356,10 @@ class Log:
             seg = self._segments[base]
             try:
                 truncated = seg.recover(self._leader_epoch_cache_or_none(), state)
+            except SegmentOverflowError:
+                # Kafka's recoverLog lets this through (the loader splits the segment); emptying
+                # the segment would throw away every record in it
+                raise
             except KafkalogError:
                 seg.truncate_to(seg.base_offset)
                 truncated = 1
