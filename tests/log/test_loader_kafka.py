@@ -5,6 +5,7 @@ Each case cites the Kafka code it follows (storage/.../log/LogLoader.java)."""
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,17 @@ def test_recovery_does_not_empty_a_segment_whose_offsets_overflow_it(tmp_path: P
     with pytest.raises(IndexOffsetOverflowError, match=f"{0:020d}.log"):
         Log(directory, TopicConfig())
     assert path.read_bytes() == data
+
+
+def test_a_transaction_index_that_fails_its_sanity_check_is_rebuilt(tmp_path: Path) -> None:
+    # LogLoader.loadSegmentFiles: segment.sanityCheck -> txnIndex.sanityCheck throws
+    # CorruptIndexException (an entry ending before the segment's base) -> recoverSegment
+    directory = tmp_path / "t-0"
+    bases = build(directory)
+    txn = directory / f"{bases[1]:020d}.txnindex"
+    entry = struct.pack(">hqqqq", 0, 42, 0, 1, 2)  # aborted txn ending at offset 1 < base
+    txn.write_bytes(entry)
+    log = Log(directory, TopicConfig(segment_bytes=600), had_clean_shutdown=True)
+    assert [r.offset for r in log.records()] == list(range(30))
+    log.close()
+    assert not txn.exists() or txn.read_bytes() == b""

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog import files
-from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError, ReadOnlyError
+from kafkalog.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkalogError,
+    ReadOnlyError,
+)
 from kafkalog.log.layout import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -211,6 +217,15 @@ class Log:
                     return True
             except FileNotFoundError:
                 return True  # (Kafka would start an empty time index; a rebuilt one finds times)
+        # Kafka's LogSegment.sanityCheck also checks the transaction index, and the loader
+        # rebuilds a segment whose .txnindex fails it (CorruptIndexException)
+        try:
+            if os.path.getsize(seg.txn_index.path):
+                seg.txn_index.sanity_check()
+        except FileNotFoundError:
+            pass
+        except CorruptIndexError:
+            return True
         return False
 
     def _read_next_offset(self, active: LogSegment) -> int:
