@@ -18,12 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog import files
-from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkalogError, ReadOnlyError
+from kafkalog.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkalogError,
+    ReadOnlyError,
+)
 from kafkalog.log.layout import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
@@ -36,6 +43,7 @@ from kafkalog.log.segment import (
     LogSegment,
     RollParams,
     SegmentConfig,
+    SegmentOverflowError,
     TimestampAndOffset,
     TxnState,
 )
@@ -54,6 +62,8 @@ from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+# KRaft snapshots marked for deletion are left to the metadata log's own recovery (LogLoader)
+_KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
 
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
@@ -152,8 +162,11 @@ class Log:
     def _load(self, recovery_point: int, log_start: int | None, clean: bool) -> None:
         sizes = None if self.writable else files.listed_sizes(self.directory)
         names = sorted(files.listdir(self.directory) if sizes is None else sizes)
+        swapped: set[str] = set()
         if self.writable:
             names = self._remove_temp_files(names)
+        else:
+            names, swapped = self._swapped_view(names, sizes)
         logs = sorted((offset_from_filename(n), n) for n in names if is_segment_log(n))
         if self.writable:
             for n in names:
@@ -162,8 +175,12 @@ class Log:
                 if index_file and stem.isdigit() and stem + LOG_SUFFIX not in names:
                     os.remove(os.path.join(self.directory, n))  # orphaned index
         for base, name in logs:
+            suffix = SWAP_SUFFIX if name in swapped else ""
             seg = self._open_segment(
-                base, exists=True, listed_size=None if sizes is None else sizes[name]
+                base,
+                exists=True,
+                listed_size=None if sizes is None else sizes[name + suffix],
+                suffix=suffix,
             )
             if self.writable and self._index_damaged(seg):
                 seg.recover(self._leader_epoch_cache_or_none(), self._txn_state)
@@ -171,8 +188,10 @@ class Log:
         self._load_leader_epochs()
         if self.writable:
             self._ensure_partition_metadata()
-        if self.writable and not clean:
+        if self.writable and not clean and not self._marked_for_deletion():
             self._recover(recovery_point)
+        if log_start is not None:
+            self._drop_segments_below_log_start(log_start)
         if not self._bases:
             if not self.writable:
                 self.recovery_point = self.log_start_offset = self.log_end_offset = log_start or 0
@@ -182,7 +201,7 @@ class Log:
         if self.writable:
             active.offset_index.get().resize(self.config.segment_index_bytes)
             active.time_index.get().resize(self.config.segment_index_bytes)
-        self.log_end_offset = active.read_next_offset()
+        self.log_end_offset = self._read_next_offset(active)
         first_base = self._bases[0]
         self.log_start_offset = max(log_start or 0, first_base)
         self.recovery_point = (
@@ -202,38 +221,130 @@ class Log:
                     return True
             except FileNotFoundError:
                 return True  # (Kafka would start an empty time index; a rebuilt one finds times)
+        # Kafka's LogSegment.sanityCheck also checks the transaction index, and the loader
+        # rebuilds a segment whose .txnindex fails it (CorruptIndexException)
+        try:
+            if os.path.getsize(seg.txn_index.path):
+                seg.txn_index.sanity_check()
+        except FileNotFoundError:
+            pass
+        except CorruptIndexError:
+            return True
         return False
 
-    def _remove_temp_files(self, names: list[str]) -> list[str]:
-        """Pass 1 of Kafka's loader: drop ``.deleted`` and ``.cleaned`` files, and ``.swap``
-        files of an unfinished operation; complete the swap of a finished one."""
-        keep = []
-        swaps = []
-        cleaned_min: int | None = None
-        for n in names:
-            path = os.path.join(self.directory, n)
-            if n.endswith(DELETED_SUFFIX):
-                os.remove(path)
-            elif n.endswith(CLEANED_SUFFIX):
-                off = offset_from_filename(n)
-                cleaned_min = off if cleaned_min is None else min(cleaned_min, off)
-                os.remove(path)
-            elif n.endswith(SWAP_SUFFIX):
-                swaps.append(n)
+    def _read_next_offset(self, active: LogSegment) -> int:
+        """The log end offset. A read-only log whose active segment ends in bytes that are no
+        batch (preallocated zeros, a torn write: what a writable open's recovery cuts) ends
+        where recovery would cut it, with the file left as it is."""
+        try:
+            return active.read_next_offset()
+        except CorruptRecordError:
+            if self.writable:
+                raise
+        active.log.size = active.valid_size()
+        return active.read_next_offset()
+
+    def _marked_for_deletion(self) -> bool:
+        """A ``<topic>-<partition>.<id>-delete`` directory: Kafka's LogLoader skips recovering
+        it (it is about to go), so nothing in it is cut or rebuilt."""
+        return os.path.basename(os.path.normpath(self.directory)).endswith("-delete")
+
+    def _drop_segments_below_log_start(self, log_start: int) -> None:
+        """Kafka's ``deleteSegmentsIfLogStartGreaterThanLogEnd``: when the log ends before the
+        checkpointed log start offset (segment files deleted behind the broker's back), every
+        segment goes and the leader-epoch cache is cleared; the caller then starts an empty
+        segment at the log start offset. Read-only, the segments are only left out of view."""
+        if not self._bases or self._read_next_offset(self.active_segment) >= log_start:
+            return
+        for seg in self.segments:
+            if self.writable:
+                self._delete_segment(seg)
             else:
-                keep.append(n)
+                seg.close_handlers()
+        self._bases.clear()
+        self._segments.clear()
+        if self.leader_epochs is not None:
+            self.leader_epochs.clear()
+            self.write_checkpoints()
+
+    def _swap_plan(
+        self, names: list[str], sizes: dict[str, int] | None
+    ) -> tuple[list[str], set[str]]:
+        """Kafka's loader passes 1 and 2 without touching anything: the ``.swap`` files that
+        complete an operation (those at or above the lowest ``.cleaned`` offset belong to an
+        unfinished split, KAFKA-6264) and the other files they replace, which are all files
+        whose name starts with an offset in [lowest swap base, highest swap end): a cleaner
+        run merges several segments into one ``.swap``, so the old ones must go, not only
+        the one of the same name."""
+        cleaned = [offset_from_filename(n) for n in names if n.endswith(CLEANED_SUFFIX)]
+        min_cleaned = min(cleaned, default=None)
+        swaps = [
+            n
+            for n in names
+            if n.endswith(SWAP_SUFFIX)
+            and (min_cleaned is None or offset_from_filename(n) < min_cleaned)
+        ]
+        low: int | None = None
+        high: int | None = None
         for n in swaps:
-            path = os.path.join(self.directory, n)
-            if cleaned_min is not None and offset_from_filename(n) >= cleaned_min:
-                os.remove(path)
+            if not is_segment_log(n[: -len(SWAP_SUFFIX)]):
                 continue
-            target = n[: -len(SWAP_SUFFIX)]
-            os.replace(path, os.path.join(self.directory, target))
-            keep.append(target)
-        return sorted(keep)
+            base = offset_from_filename(n)
+            seg = LogSegment(
+                self.directory,
+                base,
+                self.config,
+                writable=False,  # only read: no index file is created for the swap
+                suffix=SWAP_SUFFIX,
+                clock=self.clock,
+                limits=self.limits,
+                listed_size=None if sizes is None else sizes[n],
+            )
+            try:
+                end = seg.read_next_offset()
+            finally:
+                seg.close_handlers()
+            low = base if low is None else min(low, base)
+            high = end if high is None else max(high, end)
+        replaced: set[str] = set()
+        if low is not None and high is not None:
+            for n in names:
+                prefix, dot, _ = n.partition(".")
+                swap = n.endswith(SWAP_SUFFIX)
+                if dot and prefix.isdigit() and not swap and low <= int(prefix) < high:
+                    replaced.add(n)
+        return swaps, replaced
+
+    def _swapped_view(
+        self, names: list[str], sizes: dict[str, int] | None
+    ) -> tuple[list[str], set[str]]:
+        """Read-only: the file names as Kafka's loader will leave them after completing an
+        interrupted swap, and which of them are still on disk with a ``.swap`` suffix."""
+        swaps, replaced = self._swap_plan(names, sizes)
+        targets = {n[: -len(SWAP_SUFFIX)] for n in swaps}
+        kept = {n for n in names if n not in replaced and not n.endswith(SWAP_SUFFIX)}
+        return sorted(kept | targets), targets
+
+    def _remove_temp_files(self, names: list[str]) -> list[str]:
+        """Kafka's loader passes 1-3: delete ``.deleted`` and ``.cleaned`` files and the
+        ``.swap`` files of an unfinished split, delete the files a finished swap replaces,
+        then rename the swap files into place. Returns the names left."""
+        swaps, replaced = self._swap_plan(names, None)
+        for n in names:
+            drop = n.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)) or (
+                n.endswith(SWAP_SUFFIX) and n not in swaps
+            )
+            if (drop and not n.endswith(_KRAFT_SNAPSHOT_DELETED)) or n in replaced:
+                os.remove(os.path.join(self.directory, n))
+        for n in swaps:
+            os.replace(
+                os.path.join(self.directory, n),
+                os.path.join(self.directory, n[: -len(SWAP_SUFFIX)]),
+            )
+        return sorted(files.listdir(self.directory))
 
     def _open_segment(
-        self, base: int, *, exists: bool, listed_size: int | None = None
+        self, base: int, *, exists: bool, listed_size: int | None = None, suffix: str = ""
     ) -> LogSegment:
         return LogSegment(
             self.directory,
@@ -241,6 +352,7 @@ class Log:
             self.config,
             writable=self.writable,
             file_already_exists=exists,
+            suffix=suffix,
             clock=self.clock,
             limits=self.limits,
             listed_size=listed_size,
@@ -263,6 +375,10 @@ class Log:
             seg = self._segments[base]
             try:
                 truncated = seg.recover(self._leader_epoch_cache_or_none(), state)
+            except SegmentOverflowError:
+                # Kafka's recoverLog lets this through (the loader splits the segment); emptying
+                # the segment would throw away every record in it
+                raise
             except KafkalogError:
                 seg.truncate_to(seg.base_offset)
                 truncated = 1
@@ -328,17 +444,18 @@ class Log:
         if self.writable:
             return
         names = files.listdir(self.directory)
-        for base in sorted(offset_from_filename(n) for n in names if is_segment_log(n)):
-            if base not in self._segments:
-                self._add(self._open_segment(base, exists=True))
+        # gone first: a segment seen as ``.swap`` that the broker renamed is then opened again
         for base in list(self._bases):
             if not files.exists(self._segments[base].log.path):
                 self._bases.remove(base)
                 del self._segments[base]
+        for base in sorted(offset_from_filename(n) for n in names if is_segment_log(n)):
+            if base not in self._segments:
+                self._add(self._open_segment(base, exists=True))
         for seg in self._segments.values():
             seg.refresh()
         if self._bases:
-            self.log_end_offset = self.active_segment.read_next_offset()
+            self.log_end_offset = self._read_next_offset(self.active_segment)
             self.log_start_offset = max(self.log_start_offset, self._bases[0])
 
     # -- appending -----------------------------------------------------------------------------
@@ -842,6 +959,25 @@ class Log:
             seg.delete_if_exists()
         else:
             seg.close_handlers()
+        # the segment's producer snapshot goes with it (UnifiedLog.deleteProducerSnapshots)
+        snapshot = os.path.join(self.directory, f"{seg.base_offset:020d}{SNAPSHOT_SUFFIX}")
+        with contextlib.suppress(FileNotFoundError):
+            if self.config.file_delete_delay_ms == 0:
+                os.remove(snapshot)
+            else:
+                os.replace(snapshot, snapshot + DELETED_SUFFIX)
+
+    def _delete_snapshots_above(self, offset: int) -> None:
+        """Kafka's ProducerStateManager.truncateAndReload: after a truncation every producer
+        snapshot past the new log end is deleted at once. Left behind, one would describe
+        records that are gone, and :meth:`last_stable_offset` would trust it once the log
+        grew past it again."""
+        from kafkalog.log.producer_snapshot import snapshot_offsets
+
+        for found in snapshot_offsets(self.directory):
+            if found > offset:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.directory, f"{found:020d}{SNAPSHOT_SUFFIX}"))
 
     def increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start forward (segments below go at the next retention)."""
@@ -871,17 +1007,22 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, offset)
         if self.leader_epochs is not None:
             self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self._delete_snapshots_above(offset)
         self._txn_state = TxnState()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
         self._require_writable("truncate")
         for base in list(self._bases):
             self._delete_segment(self._segments[base])
+        self._delete_snapshots_above(-1)  # ProducerStateManager.truncateFullyAndStartAt
         self._add(self._open_segment(offset, exists=False))
         self.log_end_offset = self.log_start_offset = self.recovery_point = offset
         if self.leader_epochs is not None:
-            self.leader_epochs.truncate_from_end(offset)
-            self.leader_epochs.truncate_from_start(offset)
+            # Kafka's clearAndFlush: no epoch is known for a log that starts over, and the
+            # file is rewritten at once
+            self.leader_epochs.clear()
+            self.write_checkpoints()
 
     # -- durability ---------------------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:

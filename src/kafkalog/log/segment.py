@@ -676,6 +676,20 @@ class LogSegment:
         self.bytes_since_last_index_entry = valid - last_index_entry
         return truncated
 
+    def valid_size(self) -> int:
+        """Where :meth:`recover` would cut the ``.log``, found without cutting it: the end of
+        the last batch before the first one that fails to parse or to pass its CRC. A
+        read-only reader of a crashed (or preallocating) broker's directory ends the segment
+        there, as the broker will once it recovers."""
+        valid = 0
+        try:
+            for batch in self.log.entries(0, limits=self.limits):
+                batch.ensure_valid()
+                valid = batch.position + batch.size_in_bytes
+        except CorruptRecordError:
+            pass
+        return valid
+
     def _read_largest_timestamp(self) -> TimestampOffset:
         tindex = self._time_index()
         last = tindex.last_entry if tindex is not None else TimestampOffset(-1, self.base_offset)
