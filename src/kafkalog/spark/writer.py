@@ -25,9 +25,12 @@ from pyspark.sql.types import StructType
 from kafkalog.errors import KafkalogError
 from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
 from kafkalog.log.layout import validate_topic
-from kafkalog.records import Compression, LogReader, encode_arrow
+from kafkalog.records import Compression, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
 from kafkalog.spark.options import OptionError, local_path
+
+_LENGTH_END = 12  # a batch's base offset and length: the length counts the bytes after them
+_MIN_BATCH_LENGTH = 49  # the rest of a v2 batch header
 
 WRITE_OPTIONS = {
     "path",
@@ -283,15 +286,21 @@ def _key_partitions(column: pa.ChunkedArray, rows: np.ndarray, count: int) -> np
 
 def _append_file(log: Any, path: str) -> None:
     """Append a staging file's batches to ``log`` one by one, as a leader appends producer
-    batches, so the indexes come out as a broker's would."""
+    batches, so the indexes come out as a broker's would. Read batch by batch: a task's file
+    can be larger than the driver's memory."""
     with open(path, "rb") as f:
-        data = f.read()
-    reader = LogReader(data, path=path, verify_crc=True)
-    view = memoryview(data)
-    for entry in reader:
-        log.append(view[entry.position : entry.position + entry.size_in_bytes])
-    if reader.incomplete_tail is not None:
-        raise KafkalogError(f"staging file {path} ends with an incomplete batch")
+        size = os.fstat(f.fileno()).st_size
+        position = 0
+        while position < size:
+            head = f.read(_LENGTH_END)
+            length = int.from_bytes(head[8:_LENGTH_END], "big", signed=True)
+            end = position + _LENGTH_END + length
+            if len(head) < _LENGTH_END or length < _MIN_BATCH_LENGTH or end > size:
+                raise KafkalogError(
+                    f"staging file {path} has no whole batch at byte {position} ({size} bytes)"
+                )
+            log.append(head + f.read(length))
+            position = end
 
 
 def _partition_counts(path: str) -> dict[str, int]:
