@@ -107,21 +107,23 @@ def check_input_schema(schema: StructType, topic_option: str | None) -> None:
         TimestampType,
     )
 
-    header = [("key", StringType()), ("value", BinaryType())]
+    def header_ok(t: Any) -> bool:  # Spark's value is binary; a string one goes as UTF-8
+        if not isinstance(t, ArrayType) or not isinstance(t.elementType, StructType):
+            return False
+        fields = t.elementType.fields
+        return (
+            [f.name for f in fields] == ["key", "value"]
+            and isinstance(fields[0].dataType, StringType)
+            and isinstance(fields[1].dataType, (StringType, BinaryType))
+        )
+
     allowed: dict[str, tuple[str, Any]] = {
         "key": ("string or binary", lambda t: isinstance(t, (StringType, BinaryType))),
         "value": ("string or binary", lambda t: isinstance(t, (StringType, BinaryType))),
         "topic": ("string", lambda t: isinstance(t, StringType)),
         "partition": ("int", lambda t: isinstance(t, IntegerType)),
         "timestamp": ("timestamp", lambda t: isinstance(t, TimestampType)),
-        "headers": (
-            "array<struct<key:string,value:binary>>",
-            lambda t: (
-                isinstance(t, ArrayType)
-                and isinstance(t.elementType, StructType)
-                and [(f.name, f.dataType) for f in t.elementType.fields] == header
-            ),
-        ),
+        "headers": ("array<struct<key:string,value:binary>>", header_ok),
     }
     fields = {f.name: f.dataType for f in schema.fields}
     if "value" not in fields:
