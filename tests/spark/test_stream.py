@@ -20,6 +20,43 @@ def _append(directory: Path, start: int, n: int) -> None:
             log.append_records([Record.of(b"v%d" % i, b"k", T0 + i)])
 
 
+def _run_available_now(
+    spark: Any,
+    data: Path,
+    out: Path,
+    checkpoint: Path,
+    columns: tuple[str, ...] = ("partition", "offset"),
+    **options: str,
+) -> None:
+    """One Trigger.AvailableNow run of a stream over ``data`` into Parquet files in ``out``."""
+    reader = spark.readStream.format("kafkalog").option("path", str(data))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = (
+        reader.load()
+        .selectExpr(*columns)
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+
+
+def _available_now(spark: Any, data: Path, checkpoint: Path, name: str, **options: str) -> Any:
+    """(partition, offset) of every row one run reads, written beside ``checkpoint`` (a memory
+    sink cannot resume from a checkpoint)."""
+    out = checkpoint.parent / f"out-{name}"
+    _run_available_now(spark, data, out, checkpoint, **options)
+    parts = sorted(out.glob("part-*.parquet"))  # the files, not the sink's log of another run
+    if not parts:
+        return []
+    rows = spark.read.parquet(*map(str, parts)).collect()
+    return sorted((r.partition, r.offset) for r in rows)
+
+
 def test_available_now_reads_everything_then_new_data(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
     _append(data / "s-0", 0, 40)
@@ -28,21 +65,15 @@ def test_available_now_reads_everything_then_new_data(spark: Any, tmp_path: Path
     checkpoint = tmp_path / "checkpoint"
 
     def run() -> None:
-        query = (
-            spark.readStream.format("kafkalog")
-            .option("path", str(data))
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "20")
-            .load()
-            .selectExpr("partition", "offset", "cast(value as string) as value")
-            .writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
+        _run_available_now(
+            spark,
+            data,
+            out,
+            checkpoint,
+            ("partition", "offset", "cast(value as string) as value"),
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger="20",
         )
-        query.awaitTermination(120)
-        assert query.exception() is None
 
     run()
     rows = spark.read.parquet(str(out)).collect()
@@ -71,31 +102,6 @@ def test_stream_starts_at_latest_by_default(spark: Any, tmp_path: Path) -> None:
     )
     query.awaitTermination(120)
     assert spark.sql("select count(*) as n from latest_default").collect()[0].n == 0
-
-
-def _available_now(spark: Any, data: Path, checkpoint: Path, name: str, **options: str) -> Any:
-    """(partition, offset) of every row one Trigger.AvailableNow run reads, written to Parquet
-    under ``checkpoint``'s parent (a memory sink cannot resume from a checkpoint)."""
-    reader = spark.readStream.format("kafkalog").option("path", str(data))
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    out = checkpoint.parent / f"out-{name}"
-    query = (
-        reader.load()
-        .selectExpr("partition", "offset")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
-    assert query.exception() is None
-    parts = sorted(out.glob("part-*.parquet"))  # the files, not the sink's log of another run
-    if not parts:
-        return []
-    rows = spark.read.parquet(*map(str, parts)).collect()
-    return sorted((r.partition, r.offset) for r in rows)
 
 
 def test_stream_starts_at_a_timestamp(spark: Any, tmp_path: Path) -> None:
