@@ -1,0 +1,83 @@
+"""The ``kafkalog`` commands on damaged copies of real fixtures: every bad byte ends in one
+clear line naming the file (and the byte, when there is one), a non-zero status, no traceback,
+and the damaged directory left exactly as it was."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+
+from clirun import kafkalog, tree_snapshot
+
+from provenance import FIXTURES
+
+JAVA = FIXTURES / "kafka-4.0-snapshot-javacode"
+SEG = "00000000000000000000"
+
+
+def _copy(tmp_path: Path, name: str = "v2-none-0") -> Path:
+    target = tmp_path / name
+    shutil.copytree(JAVA / name, target)
+    os.chmod(target, 0o755)
+    for p in target.iterdir():
+        os.chmod(p, 0o644)
+    return target
+
+
+def _no_traceback(result: object) -> None:
+    assert "Traceback" not in result.stderr, result.stderr  # type: ignore[attr-defined]
+    assert "struct.error" not in result.stderr  # type: ignore[attr-defined]
+
+
+def test_negative_index_position_is_not_read_from_the_log(tmp_path: Path) -> None:
+    """An offset-index entry of all 0xff bytes (relative offset -1, position -1) used to reach
+    ``os.pread`` (a bare "[Errno 22] Invalid argument") or ``struct.unpack_from`` at byte -1.
+    It is not a real entry: lookups fall back to a scan, and verify names the damage."""
+    part = _copy(tmp_path)
+    index = part / f"{SEG}.index"
+    index.write_bytes(b"\xff" * 8)
+    before = tree_snapshot(part)
+
+    found = kafkalog("lookup", str(part), "--offset", "3")
+    _no_traceback(found)
+    assert found.returncode == 0, found.stderr
+    assert '"offset": 3' in found.stdout
+
+    png = str(tmp_path / "t.png")
+    for cmd in (
+        ("cat", str(part), "--offset", "3", "--max", "1"),
+        ("timeline", str(part), "--png", png),
+    ):
+        result = kafkalog(*cmd)
+        _no_traceback(result)
+        assert result.returncode == 0, (cmd, result.stderr)
+
+    for flags in ((), ("--verify-index-only",)):
+        for suffix in (".index", ".timeindex"):
+            dumped = kafkalog("dump", *flags, "--files", str(part / f"{SEG}{suffix}"))
+            _no_traceback(dumped)
+            assert dumped.returncode == 0, dumped.stderr
+
+    verified = kafkalog("verify", str(part))
+    assert verified.returncode == 1, verified.stdout
+    assert f"PROBLEM {index} at byte 0:" in verified.stdout
+    assert "out of index order" in verified.stdout
+    assert tree_snapshot(part) == before
+
+
+def test_verify_flags_garbage_after_the_valid_entries_of_an_active_index(tmp_path: Path) -> None:
+    """The active segment's index may end in preallocated zeros, but not in other bytes: entries
+    that break the order after the valid ones are damage, not a tail to ignore."""
+    part = _copy(tmp_path)
+    index = part / f"{SEG}.index"
+    good = index.read_bytes()
+    index.write_bytes(good + struct.pack(">ii", 0, 3) + b"\x00" * 16)
+    result = kafkalog("verify", str(part))
+    assert result.returncode == 1, result.stdout
+    assert f"PROBLEM {index} at byte {len(good)}:" in result.stdout
+
+    index.write_bytes(good + b"\x00" * 64)  # a preallocated zero tail stays fine
+    result = kafkalog("verify", str(part))
+    assert result.returncode == 0, result.stdout
