@@ -4,6 +4,7 @@ and the damaged directory left exactly as it was."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -81,3 +82,34 @@ def test_verify_flags_garbage_after_the_valid_entries_of_an_active_index(tmp_pat
     index.write_bytes(good + b"\x00" * 64)  # a preallocated zero tail stays fine
     result = kafkalog("verify", str(part))
     assert result.returncode == 0, result.stdout
+
+
+def test_timestamps_outside_the_calendar_are_printed_not_fatal(tmp_path: Path) -> None:
+    """A record or time-index timestamp past year 9999 (a flipped bit, or Long.MAX_VALUE) made
+    lookup, cat and timeline die with "year 292278994 is out of range", naming no file."""
+    part = _copy(tmp_path)
+    log = part / f"{SEG}.log"
+    data = bytearray(log.read_bytes())
+    data[27:35] = struct.pack(">q", 2**63 - 1)  # the first batch's base timestamp
+    log.write_bytes(bytes(data))
+    (part / f"{SEG}.timeindex").write_bytes(struct.pack(">qi", 2**62, 3))
+    before = tree_snapshot(part)
+
+    cat = kafkalog("cat", str(part), "--max", "1")
+    _no_traceback(cat)
+    assert cat.returncode == 0, cat.stderr
+    record = json.loads(cat.stdout)
+    assert record["offset"] == 0 and record["time"] is None
+    assert record["timestamp"] == 2**63 - 1
+
+    lookup = kafkalog("lookup", str(part), "--timestamp", str(2**62))
+    _no_traceback(lookup)
+    assert lookup.returncode in (0, 1), lookup.stderr
+    assert "out of range" not in lookup.stdout + lookup.stderr
+
+    png = tmp_path / "t.png"
+    timeline = kafkalog("timeline", str(part), "--png", str(png))
+    _no_traceback(timeline)
+    assert timeline.returncode == 0, timeline.stderr
+    assert f"{2**62} ms" in timeline.stdout
+    assert tree_snapshot(part) == before
