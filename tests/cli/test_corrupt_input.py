@@ -10,6 +10,7 @@ import shutil
 import struct
 from pathlib import Path
 
+import pytest
 from clirun import kafkalog, tree_snapshot
 
 from provenance import FIXTURES
@@ -113,3 +114,26 @@ def test_timestamps_outside_the_calendar_are_printed_not_fatal(tmp_path: Path) -
     assert timeline.returncode == 0, timeline.stderr
     assert f"{2**62} ms" in timeline.stdout
     assert tree_snapshot(part) == before
+
+
+@pytest.mark.parametrize("name", ["\u00b2.log", "0000000000000000abc.log", "00000\u0663.log"])
+def test_a_file_only_named_like_a_segment_is_not_one(tmp_path: Path, name: str) -> None:
+    """``str.isdigit`` takes "²" and "٣", which ``int`` then refused: every command on the
+    partition died with "invalid literal for int() with base 10", naming no file. Such files
+    are not segments (Kafka's names are ASCII digits), and dump reads one from offset 0."""
+    part = _copy(tmp_path)
+    stray = part / name
+    stray.write_bytes(b"")
+    (part / "\u00b2\u00b2.snapshot").write_bytes(b"")
+    for cmd in (
+        ("verify", str(part)),
+        ("lookup", str(part), "--offset", "1"),
+        ("cat", str(part), "--max", "1"),
+        ("rebuild-index", "--dry-run", str(part)),
+        ("dump", "--files", str(stray)),
+    ):
+        result = kafkalog(*cmd)
+        _no_traceback(result)
+        assert result.returncode == 0, (cmd, result.stdout, result.stderr)
+        assert "invalid literal" not in result.stderr
+    assert "Log starting offset: 0" in kafkalog("dump", "--files", str(stray)).stdout

@@ -27,6 +27,7 @@ from kafkalog.log.layout import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    is_offset_prefix,
     is_segment_log,
     offset_from_filename,
     parse_partition_dir,
@@ -155,7 +156,7 @@ class Log:
             for n in names:
                 stem, _, suffix = n.partition(".")
                 index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-                if index_file and stem.isdigit() and stem + LOG_SUFFIX not in names:
+                if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
                     os.remove(os.path.join(self.directory, n))  # orphaned index
         for base, name in logs:
             seg = self._open_segment(
