@@ -137,3 +137,20 @@ def test_a_file_only_named_like_a_segment_is_not_one(tmp_path: Path, name: str) 
         assert result.returncode == 0, (cmd, result.stdout, result.stderr)
         assert "invalid literal" not in result.stderr
     assert "Log starting offset: 0" in kafkalog("dump", "--files", str(stray)).stdout
+
+
+def test_a_failed_dry_run_leaves_no_copy_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rebuild-index --dry-run recovers a copy in a temporary directory; when recovery failed
+    (here: a directory named like a segment) the copy stayed in $TMPDIR, one per attempt."""
+    part = _copy(tmp_path)
+    (part / "00000000000000000500.log").mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    result = kafkalog("rebuild-index", "--dry-run", str(part))
+    _no_traceback(result)
+    assert result.returncode == 2
+    assert "00000000000000000500.log" in result.stderr
+    assert list(scratch.iterdir()) == []
