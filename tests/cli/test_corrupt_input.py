@@ -154,3 +154,24 @@ def test_a_failed_dry_run_leaves_no_copy_behind(
     assert result.returncode == 2
     assert "00000000000000000500.log" in result.stderr
     assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex", ".log"])
+def test_a_directory_named_like_a_segment_file_is_named(tmp_path: Path, suffix: str) -> None:
+    """Opening a directory read-only succeeds, so the first read failed with a bare
+    "[Errno 21] Is a directory" that did not say which of the partition's files it was."""
+    part = _copy(tmp_path)
+    name = f"{SEG}{suffix}" if suffix != ".log" else "00000000000000000500.log"
+    if suffix != ".log":
+        (part / name).unlink()
+    (part / name).mkdir()
+    for cmd in (
+        ("verify", str(part)),
+        ("lookup", str(part), "--offset", "1"),
+        ("cat", str(part), "--max", "1"),
+    ):
+        result = kafkalog(*cmd)
+        _no_traceback(result)
+        if cmd[0] == "verify" or result.returncode != 0:  # lookups may not need that file
+            assert result.returncode == 2, (cmd, result.stdout)
+            assert f"Is a directory: '{part / name}'" in result.stderr, (cmd, result.stderr)
