@@ -15,8 +15,10 @@ stays local-only: the writers need rename and exclusive locks, which object stor
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import threading
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
@@ -63,6 +65,12 @@ class _LocalHandle:
 
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_RDONLY)
+        if stat.S_ISDIR(os.fstat(self.fd).st_mode):
+            # opening a directory read-only succeeds; the first read would then fail with an
+            # EISDIR that names no file
+            os.close(self.fd)
+            self.fd = -1
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
 
     def size(self) -> int:
         return os.fstat(self.fd).st_size

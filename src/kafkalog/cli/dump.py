@@ -207,7 +207,9 @@ def dump_log(
     name = os.path.basename(path)
     buffer = read_only_buffer(path)
     end = len(buffer) if args.max_bytes is None else min(len(buffer), args.max_bytes)
-    print(f"Log starting offset: {int(name.split('.')[0]) if name[:1].isdigit() else 0}", file=out)
+    stem = name.split(".")[0]
+    # a name that is not <offset>.log (a renamed copy, a non-UTF-8 name) starts at 0
+    print(f"Log starting offset: {int(stem) if _BASE_OFFSET_RE.fullmatch(stem) else 0}", file=out)
     deep = args.deep_iteration or args.print_data_log or args.key_decoder or args.value_decoder
     reader = LogReader(buffer, path=path, end=end)
     previous: int | None = None

@@ -68,13 +68,21 @@ def _start(log: Any, args: argparse.Namespace) -> tuple[int | None, str]:
         return args.offset, f"offset {args.offset}"
     if args.timestamp is not None:
         found = log.offsets_for_times(args.timestamp)
-        label = f"timestamp {args.timestamp} ({_iso(args.timestamp)})"
+        iso = _iso(args.timestamp)
+        label = f"timestamp {args.timestamp}" + (f" ({iso})" if iso is not None else "")
         return (None if found is None else found.offset), label
     return log.log_start_offset, "the log start"
 
 
-def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
+def _iso(ms: int) -> str | None:
+    """``ms`` as ISO 8601 UTC, or None when it is outside the calendar ``datetime`` knows
+    (years 1-9999): a corrupt record or index may hold any 64-bit timestamp, and printing it
+    must not fail."""
+    try:
+        when = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return when.isoformat(timespec="milliseconds")
 
 
 def _text(data: bytes | None) -> str | None:

@@ -46,7 +46,7 @@ def _state(directory: str) -> dict[str, int]:
 
 
 def rebuild(directory: str, interval: int, dry_run: bool, out: IO[str]) -> int:
-    from kafkalog.log import Log, TopicConfig
+    from kafkalog.log import TopicConfig
     from kafkalog.log.lock import DirectoryLock, broker_holds
 
     if broker_holds(os.path.dirname(os.path.abspath(directory))):
@@ -54,12 +54,19 @@ def rebuild(directory: str, interval: int, dry_run: bool, out: IO[str]) -> int:
     if DirectoryLock.is_held(directory):
         raise PermissionError(f"refusing {directory}: another writer holds it")
     config = TopicConfig(index_interval_bytes=interval)
-    if dry_run:
-        work = tempfile.mkdtemp(prefix="kafkalog-rebuild-")
+    if not dry_run:
+        return _rebuild(directory, directory, config, dry_run, out)
+    # the copy goes away however the rebuild ends: a corrupt log must not leave one per try
+    with tempfile.TemporaryDirectory(prefix="kafkalog-rebuild-") as work:
         target = os.path.join(work, os.path.basename(os.path.normpath(directory)))
         shutil.copytree(directory, target, ignore=shutil.ignore_patterns(".kafkalog.lock"))
-    else:
-        target = directory
+        return _rebuild(directory, target, config, dry_run, out)
+
+
+def _rebuild(directory: str, target: str, config: Any, dry_run: bool, out: IO[str]) -> int:
+    """Recover ``target`` (``directory`` itself, or its copy) and print what changed."""
+    from kafkalog.log import Log
+
     before = {n: _fingerprint(os.path.join(target, n)) for n in _state(target)}
     log = Log(target, config, recovery_point=0, had_clean_shutdown=False)
     log.close()
@@ -81,8 +88,6 @@ def rebuild(directory: str, interval: int, dry_run: bool, out: IO[str]) -> int:
             print(f"{verb}truncate {name} from {old[0]} to {new[0]} bytes", file=out)
         else:
             print(f"{verb}rewrite {name} ({old[0]} -> {new[0]} bytes)", file=out)
-    if dry_run:
-        shutil.rmtree(os.path.dirname(target), ignore_errors=True)
     print(f"{directory}: {changes} file(s) {'would change' if dry_run else 'changed'}", file=out)
     return changes
 

@@ -68,8 +68,18 @@ def series_for(directory: str) -> Series:
     return series
 
 
+def _when(ms: int) -> dt.datetime | None:
+    """``ms`` as a UTC datetime, or None outside years 1-9999: a corrupt time index may hold
+    any 64-bit timestamp, which must not stop the summary or the plot."""
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    when = _when(ms)
+    return f"{ms} ms" if when is None else when.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
@@ -100,14 +110,17 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         )
     handles, labels = [], []
     for s in drawn:
-        when = [dt.datetime.fromtimestamp(t / 1000, dt.UTC) for t in s.times[1:]]
         spans = [max(1, b - a) / 1000 for a, b in zip(s.times, s.times[1:], strict=False)]
-        rec_rate = [
-            (b - a) / span for a, b, span in zip(s.offsets, s.offsets[1:], spans, strict=False)
+        rates = [
+            (_when(t), (o1 - o0) / span, (b1 - b0) / span)
+            for t, o0, o1, b0, b1, span in zip(
+                s.times[1:], s.offsets, s.offsets[1:], s.bytes, s.bytes[1:], spans, strict=False
+            )
         ]
-        byte_rate = [
-            (b - a) / span for a, b, span in zip(s.bytes, s.bytes[1:], spans, strict=False)
-        ]
+        kept = [r for r in rates if r[0] is not None]  # a time no calendar holds: not drawn
+        when = [r[0] for r in kept]
+        rec_rate = [r[1] for r in kept]
+        byte_rate = [r[2] for r in kept]
         handles += top.step(when, rec_rate, where="pre")
         bottom.step(when, byte_rate, where="pre")
         labels.append(s.name)

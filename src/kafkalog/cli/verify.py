@@ -136,15 +136,49 @@ def _verify_segment(
 
 def _zero_tail(path: str, entries: int, entry_size: int, active: bool, report: Report) -> None:
     """A rolled segment's index was trimmed to its entries: bytes after the last valid entry
-    mean lost entries (or a crash before the trim). The active one is preallocated: normal."""
+    mean lost entries (or a crash before the trim). The active one is preallocated, so a zero
+    tail is normal there, but anything else after its valid entries is damage: the read-only
+    open stops at the first entry out of order, and would otherwise hide it."""
     length = files.getsize(path)
-    if length > entries * entry_size and not active:
+    start = entries * entry_size
+    if length <= start:
+        return
+    if not active:
         report.problem(
             path,
-            entries * entry_size,
-            f"{length - entries * entry_size} bytes after the last valid entry "
+            start,
+            f"{length - start} bytes after the last valid entry "
             "(zero-filled or damaged) in a rolled segment's index",
         )
+        return
+    damaged = _first_nonzero(path, start, length)
+    if damaged is not None:
+        where = f"after entry {entries - 1}," if entries else "from the first slot on,"
+        report.problem(
+            path,
+            damaged - (damaged - start) % entry_size,  # the start of the first damaged entry
+            f"{where} the active segment's index holds entries out of index order "
+            "(corrupt or stale)",
+        )
+
+
+def _first_nonzero(path: str, start: int, end: int) -> int | None:
+    """The position of the first non-zero byte of ``path`` in ``[start, end)``, read in
+    bounded chunks (a preallocated index is 10 MiB by default)."""
+    handle = files.open_read(path)
+    try:
+        pos = start
+        while pos < end:
+            chunk = handle.pread(min(end - pos, 1 << 20), pos)
+            if not chunk:
+                return None
+            stripped = chunk.lstrip(b"\0")
+            if stripped:
+                return pos + len(chunk) - len(stripped)
+            pos += len(chunk)
+        return None
+    finally:
+        handle.close()
 
 
 def _verify_offset_index(

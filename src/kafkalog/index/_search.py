@@ -152,12 +152,16 @@ def valid_prefix(buf, max_entries, entry_size, key_off, key_width, val_off, val_
     entries have strictly increasing keys (relative offsets, or timestamps) and non-decreasing
     values; the first entry that breaks that ends the valid prefix. A lone all-zero first entry
     counts as absent (an all-zero file is an empty index): dropping a (base, 0) entry cannot
-    change any lookup, which falls back to (base offset, position 0) anyway.
+    change any lookup, which falls back to (base offset, position 0) anyway. Values (a position
+    in the log, or an offset relative to the base) are never negative: a corrupt entry with a
+    negative one ends the prefix too, else a lookup would read the log before its first byte.
     """
     if max_entries == 0:
         return 0
     prev_key = _field(buf, 0, entry_size, key_off, key_width)
     prev_val = _field(buf, 0, entry_size, val_off, val_width)
+    if prev_val < 0:
+        return 0
     n = max_entries
     for slot in range(1, max_entries):
         k = _field(buf, slot, entry_size, key_off, key_width)

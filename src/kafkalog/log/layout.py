@@ -37,10 +37,16 @@ def offset_from_filename(name: str) -> int:
     return int(os.path.basename(name).split(".", 1)[0])
 
 
+def is_offset_prefix(stem: str) -> bool:
+    """Whether a file name's part before the first dot is a segment offset: ASCII digits only
+    (``str.isdigit`` also takes ``"²"`` and other digits ``int`` refuses)."""
+    return stem.isascii() and stem.isdigit()
+
+
 def is_segment_log(name: str) -> bool:
     base = os.path.basename(name)
     prefix, _, rest = base.partition(".")
-    return rest == "log" and prefix.isdigit()
+    return rest == "log" and is_offset_prefix(prefix)
 
 
 def segment_logs(directory: str | os.PathLike[str]) -> list[tuple[int, str]]:

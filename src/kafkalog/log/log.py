@@ -34,6 +34,7 @@ from kafkalog.log.layout import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    is_offset_prefix,
     is_segment_log,
     new_partition_dir_name,
     offset_from_filename,
@@ -172,7 +173,7 @@ class Log:
             for n in names:
                 stem, _, suffix = n.partition(".")
                 index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-                if index_file and stem.isdigit() and stem + LOG_SUFFIX not in names:
+                if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
                     os.remove(os.path.join(self.directory, n))  # orphaned index
         for base, name in logs:
             suffix = SWAP_SUFFIX if name in swapped else ""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kafkalog import files
 from kafkalog.errors import CorruptRecordError
+from kafkalog.log.layout import is_offset_prefix
 from kafkalog.records.crc import crc32c
 
 _HEAD = struct.Struct(">hIi")
@@ -60,6 +61,6 @@ def snapshot_offsets(directory: str | os.PathLike[str]) -> list[int]:
     out = []
     for name in files.listdir(os.fspath(directory)):
         stem, _, suffix = name.partition(".")
-        if suffix == "snapshot" and stem.isdigit():
+        if suffix == "snapshot" and is_offset_prefix(stem):
             out.append(int(stem))
     return sorted(out)

@@ -94,11 +94,11 @@ def _keep(batch: pa.RecordBatch, split: Split, aborted: Sequence[AbortedRange]) 
 def aborted_transactions(directory: str) -> list[AbortedRange]:
     """Every aborted transaction recorded in a partition's ``.txnindex`` files."""
     from kafkalog.index import TransactionIndex
-    from kafkalog.log.layout import TXN_INDEX_SUFFIX
+    from kafkalog.log.layout import TXN_INDEX_SUFFIX, is_offset_prefix
 
     out: list[AbortedRange] = []
     for name in sorted(files.listdir(directory)):
-        if name.endswith(TXN_INDEX_SUFFIX) and name.split(".")[0].isdigit():
+        if name.endswith(TXN_INDEX_SUFFIX) and is_offset_prefix(name.split(".")[0]):
             base = int(name.split(".")[0])
             index = TransactionIndex(os.path.join(directory, name), base, writable=False)
             out.extend(

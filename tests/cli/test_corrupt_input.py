@@ -1,0 +1,177 @@
+"""The ``kafkalog`` commands on damaged copies of real fixtures: every bad byte ends in one
+clear line naming the file (and the byte, when there is one), a non-zero status, no traceback,
+and the damaged directory left exactly as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from clirun import kafkalog, tree_snapshot
+
+from provenance import FIXTURES
+
+JAVA = FIXTURES / "kafka-4.0-snapshot-javacode"
+SEG = "00000000000000000000"
+
+
+def _copy(tmp_path: Path, name: str = "v2-none-0") -> Path:
+    target = tmp_path / name
+    shutil.copytree(JAVA / name, target)
+    os.chmod(target, 0o755)
+    for p in target.iterdir():
+        os.chmod(p, 0o644)
+    return target
+
+
+def _no_traceback(result: object) -> None:
+    assert "Traceback" not in result.stderr, result.stderr  # type: ignore[attr-defined]
+    assert "struct.error" not in result.stderr  # type: ignore[attr-defined]
+
+
+def test_negative_index_position_is_not_read_from_the_log(tmp_path: Path) -> None:
+    """An offset-index entry of all 0xff bytes (relative offset -1, position -1) used to reach
+    ``os.pread`` (a bare "[Errno 22] Invalid argument") or ``struct.unpack_from`` at byte -1.
+    It is not a real entry: lookups fall back to a scan, and verify names the damage."""
+    part = _copy(tmp_path)
+    index = part / f"{SEG}.index"
+    index.write_bytes(b"\xff" * 8)
+    before = tree_snapshot(part)
+
+    found = kafkalog("lookup", str(part), "--offset", "3")
+    _no_traceback(found)
+    assert found.returncode == 0, found.stderr
+    assert '"offset": 3' in found.stdout
+
+    png = str(tmp_path / "t.png")
+    for cmd in (
+        ("cat", str(part), "--offset", "3", "--max", "1"),
+        ("timeline", str(part), "--png", png),
+    ):
+        result = kafkalog(*cmd)
+        _no_traceback(result)
+        assert result.returncode == 0, (cmd, result.stderr)
+
+    for flags in ((), ("--verify-index-only",)):
+        for suffix in (".index", ".timeindex"):
+            dumped = kafkalog("dump", *flags, "--files", str(part / f"{SEG}{suffix}"))
+            _no_traceback(dumped)
+            assert dumped.returncode == 0, dumped.stderr
+
+    verified = kafkalog("verify", str(part))
+    assert verified.returncode == 1, verified.stdout
+    assert f"PROBLEM {index} at byte 0:" in verified.stdout
+    assert "out of index order" in verified.stdout
+    assert tree_snapshot(part) == before
+
+
+def test_verify_flags_garbage_after_the_valid_entries_of_an_active_index(tmp_path: Path) -> None:
+    """The active segment's index may end in preallocated zeros, but not in other bytes: entries
+    that break the order after the valid ones are damage, not a tail to ignore."""
+    part = _copy(tmp_path)
+    index = part / f"{SEG}.index"
+    good = index.read_bytes()
+    index.write_bytes(good + struct.pack(">ii", 0, 3) + b"\x00" * 16)
+    result = kafkalog("verify", str(part))
+    assert result.returncode == 1, result.stdout
+    assert f"PROBLEM {index} at byte {len(good)}:" in result.stdout
+
+    index.write_bytes(good + b"\x00" * 64)  # a preallocated zero tail stays fine
+    result = kafkalog("verify", str(part))
+    assert result.returncode == 0, result.stdout
+
+
+def test_timestamps_outside_the_calendar_are_printed_not_fatal(tmp_path: Path) -> None:
+    """A record or time-index timestamp past year 9999 (a flipped bit, or Long.MAX_VALUE) made
+    lookup, cat and timeline die with "year 292278994 is out of range", naming no file."""
+    part = _copy(tmp_path)
+    log = part / f"{SEG}.log"
+    data = bytearray(log.read_bytes())
+    data[27:35] = struct.pack(">q", 2**63 - 1)  # the first batch's base timestamp
+    log.write_bytes(bytes(data))
+    (part / f"{SEG}.timeindex").write_bytes(struct.pack(">qi", 2**62, 3))
+    before = tree_snapshot(part)
+
+    cat = kafkalog("cat", str(part), "--max", "1")
+    _no_traceback(cat)
+    assert cat.returncode == 0, cat.stderr
+    record = json.loads(cat.stdout)
+    assert record["offset"] == 0 and record["time"] is None
+    assert record["timestamp"] == 2**63 - 1
+
+    lookup = kafkalog("lookup", str(part), "--timestamp", str(2**62))
+    _no_traceback(lookup)
+    assert lookup.returncode in (0, 1), lookup.stderr
+    assert "out of range" not in lookup.stdout + lookup.stderr
+
+    png = tmp_path / "t.png"
+    timeline = kafkalog("timeline", str(part), "--png", str(png))
+    _no_traceback(timeline)
+    assert timeline.returncode == 0, timeline.stderr
+    assert f"{2**62} ms" in timeline.stdout
+    assert tree_snapshot(part) == before
+
+
+@pytest.mark.parametrize("name", ["\u00b2.log", "0000000000000000abc.log", "00000\u0663.log"])
+def test_a_file_only_named_like_a_segment_is_not_one(tmp_path: Path, name: str) -> None:
+    """``str.isdigit`` takes "²" and "٣", which ``int`` then refused: every command on the
+    partition died with "invalid literal for int() with base 10", naming no file. Such files
+    are not segments (Kafka's names are ASCII digits), and dump reads one from offset 0."""
+    part = _copy(tmp_path)
+    stray = part / name
+    stray.write_bytes(b"")
+    (part / "\u00b2\u00b2.snapshot").write_bytes(b"")
+    for cmd in (
+        ("verify", str(part)),
+        ("lookup", str(part), "--offset", "1"),
+        ("cat", str(part), "--max", "1"),
+        ("rebuild-index", "--dry-run", str(part)),
+        ("dump", "--files", str(stray)),
+    ):
+        result = kafkalog(*cmd)
+        _no_traceback(result)
+        assert result.returncode == 0, (cmd, result.stdout, result.stderr)
+        assert "invalid literal" not in result.stderr
+    assert "Log starting offset: 0" in kafkalog("dump", "--files", str(stray)).stdout
+
+
+def test_a_failed_dry_run_leaves_no_copy_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rebuild-index --dry-run recovers a copy in a temporary directory; when recovery failed
+    (here: a directory named like a segment) the copy stayed in $TMPDIR, one per attempt."""
+    part = _copy(tmp_path)
+    (part / "00000000000000000500.log").mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    result = kafkalog("rebuild-index", "--dry-run", str(part))
+    _no_traceback(result)
+    assert result.returncode == 2
+    assert "00000000000000000500.log" in result.stderr
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex", ".log"])
+def test_a_directory_named_like_a_segment_file_is_named(tmp_path: Path, suffix: str) -> None:
+    """Opening a directory read-only succeeds, so the first read failed with a bare
+    "[Errno 21] Is a directory" that did not say which of the partition's files it was."""
+    part = _copy(tmp_path)
+    name = f"{SEG}{suffix}" if suffix != ".log" else "00000000000000000500.log"
+    if suffix != ".log":
+        (part / name).unlink()
+    (part / name).mkdir()
+    for cmd in (
+        ("verify", str(part)),
+        ("lookup", str(part), "--offset", "1"),
+        ("cat", str(part), "--max", "1"),
+    ):
+        result = kafkalog(*cmd)
+        _no_traceback(result)
+        if cmd[0] == "verify" or result.returncode != 0:  # lookups may not need that file
+            assert result.returncode == 2, (cmd, result.stdout)
+            assert f"Is a directory: '{part / name}'" in result.stderr, (cmd, result.stderr)
