@@ -175,3 +175,22 @@ def test_a_directory_named_like_a_segment_file_is_named(tmp_path: Path, suffix: 
         if cmd[0] == "verify" or result.returncode != 0:  # lookups may not need that file
             assert result.returncode == 2, (cmd, result.stdout)
             assert f"Is a directory: '{part / name}'" in result.stderr, (cmd, result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["cat", "{p}", "--max", "-1"], "argument --max: must be at least 0, got -1"),
+        (["dump", "--files", "{p}", "--max-bytes", "-5"], "--max-bytes: must be at least 0"),
+        (["dump", "--files", "{p}", "--max-message-size", "x"], "invalid int value: 'x'"),
+        (["cat", "{missing}"], "no partition directory {missing}"),
+        (["lookup", "{missing}", "--offset", "0"], "no partition directory {missing}"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    """A negative count used to print nothing and exit 0; a missing directory was called a bad
+    partition directory name."""
+    names = {"p": str(tmp_path), "missing": str(tmp_path / "gone-0")}
+    result = kafkalog(*(a.format(**names) for a in args))
+    assert result.returncode == 2, result
+    assert message.format(**names) in result.stderr and "Traceback" not in result.stderr

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from kafkalog.cli import progress
+from kafkalog.cli.args import int_between
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError
 from kafkalog.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.index.base import MappedIndex
@@ -69,7 +70,9 @@ def add_parser(sub: Any) -> None:
         help="print keys and payloads (implies --deep-iteration)",
     )
     p.add_argument("--deep-iteration", action="store_true", help="print every record")
-    p.add_argument("--max-bytes", type=int, default=None, help="read at most this many bytes")
+    p.add_argument(
+        "--max-bytes", type=int_between(0), default=None, help="read at most this many bytes"
+    )
     p.add_argument("--key-decoder", choices=DECODERS, default=None)
     p.add_argument("--value-decoder", choices=DECODERS, default=None)
     p.add_argument("--skip-record-metadata", action="store_true")
@@ -85,7 +88,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--max-message-size",
-        type=_max_message_size,
+        type=int_between(0, INT32_MAX),
         default=DEFAULT_MAX_MESSAGE_SIZE,
         help="bytes of .log read at each .index entry to verify it "
         f"(default {DEFAULT_MAX_MESSAGE_SIZE})",
@@ -94,16 +97,6 @@ def add_parser(sub: Any) -> None:
         "--json", action="store_true", help="one JSON object per batch/record/index entry line"
     )
     p.set_defaults(run=run)
-
-
-def _max_message_size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if not 0 <= value <= INT32_MAX:
-        raise argparse.ArgumentTypeError(f"must be between 0 and {INT32_MAX}, got {value}")
-    return value
 
 
 def _decode(data: bytes, how: str) -> str:

@@ -11,6 +11,7 @@ import sys
 from typing import IO, Any
 
 from kafkalog import files
+from kafkalog.cli.args import int_between
 
 
 def add_parsers(sub: Any) -> None:
@@ -33,7 +34,7 @@ def add_parsers(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _where(c, required=False)
-    c.add_argument("--max", type=int, default=None, help="stop after this many records")
+    c.add_argument("--max", type=int_between(0), default=None, help="stop after this many records")
     c.set_defaults(run=run_cat)
 
 

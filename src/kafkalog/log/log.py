@@ -111,6 +111,8 @@ class Log:
         from kafkalog.log.config import TopicConfig
 
         self.directory = os.fspath(directory)
+        if not writable and not files.isdir(self.directory):  # said before a name is judged
+            raise FileNotFoundError(f"no partition directory {self.directory}")
         self.topic, self.partition = parse_partition_dir(self.directory)
         self.config: Any = config if config is not None else TopicConfig()
         self.writable = writable
@@ -146,8 +148,6 @@ class Log:
             os.makedirs(self.directory, exist_ok=True)
             self._lock = DirectoryLock(self.directory)
             self._lock.acquire()  # one writer per partition: a second one gets a clear error
-        elif not files.isdir(self.directory):
-            raise FileNotFoundError(f"no partition directory {self.directory}")
         try:
             self._load(recovery_point, log_start_offset, had_clean_shutdown)
         except BaseException:

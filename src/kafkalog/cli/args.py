@@ -1,0 +1,23 @@
+"""Argument types shared by the commands: a bad number is an argparse usage error naming the
+option, not an empty output or a traceback further in."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def int_between(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An ``argparse`` type for an integer in ``[low, high]`` (no upper bound when None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    return parse
