@@ -42,11 +42,13 @@ class SplitPartition(InputPartition):
         splits: list[Split],
         aborted: dict[str, list[tuple[int, int, int]]],
         location: str = "",
+        fail_on_data_loss: bool = True,
     ) -> None:
         super().__init__(len(splits))
         self.splits = splits
         self.aborted = aborted
         self.location = location
+        self.fail_on_data_loss = fail_on_data_loss
 
     def read(self, include_headers: bool) -> Iterator[Any]:
         if files.is_remote(self.location):
@@ -56,6 +58,7 @@ class SplitPartition(InputPartition):
                 split,
                 include_headers=include_headers,
                 aborted=self.aborted.get(split.directory, []),
+                fail_on_data_loss=self.fail_on_data_loss,
             )
 
 
@@ -68,7 +71,7 @@ def pack(
     if not splits:
         return [SplitPartition([], {})]
     if opts.max_records_per_partition:
-        return [SplitPartition([s], aborted, opts.location) for s in splits]
+        return [SplitPartition([s], aborted, opts.location, opts.fail_on_data_loss) for s in splits]
     total = sum(s.size for s in splits)
     count = task_count(total, opts)
     share = total / count if total else 1.0
@@ -77,7 +80,7 @@ def pack(
     for split in splits:
         groups[min(count - 1, int((before + split.size / 2) // share))].append(split)
         before += split.size
-    return [SplitPartition(g, aborted, opts.location) for g in groups if g]
+    return [SplitPartition(g, aborted, opts.location, opts.fail_on_data_loss) for g in groups if g]
 
 
 class KafkaLogDataSource(DataSource):

@@ -16,8 +16,9 @@ import pyarrow.compute as pc
 
 from kafkalog import files
 from kafkalog.errors import _PositionedError
+from kafkalog.log.layout import DELETED_SUFFIX
 from kafkalog.records import decode_range
-from kafkalog.spark.plan import Split
+from kafkalog.spark.plan import DataLossError, Split
 
 CHUNK_BYTES = 16 * 1024 * 1024
 
@@ -36,11 +37,14 @@ def read_split(
     include_headers: bool,
     aborted: Sequence[AbortedRange] = (),
     chunk_bytes: int = CHUNK_BYTES,
+    fail_on_data_loss: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns."""
     committed_only = bool(aborted)
     metadata = ["producerId", "isTransactional"] if committed_only else []
-    handle = files.open_read(split.segment)  # a local file or a pyarrow.fs URI
+    handle = _open_segment(split, fail_on_data_loss)  # a local file or a pyarrow.fs URI
+    if handle is None:
+        return
     try:
         size = handle.size()
         end = size if split.end_position < 0 else min(split.end_position, size)
@@ -75,6 +79,25 @@ def read_split(
             pos += result.next_position
     finally:
         handle.close()
+
+
+def _open_segment(split: Split, fail_on_data_loss: bool) -> files.ReadHandle | None:
+    """The split's segment, also once a broker's retention deleted it after planning: Kafka
+    renames it ``.deleted`` and removes it ``file.delete.delay.ms`` (a minute) later, so the
+    bytes are usually still there. Gone altogether, its offsets are lost: an error, or nothing
+    with ``failOnDataLoss=false``, as Spark's Kafka source does for offsets aged out."""
+    for path in (split.segment, split.segment + DELETED_SUFFIX):
+        try:
+            return files.open_read(path)
+        except FileNotFoundError:
+            continue
+    if fail_on_data_loss:
+        raise DataLossError(
+            f"{split.topic}-{split.partition}: segment {files.redacted(split.segment)} was "
+            f"deleted after the query was planned, with offsets {split.start_offset} to "
+            f"{split.end_offset - 1}; set failOnDataLoss=false to skip what is gone"
+        )
+    return None
 
 
 def _keep(batch: pa.RecordBatch, split: Split, aborted: Sequence[AbortedRange]) -> pa.RecordBatch:
