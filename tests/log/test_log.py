@@ -10,7 +10,15 @@ import pytest
 
 from kafkalog.errors import InvalidRecordError, KafkalogError, ReadOnlyError
 from kafkalog.index import OffsetIndex, TimeIndex
-from kafkalog.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, TopicConfig
+from kafkalog.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+    TopicConfig,
+)
 from kafkalog.records import LogReader, Record, encode_batch
 
 T0 = 1_700_000_000_000
@@ -114,6 +122,15 @@ def test_offsets_for_times(tmp_path: Path) -> None:
     assert log.offsets_for_times(LATEST_TIMESTAMP).offset == 40
     top = log.offsets_for_times(MAX_TIMESTAMP)
     assert (top.timestamp, top.offset) == (T0 + 390, 39)
+    log.increment_log_start_offset(7)
+    # tiered storage's special timestamps, answered as a broker without tiered storage does
+    assert log.offsets_for_times(EARLIEST_LOCAL_TIMESTAMP) == log.offsets_for_times(
+        EARLIEST_TIMESTAMP
+    )
+    assert log.offsets_for_times(EARLIEST_LOCAL_TIMESTAMP).offset == 7
+    assert log.offsets_for_times(LATEST_TIERED_TIMESTAMP) == (-1, -1, -1)
+    with pytest.raises(ValueError, match="unsupported special timestamp -6"):
+        log.offsets_for_times(-6)
     log.close()
 
 

@@ -8,7 +8,9 @@ topic configuration (:class:`TopicConfig`) and checkpoint files in Kafka's forma
 
 from kafkalog.log.config import TopicConfig
 from kafkalog.log.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     AppendInfo,
@@ -18,7 +20,9 @@ from kafkalog.log.logdir import LogDir
 from kafkalog.log.segment import LogSegment, TimestampAndOffset
 
 __all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendInfo",

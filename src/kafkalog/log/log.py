@@ -63,6 +63,8 @@ from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # tiered storage's names: without it, the log is all local
+LATEST_TIERED_TIMESTAMP = -5
 # KRaft snapshots marked for deletion are left to the metadata log's own recovery (LogLoader)
 _KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
 
@@ -827,9 +829,13 @@ class Log:
 
     def offsets_for_times(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets for one partition (spec §7.5): -2 earliest, -1 latest, -3 the
-        record with the largest timestamp, else the first record at or after ``timestamp``."""
-        if timestamp == EARLIEST_TIMESTAMP:
+        record with the largest timestamp, else the first record at or after ``timestamp``.
+        Tiered storage's -4 (earliest local) and -5 (latest tiered) answer as a broker without
+        it does: the log start offset, and offset -1 with epoch -1."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self.log_start_offset, self._epoch_at_start())
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(-1, -1, -1)
         if timestamp == LATEST_TIMESTAMP:
             latest = self.leader_epochs.latest_epoch if self.leader_epochs is not None else None
             return TimestampAndOffset(-1, self.log_end_offset, latest)
