@@ -57,6 +57,8 @@ class ReadHandle(Protocol):
 
     def pread(self, length: int, position: int) -> bytes: ...
 
+    def identity(self) -> tuple[int, int] | None: ...
+
     def close(self) -> None: ...
 
 
@@ -78,10 +80,33 @@ class _LocalHandle:
     def pread(self, length: int, position: int) -> bytes:
         return os.pread(self.fd, length, position) if length > 0 else b""
 
+    def identity(self) -> tuple[int, int] | None:
+        st = os.fstat(self.fd)
+        return st.st_dev, st.st_ino
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class _BorrowedHandle(_LocalHandle):
+    """A descriptor someone else owns (an index's own write descriptor), read by position and
+    left open by ``close``."""
+
+    __slots__ = ()
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        pass
+
+
+def borrowed(fd: int) -> ReadHandle:
+    """Read through an open descriptor without taking it over: reads see exactly what was
+    written through it, and closing the handle leaves it open."""
+    return _BorrowedHandle(fd)
 
 
 class _ArrowHandle:
@@ -119,6 +144,9 @@ class _ArrowHandle:
                 f"cannot read {length} bytes at byte {position} of {self._shown}: {e}"
             ) from e
 
+    def identity(self) -> tuple[int, int] | None:
+        return None  # object stores replace objects whole; nothing stable to compare
+
     def close(self) -> None:
         self._file.close()
 
@@ -129,6 +157,16 @@ _lock = threading.Lock()
 _roots: dict[str, tuple[Any, str]] = {}
 #: URI as given -> canonical prefix (resolving builds a client: once per process is enough)
 _resolved: dict[str, str] = {}
+
+
+def identity(path: str) -> tuple[int, int] | None:
+    """Which file ``path`` is now (device, inode), so a reader can tell later whether it was
+    replaced by another file of the same name (Kafka's log cleaner swaps segments in); None
+    for remote stores."""
+    if is_remote(path):
+        return None
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
 
 
 def is_remote(path: str | os.PathLike[str]) -> bool:

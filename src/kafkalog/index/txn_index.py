@@ -225,7 +225,7 @@ class TransactionIndex:
         a pyarrow.fs URI).
         """
         if self._fd is not None:
-            yield _OwnDescriptor(self._fd)
+            yield files.borrowed(self._fd)
             return
         try:
             handle = files.open_read(self._path)
@@ -432,24 +432,6 @@ class TransactionIndex:
             f"TransactionIndex(path={self._path!r}, base_offset={self._base_offset}, "
             f"mode={mode!r}, last_offset={self._last_offset})"
         )
-
-
-class _OwnDescriptor:
-    """This index's own write descriptor, read by position and never closed by a reader."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def size(self) -> int:
-        return os.fstat(self.fd).st_size
-
-    def pread(self, length: int, position: int) -> bytes:
-        return os.pread(self.fd, length, position)
-
-    def close(self) -> None:
-        pass
 
 
 def _read_fully(handle: files.ReadHandle, length: int, offset: int) -> bytes:

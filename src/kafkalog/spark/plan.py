@@ -9,6 +9,7 @@ never by scanning a log from its start.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import re
 from collections.abc import Iterator
@@ -54,6 +55,10 @@ class Split:
     end_position: int  # exclusive; -1 = to the end of the file as it is when read
     start_offset: int
     end_offset: int
+    # the segment as planned: its size and which file it was (device, inode; None remotely),
+    # so a task can tell a segment cut or swapped by the broker since then
+    planned_size: int = -1
+    identity: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -308,6 +313,8 @@ def _segment_pieces(r: PartitionRange) -> Iterator[Split]:
                 end_pos,
                 lo,
                 min(r.end, upper),
+                planned_size=seg.size,
+                identity=files.identity(seg.log.path),
             )
     finally:
         log.close()
@@ -347,17 +354,7 @@ def _cut(piece: Split, target: int) -> list[Split]:
 
 
 def _sub(piece: Split, start_pos: int, end_pos: int) -> Split:
-    return Split(
-        piece.topic,
-        piece.partition,
-        piece.directory,
-        piece.segment,
-        piece.base_offset,
-        start_pos,
-        end_pos,
-        piece.start_offset,
-        piece.end_offset,
-    )
+    return dataclasses.replace(piece, start_position=start_pos, end_position=end_pos)
 
 
 def _cap_records(split: Split, cap: int) -> list[Split]:
@@ -368,18 +365,6 @@ def _cap_records(split: Split, cap: int) -> list[Split]:
     lo = split.start_offset
     while lo < split.end_offset:
         hi = min(split.end_offset, lo + cap)
-        out.append(
-            Split(
-                split.topic,
-                split.partition,
-                split.directory,
-                split.segment,
-                split.base_offset,
-                split.start_position,
-                split.end_position,
-                lo,
-                hi,
-            )
-        )
+        out.append(dataclasses.replace(split, start_offset=lo, end_offset=hi))
         lo = hi
     return out

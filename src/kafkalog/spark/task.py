@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalog import files
-from kafkalog.errors import _PositionedError
+from kafkalog.errors import KafkalogError, _PositionedError
 from kafkalog.log.layout import DELETED_SUFFIX
 from kafkalog.records import decode_range
 from kafkalog.spark.plan import DataLossError, Split
@@ -47,6 +47,14 @@ def read_split(
         return
     try:
         size = handle.size()
+        if split.end_position > size and size < split.planned_size and fail_on_data_loss:
+            # cut since planning (a follower truncating to its new leader): what was planned
+            # past the cut is gone
+            raise DataLossError(
+                f"{split.topic}-{split.partition}: segment {files.redacted(split.segment)} was "
+                f"cut from {split.planned_size} to {size} bytes after the query was planned, "
+                "taking planned records with it; set failOnDataLoss=false to read what is left"
+            )
         end = size if split.end_position < 0 else min(split.end_position, size)
         pos = split.start_position
         want = chunk_bytes
@@ -82,20 +90,33 @@ def read_split(
 
 
 def _open_segment(split: Split, fail_on_data_loss: bool) -> files.ReadHandle | None:
-    """The split's segment, also once a broker's retention deleted it after planning: Kafka
-    renames it ``.deleted`` and removes it ``file.delete.delay.ms`` (a minute) later, so the
-    bytes are usually still there. Gone altogether, its offsets are lost: an error, or nothing
-    with ``failOnDataLoss=false``, as Spark's Kafka source does for offsets aged out."""
+    """The segment file the split was planned on, also once the broker replaced it: retention
+    and the log cleaner rename the old file ``.deleted`` and remove it a minute later
+    (``file.delete.delay.ms``), so the planned bytes are usually still there. Gone altogether,
+    its offsets are lost (an error, or nothing with ``failOnDataLoss=false``, as Spark's Kafka
+    source does for offsets aged out); swapped for a rewritten file, its byte positions no
+    longer hold the planned records: an error saying so."""
+    swapped = False
     for path in (split.segment, split.segment + DELETED_SUFFIX):
         try:
-            return files.open_read(path)
+            handle = files.open_read(path)
         except FileNotFoundError:
             continue
+        if split.identity is None or handle.identity() in (None, split.identity):
+            return handle
+        handle.close()  # another file of the same name: the cleaner's rewrite
+        swapped = True
+    where = f"{split.topic}-{split.partition}: segment {files.redacted(split.segment)}"
+    if swapped:
+        raise KafkalogError(
+            f"{where} was rewritten (Kafka's log cleaner swapped in a compacted copy) after the "
+            "query was planned, and the planned file is gone; run the query again"
+        )
     if fail_on_data_loss:
         raise DataLossError(
-            f"{split.topic}-{split.partition}: segment {files.redacted(split.segment)} was "
-            f"deleted after the query was planned, with offsets {split.start_offset} to "
-            f"{split.end_offset - 1}; set failOnDataLoss=false to skip what is gone"
+            f"{where} was deleted after the query was planned, with offsets "
+            f"{split.start_offset} to {split.end_offset - 1}; set failOnDataLoss=false to skip "
+            "what is gone"
         )
     return None
 
