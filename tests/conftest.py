@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,3 +22,26 @@ def s3_store() -> Iterator[Any]:
     from s3store import serve
 
     yield from serve(FIXTURES)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local SparkSession for every test that needs Spark (starting one costs seconds)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import kafkalog.spark
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafkalog-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    kafkalog.spark.register(session)
+    yield session
+    session.stop()

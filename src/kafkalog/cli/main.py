@@ -20,11 +20,12 @@ examples:
   kafkalog cat data/orders-3 --offset 1200 --max 5
   kafkalog ingest events.jsonl --data ./data --topic events --key-field user
   kafkalog timeline /var/lib/kafka/data --png timeline.png
+  kafkalog query data "select topic, count(*) from kafka group by topic"
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kafkalog.cli import demo, dump, ingest, job, lookup, rebuild, timeline, verify
+    from kafkalog.cli import demo, dump, ingest, job, lookup, query, rebuild, timeline, verify
 
     parser = argparse.ArgumentParser(
         prog="kafkalog",
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     rebuild.add_parser(sub)
     lookup.add_parsers(sub)
     ingest.add_parser(sub)
+    query.add_parser(sub)
     timeline.add_parser(sub)
     demo.add_parser(sub)
     return parser
