@@ -220,22 +220,20 @@ class RecordBatch:
         if count * MIN_RECORD_SIZE > end:
             raise self._error(f"record count {count} cannot fit in {end} bytes of records", 57)
         log_append = self.timestamp_type is TimestampType.LOG_APPEND_TIME
+        fixed_ts = self.max_timestamp if log_append else None
         out: list[Record] = []
         pos = 0
         try:
             for _ in range(count):
                 rec, pos = _decode_record(
-                    area, pos, end, self.base_offset, self.base_timestamp, self.base_sequence
+                    area,
+                    pos,
+                    end,
+                    self.base_offset,
+                    self.base_timestamp,
+                    self.base_sequence,
+                    fixed_ts,
                 )
-                if log_append:
-                    rec = Record(
-                        rec.offset,
-                        self.max_timestamp,
-                        rec.key,
-                        rec.value,
-                        rec.headers,
-                        rec.sequence,
-                    )
                 out.append(rec)
         except CorruptRecordError as e:
             inner = e.position if e.position is not None else 0
@@ -265,8 +263,20 @@ class RecordBatch:
 
 
 def _decode_record(
-    area: bytes | memoryview, pos: int, end: int, base_offset: int, base_ts: int, base_seq: int
+    area: bytes | memoryview,
+    pos: int,
+    end: int,
+    base_offset: int,
+    base_ts: int,
+    base_seq: int,
+    log_append_time: int | None = None,
 ) -> tuple[Record, int]:
+    """Decode one record at ``pos``; returns it and the position after it.
+
+    With ``log_append_time`` (LogAppendTime batches) the record takes that timestamp and its
+    own delta is ignored, as Kafka's ``DefaultRecord.readFrom`` does: a base + delta beyond
+    int64 is then not an error (the columnar kernel and both oracles read it the same way).
+    """
     start = pos
     length, pos = read_varint(area, pos, end)
     if length < MIN_RECORD_SIZE - 1 or pos + length > end:
@@ -325,7 +335,7 @@ def _decode_record(
         )
     seq = _increment_sequence(base_seq, offset_delta) if base_seq != NO_SEQUENCE else NO_SEQUENCE
     offset = base_offset + offset_delta
-    timestamp = base_ts + ts_delta
+    timestamp = base_ts + ts_delta if log_append_time is None else log_append_time
     if not INT64_MIN <= offset <= INT64_MAX or not INT64_MIN <= timestamp <= INT64_MAX:
         raise CorruptRecordError(
             "record offset or timestamp delta overflows 64 bits", position=start
