@@ -6,8 +6,14 @@ import pyarrow as pa
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-from kafkalog.errors import CorruptRecordError
-from kafkalog.records import LogReader, Record, RecordBatch, decode_arrow, encode_arrow
+from kafkalog.records import (
+    LogReader,
+    Record,
+    RecordBatch,
+    decode_arrow,
+    encode_arrow,
+    encode_batch,
+)
 from kafkalog.records.batch import (
     ATTR_TIMESTAMP_TYPE,
     ATTRIBUTES_OFFSET,
@@ -54,8 +60,36 @@ def test_log_append_time_batch_ignores_overflowing_record_timestamp_delta() -> N
     ours = [r.timestamp for e in LogReader(buf) for r in e.records()]
     arrow = decode_arrow(buf).column("timestamp").cast(pa.int64()).to_pylist()
     assert oracle == ours == arrow == [5]
-    # CreateTime: the same delta is still refused
+    # CreateTime: the sum wraps as Java's long addition does, in both APIs
     create = bytearray(buf)
     create[ATTRIBUTES_OFFSET + 1] &= ~ATTR_TIMESTAMP_TYPE
-    with pytest.raises(CorruptRecordError, match="overflows 64 bits"):
-        RecordBatch.parse(bytes(create)).records()
+    wrapped = [-(2**63)]
+    assert [r.timestamp for r in RecordBatch.parse(bytes(create)).records()] == wrapped
+    assert (
+        decode_arrow(bytes(create), verify_crc=False)
+        .column("timestamp")
+        .cast(pa.int64())
+        .to_pylist()
+        == wrapped
+    )
+
+
+# What Java's MemoryRecordsBuilder writes for timestamps [-1, Long.MAX_VALUE]: the delta
+# Long.MAX_VALUE - (-1) wraps to Long.MIN_VALUE, zig-zag 0xffffffffffffffff, a 10-byte varlong.
+JAVA_MIN_DELTA = b"\xff" * 9 + b"\x01"
+
+
+@pytest.mark.parametrize("writer", ["encode_batch", "encode_arrow"])
+def test_timestamp_delta_beyond_int64_wraps_like_java(writer: str) -> None:
+    """encode_batch wrote the delta 2**63 masked to 1 (read back as -2: silent corruption) and
+    both decoders refused Java's wrapped delta; now the bytes are Java's and read back exactly."""
+    stamps = [-1, 2**63 - 1]
+    if writer == "encode_batch":
+        buf = encode_batch([Record.of(b"a", timestamp=t) for t in stamps])
+    else:
+        table = pa.table({"value": [b"a", b"a"], "timestamp": pa.array(stamps, pa.int64())})
+        buf = bytes(encode_arrow(table).data)
+    assert JAVA_MIN_DELTA in buf
+    assert [r.timestamp for r in RecordBatch.parse(buf).records()] == stamps
+    assert decode_arrow(buf).column("timestamp").cast(pa.int64()).to_pylist() == stamps
+    assert RecordBatch.parse(buf).is_valid()

@@ -262,6 +262,11 @@ class RecordBatch:
             raise self._error(e.reason, HEADER_SIZE) from e
 
 
+def _wrap64(n: int) -> int:
+    """``n`` as Java's ``long`` arithmetic leaves it (two's complement wrap to 64 bits)."""
+    return ((n - INT64_MIN) & 0xFFFFFFFFFFFFFFFF) + INT64_MIN
+
+
 def _decode_record(
     area: bytes | memoryview,
     pos: int,
@@ -335,11 +340,11 @@ def _decode_record(
         )
     seq = _increment_sequence(base_seq, offset_delta) if base_seq != NO_SEQUENCE else NO_SEQUENCE
     offset = base_offset + offset_delta
-    timestamp = base_ts + ts_delta if log_append_time is None else log_append_time
-    if not INT64_MIN <= offset <= INT64_MAX or not INT64_MIN <= timestamp <= INT64_MAX:
-        raise CorruptRecordError(
-            "record offset or timestamp delta overflows 64 bits", position=start
-        )
+    if not INT64_MIN <= offset <= INT64_MAX:
+        raise CorruptRecordError("record offset delta overflows 64 bits", position=start)
+    # Java's long addition wraps, and its writer wraps the delta the same way: a batch holding
+    # timestamps -1 and Long.MAX_VALUE stores the delta Long.MIN_VALUE and reads back exactly.
+    timestamp = _wrap64(base_ts + ts_delta) if log_append_time is None else log_append_time
     return Record(offset, timestamp, key, value, tuple(headers), seq), rec_end
 
 
@@ -351,7 +356,9 @@ def encode_record(out: bytearray, record: Record, offset_delta: int, base_timest
     """Append one record (length-prefixed) to ``out``."""
     body = bytearray()
     body.append(0)
-    write_varlong(body, record.timestamp - base_timestamp)
+    # wrapped as Java's ``timestamp - baseTimestamp`` is: unwrapped, write_varlong's 64-bit mask
+    # turned the delta 2**63 (timestamps -1 then Long.MAX_VALUE) into 1, read back as -2
+    write_varlong(body, _wrap64(record.timestamp - base_timestamp))
     write_varint(body, offset_delta)
     if record.key is None:
         write_varint(body, -1)
