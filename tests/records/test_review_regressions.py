@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pyarrow as pa
 import pytest
 from kafka.record.memory_records import MemoryRecords
@@ -93,3 +95,15 @@ def test_timestamp_delta_beyond_int64_wraps_like_java(writer: str) -> None:
     assert [r.timestamp for r in RecordBatch.parse(buf).records()] == stamps
     assert decode_arrow(buf).column("timestamp").cast(pa.int64()).to_pylist() == stamps
     assert RecordBatch.parse(buf).is_valid()
+
+
+def test_negative_base_sequence_gives_records_no_sequence() -> None:
+    """Kafka's DefaultRecord.readFrom: ``baseSequence >= 0 ? incrementSequence(...) :
+    NO_SEQUENCE``; a base sequence of -5 made records -5, -4 instead of -1, -1."""
+    buf = bytearray(
+        encode_batch([Record.of(b"a"), Record.of(b"b")], producer_id=1, producer_epoch=0)
+    )
+    struct.pack_into(">i", buf, 53, -5)
+    batch = RecordBatch.parse(bytes(buf))
+    assert [r.sequence for r in batch.records()] == [-1, -1]
+    assert batch.last_sequence == -4  # DefaultRecordBatch.lastSequence only special-cases -1

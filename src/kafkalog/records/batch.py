@@ -338,7 +338,8 @@ def _decode_record(
             f"record declares {length} bytes but its fields end {rec_end - pos} bytes early",
             position=start,
         )
-    seq = _increment_sequence(base_seq, offset_delta) if base_seq != NO_SEQUENCE else NO_SEQUENCE
+    # Kafka's DefaultRecord.readFrom: any negative base sequence means "no sequence" per record
+    seq = _increment_sequence(base_seq, offset_delta) if base_seq >= 0 else NO_SEQUENCE
     offset = base_offset + offset_delta
     if not INT64_MIN <= offset <= INT64_MAX:
         raise CorruptRecordError("record offset delta overflows 64 bits", position=start)
