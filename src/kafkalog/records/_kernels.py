@@ -617,17 +617,13 @@ def decode_v2(  # type: ignore[no-untyped-def]
                         hk_off, hk_data, hv_off, hv_data, hv_valid)
             if want_headers:
                 hl_off[n + 1] = h
-            # Python's object API has unbounded ints; the columns wrap. Both refuse instead.
-            if ((od > 0 and base_off > _I64_MAX - od) or (od < 0 and base_off < _I64_MIN - od)) or (
-                not fixed
-                and (
-                    (tsd > 0 and base_ts > _I64_MAX - tsd) or (tsd < 0 and base_ts < _I64_MIN - tsd)
-                )
-            ):
+            # An offset beyond int64 is refused (both APIs). Timestamps wrap like Java's long
+            # addition, which is how a Java writer's wrapped delta reads back exactly.
+            if (od > 0 and base_off > _I64_MAX - od) or (od < 0 and base_off < _I64_MIN - od):
                 return (ERR_OVERFLOW, b, rstart, n, kp, vp, h, hkp, hvp,
                         hk_off, hk_data, hv_off, hv_data, hv_valid)
             out_offset[n] = base_off + od
-            out_ts[n] = fixed_ts if fixed else base_ts + tsd
+            out_ts[n] = fixed_ts if fixed else np.int64(np.uint64(base_ts) + np.uint64(tsd))
             n += 1
         if pos != end:
             return (ERR_BATCH_TRAILING, b, pos, n, kp, vp, h, hkp, hvp,

@@ -220,22 +220,20 @@ class RecordBatch:
         if count * MIN_RECORD_SIZE > end:
             raise self._error(f"record count {count} cannot fit in {end} bytes of records", 57)
         log_append = self.timestamp_type is TimestampType.LOG_APPEND_TIME
+        fixed_ts = self.max_timestamp if log_append else None
         out: list[Record] = []
         pos = 0
         try:
             for _ in range(count):
                 rec, pos = _decode_record(
-                    area, pos, end, self.base_offset, self.base_timestamp, self.base_sequence
+                    area,
+                    pos,
+                    end,
+                    self.base_offset,
+                    self.base_timestamp,
+                    self.base_sequence,
+                    fixed_ts,
                 )
-                if log_append:
-                    rec = Record(
-                        rec.offset,
-                        self.max_timestamp,
-                        rec.key,
-                        rec.value,
-                        rec.headers,
-                        rec.sequence,
-                    )
                 out.append(rec)
         except CorruptRecordError as e:
             inner = e.position if e.position is not None else 0
@@ -264,9 +262,26 @@ class RecordBatch:
             raise self._error(e.reason, HEADER_SIZE) from e
 
 
+def _wrap64(n: int) -> int:
+    """``n`` as Java's ``long`` arithmetic leaves it (two's complement wrap to 64 bits)."""
+    return ((n - INT64_MIN) & 0xFFFFFFFFFFFFFFFF) + INT64_MIN
+
+
 def _decode_record(
-    area: bytes | memoryview, pos: int, end: int, base_offset: int, base_ts: int, base_seq: int
+    area: bytes | memoryview,
+    pos: int,
+    end: int,
+    base_offset: int,
+    base_ts: int,
+    base_seq: int,
+    log_append_time: int | None = None,
 ) -> tuple[Record, int]:
+    """Decode one record at ``pos``; returns it and the position after it.
+
+    With ``log_append_time`` (LogAppendTime batches) the record takes that timestamp and its
+    own delta is ignored, as Kafka's ``DefaultRecord.readFrom`` does: a base + delta beyond
+    int64 is then not an error (the columnar kernel and both oracles read it the same way).
+    """
     start = pos
     length, pos = read_varint(area, pos, end)
     if length < MIN_RECORD_SIZE - 1 or pos + length > end:
@@ -323,13 +338,14 @@ def _decode_record(
             f"record declares {length} bytes but its fields end {rec_end - pos} bytes early",
             position=start,
         )
-    seq = _increment_sequence(base_seq, offset_delta) if base_seq != NO_SEQUENCE else NO_SEQUENCE
+    # Kafka's DefaultRecord.readFrom: any negative base sequence means "no sequence" per record
+    seq = _increment_sequence(base_seq, offset_delta) if base_seq >= 0 else NO_SEQUENCE
     offset = base_offset + offset_delta
-    timestamp = base_ts + ts_delta
-    if not INT64_MIN <= offset <= INT64_MAX or not INT64_MIN <= timestamp <= INT64_MAX:
-        raise CorruptRecordError(
-            "record offset or timestamp delta overflows 64 bits", position=start
-        )
+    if not INT64_MIN <= offset <= INT64_MAX:
+        raise CorruptRecordError("record offset delta overflows 64 bits", position=start)
+    # Java's long addition wraps, and its writer wraps the delta the same way: a batch holding
+    # timestamps -1 and Long.MAX_VALUE stores the delta Long.MIN_VALUE and reads back exactly.
+    timestamp = _wrap64(base_ts + ts_delta) if log_append_time is None else log_append_time
     return Record(offset, timestamp, key, value, tuple(headers), seq), rec_end
 
 
@@ -341,7 +357,9 @@ def encode_record(out: bytearray, record: Record, offset_delta: int, base_timest
     """Append one record (length-prefixed) to ``out``."""
     body = bytearray()
     body.append(0)
-    write_varlong(body, record.timestamp - base_timestamp)
+    # wrapped as Java's ``timestamp - baseTimestamp`` is: unwrapped, write_varlong's 64-bit mask
+    # turned the delta 2**63 (timestamps -1 then Long.MAX_VALUE) into 1, read back as -2
+    write_varlong(body, _wrap64(record.timestamp - base_timestamp))
     write_varint(body, offset_delta)
     if record.key is None:
         write_varint(body, -1)

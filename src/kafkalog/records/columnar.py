@@ -70,7 +70,7 @@ _KERNEL_ERRORS = {
     K.ERR_ENTRY_SIZE: "record size smaller than the minimum record overhead (14)",
     K.ERR_ENTRY_TOO_LARGE: "entry size exceeds the maximum batch size",
     K.ERR_BATCH_LENGTH: "record batch length smaller than the 49-byte minimum",
-    K.ERR_OVERFLOW: "record offset or timestamp delta overflows 64 bits",
+    K.ERR_OVERFLOW: "record offset delta overflows 64 bits",
     K.ERR_MAGIC: "invalid magic byte (negative as Kafka reads it)",
 }
 

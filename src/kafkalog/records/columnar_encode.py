@@ -83,6 +83,12 @@ def _binary_parts(arr: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def _timestamps_ms(col: pa.Array | None, n: int, default: int) -> np.ndarray:
+    """Record timestamps in ms; null or missing means ``default``.
+
+    Finer units are floor-divided in int64 (as Spark's ``DateTimeUtils.toMillis``): going through
+    float64 lost precision above 2**53 and Arrow refused the cast outright, so every realistic
+    nanosecond timestamp (pandas' default unit) raised ``ArrowInvalid``.
+    """
     if col is None:
         return np.full(n, default, np.int64)
     if isinstance(col, pa.ChunkedArray):
@@ -94,7 +100,8 @@ def _timestamps_ms(col: pa.Array | None, n: int, default: int) -> np.ndarray:
         if per_ms < 0:
             raw = pc.multiply(raw, -per_ms)
         elif per_ms > 1:
-            raw = pc.floor(pc.divide(raw.cast(pa.float64()), per_ms)).cast(pa.int64())
+            ints = np.asarray(raw.fill_null(0), dtype=np.int64) // per_ms
+            raw = pa.array(ints, pa.int64(), mask=np.asarray(raw.is_null()))
     elif pa.types.is_integer(t):
         raw = col.cast(pa.int64())
     else:
