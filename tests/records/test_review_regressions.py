@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
+from kafkalog.errors import InvalidRecordError
 from kafkalog.records import (
     LogReader,
     Record,
@@ -107,3 +108,10 @@ def test_negative_base_sequence_gives_records_no_sequence() -> None:
     batch = RecordBatch.parse(bytes(buf))
     assert [r.sequence for r in batch.records()] == [-1, -1]
     assert batch.last_sequence == -4  # DefaultRecordBatch.lastSequence only special-cases -1
+
+
+@pytest.mark.parametrize("timestamp", [2**63, -2, -(2**63) - 1])
+def test_record_timestamps_outside_int64_are_refused_by_name(timestamp: int) -> None:
+    """A caller's timestamp past int64 used to escape as a bare struct.error."""
+    with pytest.raises(InvalidRecordError, match=f"record timestamp {timestamp} is neither -1"):
+        encode_batch([Record.of(b"x", timestamp=timestamp)])

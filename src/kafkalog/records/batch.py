@@ -467,8 +467,10 @@ def encode_batch(
                 f"record offsets must increase within a batch (record {i} at delta {delta})"
             )
         _check_int("offset delta", delta, 0, 0x7FFFFFFF)
-        if rec.timestamp < -1:
-            raise InvalidRecordError(f"record timestamp {rec.timestamp} is neither >= 0 nor -1")
+        if not -1 <= rec.timestamp <= INT64_MAX:
+            raise InvalidRecordError(
+                f"record timestamp {rec.timestamp} is neither -1 nor in [0, {INT64_MAX}]"
+            )
         deltas.append(delta)
         prev = delta
     if records:
