@@ -100,7 +100,17 @@ def test_every_command_has_help_with_examples_that_parse() -> None:
 
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    wanted = {"dump", "verify", "rebuild-index", "lookup", "cat", "ingest", "timeline", "job"}
+    wanted = {
+        "dump",
+        "verify",
+        "rebuild-index",
+        "lookup",
+        "cat",
+        "ingest",
+        "timeline",
+        "job",
+        "query",
+    }
     assert wanted <= set(commands)
     for name, sub in commands.items():
         text = sub.format_help()

@@ -26,10 +26,10 @@ from kafkalog.errors import KafkalogError
 
 EPILOG = """\
 examples:
-  kafkalog query /var/lib/kafka/data "select topic, partition, count(*) from kafka group by 1, 2"
-  kafkalog query data "select offset, cast(value as string) from orders
-      where timestamp >= '2026-01-01 12:00' and timestamp < '2026-01-01 13:00'" --format jsonl
-  kafkalog query data "select count(*) from \\`web-clicks\\`" -o isolationLevel=read_committed
+  kafkalog query /var/lib/kafka/data "select topic, count(*) from kafka group by topic"
+  kafkalog query data "select offset from orders where timestamp < '2026-01-01 12:00'"
+  kafkalog query data 'select count(*) from `web-clicks`' -o isolationLevel=read_committed
+  kafkalog query data "select * from orders" --format jsonl --limit 10
 """
 
 #: options that choose topics: the views do that
