@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafkalog.cli import progress
+from kafkalog.cli.spark_session import local_session
 
 DAY_MS = 24 * 3600 * 1000
 HOUR_MS = 3600 * 1000
@@ -129,8 +130,6 @@ def _bytes_planned(options: dict[str, str]) -> int:
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     data = os.path.abspath(args.data)
     t = time.perf_counter()
     written = write_sample(data, args.records)
@@ -139,21 +138,12 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     else:
         print(f"reusing the sample in {data}", file=out)
     print("starting local Spark ...", file=out, flush=True)
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    import kafkalog.spark
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafkalog-job")
-        .config("spark.ui.showConsoleProgress", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
+    spark = local_session(
+        "kafkalog-job",
+        **{"spark.ui.showConsoleProgress": "true", "spark.sql.shuffle.partitions": "4"},
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    kafkalog.spark.register(spark)
     hour_start = DAY_START + args.hour * HOUR_MS
     hour_end = hour_start + HOUR_MS
     base = {"path": data, "subscribe": "clicks"}

@@ -14,7 +14,6 @@ import argparse
 import csv
 import datetime as dt
 import json
-import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from typing import IO, Any
 
 from kafkalog.cli.args import int_between
 from kafkalog.cli.lookup import _text
+from kafkalog.cli.spark_session import local_session
 from kafkalog.errors import KafkalogError
 
 EPILOG = """\
@@ -90,7 +90,15 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     options = read_options(args.option)
     opts = parse_read_options({**options, "path": args.path})  # refused before Spark starts
     topics = sorted({topic for topic, _ in partition_directories(opts.path)})
-    spark = _session(args.master)
+    spark = local_session(
+        "kafkalog-query",
+        args.master,
+        **{
+            "spark.sql.python.filterPushdown.enabled": "true",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": str(sys.stderr.isatty()).lower(),
+        },
+    )
     from pyspark.errors import PySparkException
 
     try:
@@ -109,27 +117,6 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     if len(rows) > args.limit:
         print(f"(the first {args.limit} rows; --limit shows more)", file=sys.stderr)
     return 0
-
-
-def _session(master: str) -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import kafkalog.spark
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("kafkalog-query")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    kafkalog.spark.register(spark)
-    return spark
 
 
 def _reason(error: Exception) -> str:
