@@ -194,3 +194,29 @@ def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str], message
     result = kafkalog(*(a.format(**names) for a in args))
     assert result.returncode == 2, result
     assert message.format(**names) in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_internal_error_is_one_line_and_its_traceback_on_request(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug of ours (here a planted IndexError) still ends in one line and exit 3; with
+    KAFKALOG_DEBUG=1 the traceback comes out for the bug report."""
+    import importlib
+
+    from kafkalog.cli import demo
+
+    cli = importlib.import_module("kafkalog.cli.main")
+
+    def broken(args: object) -> int:
+        raise IndexError("planted")
+
+    monkeypatch.setattr(demo, "run", broken)  # add_parser looks it up on every build
+    monkeypatch.delenv("KAFKALOG_DEBUG", raising=False)
+    assert cli.main(["demo"]) == 3
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "kafkalog: internal error: IndexError: planted (a bug: KAFKALOG_DEBUG=1 shows where)"
+    ]
+    monkeypatch.setenv("KAFKALOG_DEBUG", "1")
+    with pytest.raises(IndexError, match="planted"):
+        cli.main(["demo"])

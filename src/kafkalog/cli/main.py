@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -59,6 +60,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # a bug of ours: still one line, the traceback on request
+        if os.environ.get("KAFKALOG_DEBUG"):
+            raise
+        print(
+            f"kafkalog: internal error: {type(e).__name__}: {e} "
+            "(a bug: KAFKALOG_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
+        return 3
 
 
 if __name__ == "__main__":
