@@ -91,3 +91,23 @@ def v0_then_v2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_segment_without_timestamps_before_timestamped(pushdown: Any, v0_then_v2: Path) -> None:
     rows = _same(pushdown, v0_then_v2, "timestamp >= timestamp'2026-01-01 00:00:30'")
     assert len(rows) == 30
+
+
+FAR = 4_353_339_043_320  # 2107: its datetime's float timestamp() * 1000 is FAR - 0.0001
+
+
+@pytest.fixture(scope="module")
+def far_future(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("far") / "data"
+    with Log(root / "t-0", TopicConfig(segment_bytes=600)) as log:
+        for i in range(-5, 6):
+            log.append_records([Record.of(b"v%d" % i, b"k", FAR + i)])
+    return root
+
+
+def test_upper_timestamp_bound_is_exact_to_the_ms(pushdown: Any, far_future: Path) -> None:
+    lit = "timestamp'2107-12-14 20:50:43.320'"
+    assert _rows(pushdown, far_future, f"timestamp = {lit}", False) != []
+    for where in (f"timestamp <= {lit}", f"timestamp = {lit}", f"timestamp in ({lit})"):
+        rows = _same(pushdown, far_future, where, maxTimestampLatenessMs="0")
+        assert rows and rows[-1][3].microsecond == 320_000, where

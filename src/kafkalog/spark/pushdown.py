@@ -54,11 +54,21 @@ class Bounds:
         return self.offset_lo >= self.offset_hi
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
 def _millis(value: Any) -> int | None:
+    """The millisecond a timestamp literal falls in (floored), exactly.
+
+    Not ``int(value.timestamp() * 1000)``: that float is a hair below a whole millisecond for
+    some values (``2107-12-14 20:50:43.320`` gives ...319), which made ``timestamp <= x`` end a
+    read before the record at ``x``; and ``int`` rounds a negative one up, not down. Spark hands
+    aware UTC datetimes; a naive one is taken in the worker's local time, as Python does.
+    """
     if isinstance(value, dt.datetime):
-        # Spark hands naive datetimes in the worker's local time; timestamp() inverts that
-        # (and uses the offset of an aware one)
-        return int(value.timestamp() * 1000)
+        aware = value if value.tzinfo is not None else value.astimezone()
+        return (aware - _EPOCH) // _MICROSECOND // 1000
     return None
 
 
