@@ -111,3 +111,27 @@ def test_upper_timestamp_bound_is_exact_to_the_ms(pushdown: Any, far_future: Pat
     for where in (f"timestamp <= {lit}", f"timestamp = {lit}", f"timestamp in ({lit})"):
         rows = _same(pushdown, far_future, where, maxTimestampLatenessMs="0")
         assert rows and rows[-1][3].microsecond == 320_000, where
+
+
+@pytest.fixture(scope="module")
+def two_partitions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("two") / "data"
+    for p, n in ((0, 30), (1, 10)):
+        with Log(root / f"t-{p}", TopicConfig(segment_bytes=600)) as log:
+            for i in range(n):
+                log.append_records([Record.of(b"v%d" % i, b"k", T0 + i * 1000)])
+    return root
+
+
+def test_pruned_partition_still_checks_options(pushdown: Any, two_partitions: Path) -> None:
+    """Options naming offsets a pruned partition does not have fail as without pushdown."""
+    opts = {"startingOffsets": '{"t": {"0": -2, "1": 20}}'}
+    for enabled in (False, True):
+        with pytest.raises(Exception, match="after the end offset"):
+            _rows(pushdown, two_partitions, "partition = 0", enabled, **opts)
+    opts = {"endingOffsets": '{"t": {"0": -1, "1": 20}}'}
+    for enabled in (False, True):
+        with pytest.raises(Exception, match="beyond the log end"):
+            _rows(pushdown, two_partitions, "partition = 0", enabled, **opts)
+    opts["failOnDataLoss"] = "false"
+    assert len(_same(pushdown, two_partitions, "partition = 0", **opts)) == 30

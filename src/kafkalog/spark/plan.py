@@ -175,11 +175,13 @@ def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[Part
     check_partitions_named(set(chosen), opts)
     ranges = []
     for (topic, partition), directory in sorted(chosen.items()):
-        if bounds is not None and not bounds.allows_partition(topic, partition):
-            continue
         log = Log(directory, writable=False)
         try:
+            # resolved before pruning: the options' errors (a start after the end, offsets
+            # lost) are the query's answer without pushdown, so they stay its answer with it
             r = _resolve_one(log, topic, partition, directory, opts)
+            if bounds is not None and not bounds.allows_partition(topic, partition):
+                continue
             if bounds is not None:
                 r = _narrow(log, r, bounds, opts)
             ranges.append(r)
