@@ -73,7 +73,11 @@ def v0_then_v2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A message format upgrade: a v0 segment (no timestamps; Kafka falls back to its mtime,
     here in 2100) then v2 segments from 2026."""
     root = tmp_path_factory.mktemp("upgrade") / "data"
-    part = root / "t-0"
+    _upgraded(root / "t-0")
+    return root
+
+
+def _upgraded(part: Path) -> None:
     part.mkdir(parents=True)
     src = FIXTURES / "kafka-0.9.0.1-broker" / "v0-none-0"
     for name in os.listdir(src):
@@ -85,7 +89,6 @@ def v0_then_v2(tmp_path_factory: pytest.TempPathFactory) -> Path:
             log.append_records([Record.of(b"v%d" % i, b"k", T0 + i * 1000)])
     future = 4_102_444_800  # 2100-01-01
     os.utime(part / "00000000000000000000.log", (future, future))
-    return root
 
 
 def test_segment_without_timestamps_before_timestamped(pushdown: Any, v0_then_v2: Path) -> None:
@@ -135,3 +138,108 @@ def test_pruned_partition_still_checks_options(pushdown: Any, two_partitions: Pa
             _rows(pushdown, two_partitions, "partition = 0", enabled, **opts)
     opts["failOnDataLoss"] = "false"
     assert len(_same(pushdown, two_partitions, "partition = 0", **opts)) == 30
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Generated partitions (timestamps out of order across batches, some -1, many small
+    segments) beside copies of real Kafka partitions: transactions, LogAppendTime, v1, and a
+    compacted v0 log with gaps and emptied segments."""
+    import random
+
+    root = tmp_path_factory.mktemp("mixed") / "data"
+    rng = random.Random(5)
+    for p in range(2):
+        with Log(
+            root / f"gen-{p}", TopicConfig(segment_bytes=1500, index_interval_bytes=200)
+        ) as log:
+            ts = T0
+            for _ in range(80):
+                batch = []
+                for _ in range(rng.randint(1, 4)):
+                    ts += rng.randint(0, 3000)
+                    roll = rng.random()
+                    stamp = -1 if roll < 0.05 else ts - rng.randint(0, 20_000) if roll < 0.2 else ts
+                    batch.append(Record.of(b"v", b"k", stamp))
+                log.append_records(batch)
+    copies = (
+        ("kafka-4.0-snapshot-javacode", "v2-txn-0"),
+        ("kafka-4.0-snapshot-javacode", "v2-logappendtime-0"),
+        ("kafka-4.0-snapshot-javacode", "v1-none-0"),
+        ("kafka-0.9.0.1-broker", "v0-compact-0"),
+    )
+    for fixture_set, name in copies:
+        shutil.copytree(FIXTURES / fixture_set / name, root / name)
+    _upgraded(root / "upgraded-0")
+    return root
+
+
+def _all_rows(spark: Any, path: Path, **options: str) -> list[tuple[str, int, int, int]]:
+    spark.conf.set(CONF, "false")
+    reader = spark.read.format("kafkalog").option("path", str(path))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    df = reader.load().selectExpr("topic", "partition", "offset", "unix_micros(timestamp) as us")
+    return sorted((r.topic, r.partition, r.offset, r.us) for r in df.collect())
+
+
+def _lit(us: int) -> str:
+    import datetime as dt
+
+    when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=us)
+    return "timestamp'" + when.strftime("%Y-%m-%d %H:%M:%S.%f") + "'"
+
+
+def test_randomized_against_python_filter(pushdown: Any, mixed: Path) -> None:
+    """Random predicates on every pushable column, with pushdown, give exactly the rows a
+    Python filter of all records gives (the session time zone is UTC)."""
+    import operator
+    import random
+
+    rng = random.Random(23)
+    everything = _all_rows(pushdown, mixed)
+    stamps = sorted({r[3] for r in everything})
+    offsets = sorted({r[2] for r in everything})
+    ops = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+    ops["="] = operator.eq
+
+    def clause() -> tuple[str, Any]:
+        kind = rng.choice(["ts", "ts", "ts", "off", "off", "part", "topic", "in", "nullsafe"])
+        op = rng.choice(list(ops))
+        fn = ops[op]
+        if kind == "ts":
+            near = rng.choice([rng.choice(stamps), -1000, T0 * 1000])
+            us = near + rng.choice([0, 0, -1000, 1000, -500, 500, 1])
+            return f"timestamp {op} {_lit(us)}", lambda r: fn(r[3], us)
+        if kind == "off":
+            o = rng.choice(offsets) + rng.choice([0, 0, -1, 1])
+            if rng.random() < 0.2:
+                return f"{o}.5 {op} offset", lambda r: fn(o + 0.5, r[2])
+            return f"offset {op} {o}", lambda r: fn(r[2], o)
+        if kind == "part":
+            q = rng.choice([0, 1, 2, -1])
+            return f"partition {op} {q}", lambda r: fn(r[1], q)
+        if kind == "topic":
+            name = rng.choice(["gen", "v2-txn", "v0-compact", "upgraded", "nope"])
+            if rng.random() < 0.5:
+                return f"topic like '{name[:3]}%'", lambda r: r[0].startswith(name[:3])
+            return f"topic {op} '{name}'", lambda r: fn(r[0], name)
+        if kind == "in":
+            vals = [rng.choice(offsets) for _ in range(rng.randint(1, 4))]
+            nul = ", null" if rng.random() < 0.3 else ""
+            return (
+                f"offset in ({', '.join(map(str, vals))}{nul})",
+                lambda r: r[2] in vals,
+            )
+        us = rng.choice(stamps)
+        return f"timestamp <=> {_lit(us)}", lambda r: r[3] == us
+
+    for _ in range(40):
+        picked = [clause() for _ in range(rng.randint(1, 3))]
+        where = " and ".join(f"({c[0]})" for c in picked)
+        want = [r for r in everything if all(c[1](r) for c in picked)]
+        pushdown.conf.set(CONF, "true")
+        df = pushdown.read.format("kafkalog").option("path", str(mixed)).load().where(where)
+        df = df.selectExpr("topic", "partition", "offset", "unix_micros(timestamp) as us")
+        got = sorted((r.topic, r.partition, r.offset, r.us) for r in df.collect())
+        assert got == want, where
