@@ -175,11 +175,13 @@ def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[Part
     check_partitions_named(set(chosen), opts)
     ranges = []
     for (topic, partition), directory in sorted(chosen.items()):
-        if bounds is not None and not bounds.allows_partition(topic, partition):
-            continue
         log = Log(directory, writable=False)
         try:
+            # resolved before pruning: the options' errors (a start after the end, offsets
+            # lost) are the query's answer without pushdown, so they stay its answer with it
             r = _resolve_one(log, topic, partition, directory, opts)
+            if bounds is not None and not bounds.allows_partition(topic, partition):
+                continue
             if bounds is not None:
                 r = _narrow(log, r, bounds, opts)
             ranges.append(r)
@@ -190,14 +192,37 @@ def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[Part
 
 def _narrow(log: Log, r: PartitionRange, b: Bounds, opts: ReadOptions) -> PartitionRange:
     start, end = max(r.start, b.offset_lo), min(r.end, b.offset_hi)
-    if b.ts_lo is not None and start < end:
-        found = _by_timestamp(log, b.ts_lo)  # every record before it is older than ts_lo
+    if b.ts_lo is not None and b.ts_lo >= 0 and start < end:
+        found = _first_at_or_after(log, b.ts_lo)  # every record before it is older than ts_lo
         start = end if found is None else max(start, found)
     if b.ts_hi is not None and opts.max_timestamp_lateness_ms is not None and start < end:
-        found = _by_timestamp(log, b.ts_hi + opts.max_timestamp_lateness_ms)
+        target = b.ts_hi + opts.max_timestamp_lateness_ms
+        found = _first_at_or_after(log, target) if target >= 0 else None
         if found is not None:
             end = min(end, found)
     return PartitionRange(r.topic, r.partition, r.directory, start, max(start, end))
+
+
+def _first_at_or_after(log: Log, ts: int) -> int | None:
+    """The first offset holding a record with timestamp >= ``ts`` (>= 0), every record before
+    it being older; None when no record has one.
+
+    Not ``Log.offsets_for_times``, which is Kafka's ListOffsets to the letter: negative values
+    there are special (-1 latest, -2 earliest, ...) or an error, and it answers from the first
+    segment whose largest timestamp reaches ``ts``, which for a segment without timestamps (v0
+    messages, an emptied segment) is its file's mtime: a segment that then has no such record
+    makes it answer "none" though later segments have them. Pruning must not drop those, so
+    segments are searched on their records' timestamps, and on to the next when one has none.
+    Negative bounds never come here: records without a timestamp (-1) are not in the time index
+    and may be anywhere.
+    """
+    for seg in log.segments:
+        if seg._time_index() is not None and seg.max_timestamp_so_far < ts:
+            continue  # no record of it reaches ts (without a time index: search it)
+        found = seg.find_offset_by_timestamp(ts, log.log_start_offset)
+        if found is not None:
+            return found.offset
+    return None
 
 
 def _resolve_one(

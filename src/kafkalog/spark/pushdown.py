@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import (
+    EqualNullSafe,
     EqualTo,
     Filter,
     GreaterThan,
@@ -23,6 +24,7 @@ from pyspark.sql.datasource import (
     In,
     LessThan,
     LessThanOrEqual,
+    StringStartsWith,
 )
 
 INT64_MAX = 2**63 - 1
@@ -40,10 +42,13 @@ class Bounds:
     partitions: set[int] | None = None
     partition_lo: int = -(2**31)
     partition_hi: int = 2**31
+    topic_prefixes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def allows_partition(self, topic: str, partition: int) -> bool:
         if self.topics is not None and topic not in self.topics:
+            return False
+        if not all(topic.startswith(p) for p in self.topic_prefixes):
             return False
         if self.partitions is not None and partition not in self.partitions:
             return False
@@ -54,17 +59,38 @@ class Bounds:
         return self.offset_lo >= self.offset_hi
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
 def _millis(value: Any) -> int | None:
+    """The millisecond a timestamp literal falls in (floored), exactly.
+
+    Not ``int(value.timestamp() * 1000)``: that float is a hair below a whole millisecond for
+    some values (``2107-12-14 20:50:43.320`` gives ...319), which made ``timestamp <= x`` end a
+    read before the record at ``x``; and ``int`` rounds a negative one up, not down. Spark hands
+    aware UTC datetimes; a naive one is taken in the worker's local time, as Python does.
+    """
     if isinstance(value, dt.datetime):
-        # Spark hands naive datetimes in the worker's local time; timestamp() inverts that
-        # (and uses the offset of an aware one)
-        return int(value.timestamp() * 1000)
+        aware = value if value.tzinfo is not None else value.astimezone()
+        return (aware - _EPOCH) // _MICROSECOND // 1000
     return None
+
+
+def _plain(f: Filter) -> Filter:
+    """``f`` with what cannot match taken out, for the same pruning: ``col <=> v`` with a
+    value is ``col = v`` (these columns are never null), and a null in an IN list matches no
+    row (it only makes a non-matching row null instead of false, and both are dropped)."""
+    if isinstance(f, EqualNullSafe) and f.value is not None:
+        return EqualTo(f.attribute, f.value)
+    if isinstance(f, In) and any(v is None for v in f.value):
+        return In(f.attribute, tuple(v for v in f.value if v is not None))
+    return f
 
 
 def bounds_from_filters(filters: list[Filter]) -> Bounds:
     b = Bounds()
-    for f in filters:
+    for f in map(_plain, filters):
         attr = getattr(f, "attribute", None)
         if not attr or len(attr) != 1:
             continue
@@ -81,6 +107,8 @@ def bounds_from_filters(filters: list[Filter]) -> Bounds:
             elif isinstance(f, In) and all(isinstance(v, str) for v in f.value):
                 vals = set(f.value)
                 b.topics = vals if b.topics is None else b.topics & vals
+            elif isinstance(f, StringStartsWith) and isinstance(f.value, str):
+                b.topic_prefixes.append(f.value)  # topic like 'orders%', startswith(topic, ..)
     return b
 
 
