@@ -31,6 +31,7 @@ from kafkalog.spark.options import OptionError, local_path
 
 _LENGTH_END = 12  # a batch's base offset and length: the length counts the bytes after them
 _MIN_BATCH_LENGTH = 49  # the rest of a v2 batch header
+_PRODUCER_BATCH_BYTES = 1024 * 1024  # encode_arrow's default batch size
 
 WRITE_OPTIONS = {
     "path",
@@ -160,14 +161,11 @@ class KafkaLogWriter(DataSourceArrowWriter):
         os.makedirs(directory, exist_ok=True)
         counts: dict[tuple[str, int], int] = {}
         files: dict[tuple[str, int], Any] = {}
+        config = TopicConfig.from_properties(self.opts.topic_config)
         try:
             for batch in iterator:
                 for (topic, partition), rows in self._route(batch):
-                    encoded = encode_arrow(
-                        rows,
-                        compression=self.opts.compression,
-                        max_records_per_batch=self.opts.max_records_per_batch,
-                    )
+                    encoded = _encode(rows, self.opts, config, topic, partition)
                     key = (topic, partition)
                     if key not in files:
                         files[key] = open(  # noqa: SIM115 - closed in finally
@@ -272,6 +270,40 @@ class KafkaLogWriter(DataSourceArrowWriter):
         shutil.rmtree(os.path.join(self.opts.staging, self.job), ignore_errors=True)
         with contextlib.suppress(OSError):
             os.rmdir(self.opts.staging)
+
+
+def _encode(
+    rows: pa.Table, opts: WriteOptions, config: TopicConfig, topic: str, partition: int
+) -> Any:
+    """A partition's rows as batches the topic takes, each at most ``max.message.bytes`` and
+    ``segment.bytes`` (and a producer's 1 MiB).
+
+    Why: a producer whose batch the broker refuses as too large splits it and retries, so with
+    Spark's Kafka sink every row that fits on its own gets written; the log refuses a staged
+    batch over either limit whole, at the commit, failing the job. ``encode_arrow`` bounds the
+    uncompressed size; a batch that compression made larger is cut again, smaller. A row too
+    large on its own is refused here, in the task, naming its partition."""
+    limit = min(config.max_message_bytes, config.segment_bytes)
+    target = min(_PRODUCER_BATCH_BYTES, limit)
+    while True:
+        encoded = encode_arrow(
+            rows,
+            compression=opts.compression,
+            max_records_per_batch=opts.max_records_per_batch,
+            max_batch_bytes=target,
+        )
+        over = encoded.sizes > limit
+        if not over.any():
+            return encoded
+        if (encoded.record_counts[over] > 1).any() and target > 1:
+            target //= 2
+            continue
+        biggest = int(encoded.sizes.max())
+        name = "max.message.bytes" if limit == config.max_message_bytes else "segment.bytes"
+        raise KafkalogError(
+            f"a row for topic {topic!r} partition {partition} is {biggest} bytes as a record "
+            f"batch, larger than the topic's {name} ({limit}): Kafka would refuse it too"
+        )
 
 
 def _key_partitions(column: pa.ChunkedArray, rows: np.ndarray, count: int) -> np.ndarray:

@@ -1,0 +1,87 @@
+"""``df.write.format("kafkalog")`` against topic limits, failed commits and live brokers: what
+Spark's Kafka sink (a producer in front of a broker) would do, checked on the files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.record.memory_records import MemoryRecords
+
+from kafkalog.log import Log
+
+
+def _write(df: Any, path: Path, **options: str) -> None:
+    writer = df.write.format("kafkalog").option("path", str(path)).mode("append")
+    for k, v in options.items():
+        writer = writer.option(k, v)
+    writer.save()
+
+
+def _rows(spark: Any, n: int, size: int = 100) -> Any:
+    """``n`` rows of ``size``-byte values that do not compress away (sha2 hex of the id)."""
+    return spark.range(0, n, numPartitions=1).selectExpr(
+        f"cast(substr(repeat(sha2(cast(id as string), 512), {size // 128 + 1}), 1, {size})"
+        " as binary) as value"
+    )
+
+
+def _batches(directory: Path) -> list[tuple[int, int, int]]:
+    """(base offset, record count, size in bytes) of every batch, decoded by kafka-python."""
+    out = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".log"):
+            records = MemoryRecords((directory / name).read_bytes())
+            while (batch := records.next_batch()) is not None:
+                assert batch.validate_crc()
+                out.append((batch.base_offset, len(list(batch)), batch.size_in_bytes))
+    return out
+
+
+def _verify(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kafkalog", "verify", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "limit"),
+    [
+        ({"max.message.bytes": "2000"}, 2000),
+        ({"max.message.bytes": "2000", "compression": "gzip"}, 2000),
+        ({"segment.bytes": "3000"}, 3000),
+    ],
+)
+def test_batches_fit_the_topic_limits(
+    spark: Any, tmp_path: Path, options: dict[str, str], limit: int
+) -> None:
+    """Rows that each fit are all written, in batches the topic takes (a producer would split
+    a refused batch); the job used to fail at the commit on a 20 KB batch."""
+    data = tmp_path / "data"
+    _write(_rows(spark, 200), data, topic="t", **options)
+    batches = _batches(data / "t-0")
+    assert sum(n for _, n, _ in batches) == 200
+    assert [b for b, _, _ in batches] == sorted(b for b, _, _ in batches)
+    assert max(size for _, _, size in batches) <= limit
+    assert len(batches) > 1
+    log = Log(data / "t-0", writable=False)
+    assert [r.offset for r in log.records()] == list(range(200))
+    log.close()
+    assert _verify(data).returncode == 0, _verify(data).stdout
+
+
+def test_row_larger_than_max_message_bytes_named(spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _write(_rows(spark, 2, 10), data, topic="t")
+    with pytest.raises(Exception, match=r"topic 't' partition 0 .*max\.message\.bytes \(2000\)"):
+        _write(_rows(spark, 3, 5000), data, topic="t", **{"max.message.bytes": "2000"})
+    log = Log(data / "t-0", writable=False)
+    assert log.log_end_offset == 2
+    log.close()
