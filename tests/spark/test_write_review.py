@@ -85,3 +85,36 @@ def test_row_larger_than_max_message_bytes_named(spark: Any, tmp_path: Path) -> 
     log = Log(data / "t-0", writable=False)
     assert log.log_end_offset == 2
     log.close()
+
+
+def test_failed_commit_removes_the_partitions_it_created(spark: Any, tmp_path: Path) -> None:
+    """The commit creates a-0 and a-1, then finds b-0 locked by another writer: the job fails,
+    and the new topic must not stay behind as empty partitions (a later job would take its
+    partition count from them)."""
+    from kafkalog.log.checkpoints import OffsetCheckpoint
+
+    data = tmp_path / "data"
+    _write(_rows(spark, 3, 10), data, topic="b")
+    df = spark.range(0, 6, numPartitions=1).selectExpr(
+        "cast(cast(id as string) as binary) as value",
+        "case when id < 4 then 'a' else 'b' end as topic",
+        "cast(case when id < 4 then id % 2 else 0 end as int) as partition",
+    )
+    holder = Log(data / "b-0")  # another writer holds b-0
+    try:
+        with pytest.raises(Exception, match=r"(?i)lock"):
+            _write(df, data, numPartitions="2")
+    finally:
+        holder.close()
+    assert sorted(n for n in os.listdir(data) if not n.endswith("checkpoint")) == [
+        ".kafka_cleanshutdown",
+        "b-0",
+    ]
+    assert set(OffsetCheckpoint.read(data / "recovery-point-offset-checkpoint")) == {("b", 0)}
+    assert set(OffsetCheckpoint.read(data / "log-start-offset-checkpoint")) == {("b", 0)}
+    log = Log(data / "b-0", writable=False)
+    assert log.log_end_offset == 3
+    log.close()
+    _write(df.where("topic = 'a'"), data, numPartitions="4")  # a new topic again: 4 partitions
+    assert sorted(n for n in os.listdir(data) if n.startswith("a-")) == [f"a-{p}" for p in range(4)]
+    assert _verify(data).returncode == 0

@@ -24,7 +24,7 @@ from pyspark.sql.types import StructType
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
-from kafkalog.log.layout import validate_topic
+from kafkalog.log.layout import partition_dir_name, validate_topic
 from kafkalog.records import Compression, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
 from kafkalog.spark.options import OptionError, local_path
@@ -239,21 +239,31 @@ class KafkaLogWriter(DataSourceArrowWriter):
         staged = [m for m in messages if isinstance(m, Staged)]
         config = TopicConfig.from_properties(self.opts.topic_config)
         before: dict[tuple[str, int], int] = {}
+        created: list[tuple[str, int]] = []
         logdir = LogDir(self.opts.path, writable=True)
+
+        def open_log(topic: str, partition: int) -> Any:
+            if (topic, partition) not in before and not os.path.isdir(
+                os.path.join(self.opts.path, partition_dir_name(topic, partition))
+            ):
+                created.append((topic, partition))
+            log = logdir.log(topic, partition, create=True, config=config)
+            before.setdefault((topic, partition), log.log_end_offset)
+            return log
+
         try:
             for message in staged:
                 for topic, partition, path, _ in message.files:
-                    log = logdir.log(topic, partition, create=True, config=config)
-                    before.setdefault((topic, partition), log.log_end_offset)
-                    _append_file(log, path)
+                    _append_file(open_log(topic, partition), path)
             for topic, count in self._new_topic_counts(staged).items():
                 for p in range(count):  # a new topic gets all its partitions, even empty ones
-                    logdir.log(topic, p, create=True, config=config)
+                    open_log(topic, p)
         except BaseException:
             for (topic, partition), leo in before.items():
                 with contextlib.suppress(KafkalogError):
                     logdir.log(topic, partition).truncate_to(leo)
             logdir.close()
+            _remove_partitions(self.opts.path, created)
             self._remove_staging()
             raise
         logdir.close()
@@ -304,6 +314,25 @@ def _encode(
             f"a row for topic {topic!r} partition {partition} is {biggest} bytes as a record "
             f"batch, larger than the topic's {name} ({limit}): Kafka would refuse it too"
         )
+
+
+def _remove_partitions(path: str, created: list[tuple[str, int]]) -> None:
+    """Remove the partition directories a failed commit created, and their root checkpoint
+    entries. Truncated to empty they would stay behind as partitions of a topic the job never
+    wrote, and a later job would take the partition count of the topic from them (a new topic
+    with ``numPartitions=4`` whose commit failed at partition 2 would come back with 3)."""
+    from kafkalog.log.checkpoints import OffsetCheckpoint
+    from kafkalog.log.logdir import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+
+    for topic, partition in created:
+        shutil.rmtree(os.path.join(path, partition_dir_name(topic, partition)), ignore_errors=True)
+    for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
+        checkpoint = os.path.join(path, name)
+        with contextlib.suppress(OSError, KafkalogError, ValueError):
+            entries = OffsetCheckpoint.read(checkpoint)
+            kept = {tp: o for tp, o in entries.items() if tp not in set(created)}
+            if kept != entries:
+                OffsetCheckpoint.write(checkpoint, kept)
 
 
 def _key_partitions(column: pa.ChunkedArray, rows: np.ndarray, count: int) -> np.ndarray:
