@@ -118,3 +118,56 @@ def test_failed_commit_removes_the_partitions_it_created(spark: Any, tmp_path: P
     _write(df.where("topic = 'a'"), data, numPartitions="4")  # a new topic again: 4 partitions
     assert sorted(n for n in os.listdir(data) if n.startswith("a-")) == [f"a-{p}" for p in range(4)]
     assert _verify(data).returncode == 0
+
+
+BROKER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("LOCKED", os.getpid(), flush=True)
+sys.stdin.readline()
+"""
+
+
+def _root_files(data: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        n: ((data / n).read_bytes(), (data / n).stat().st_mtime_ns)
+        for n in os.listdir(data)
+        if (data / n).is_file()
+    }
+
+
+def test_directory_of_a_running_broker_left_untouched(spark: Any, tmp_path: Path) -> None:
+    """A running broker holds ``.lock`` and has deleted ``.kafka_cleanshutdown``; the writer
+    used to refuse its partitions but still rewrite the root checkpoints (which the broker
+    owns) and leave a clean-shutdown marker, so a broker crash would skip log recovery."""
+    data = tmp_path / "data"
+    _write(_rows(spark, 5, 10), data, topic="t")
+    (data / ".kafka_cleanshutdown").unlink()  # what a broker does when it starts
+    broker = subprocess.Popen(
+        [sys.executable, "-c", BROKER, str(data / ".lock")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert broker.stdout is not None
+        assert broker.stdout.readline().split()[0] == "LOCKED"
+        os.utime(data / "recovery-point-offset-checkpoint", ns=(10**9, 10**9))
+        os.utime(data / "log-start-offset-checkpoint", ns=(10**9, 10**9))
+        before = _root_files(data)
+        for df, options in [
+            (_rows(spark, 5, 10), {"topic": "t"}),
+            (_rows(spark, 5, 10), {"topic": "new"}),
+        ]:
+            with pytest.raises(Exception, match=r"(?i)kafka broker is using this data directory"):
+                _write(df, data, **options)
+            assert _root_files(data) == before
+            assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["t-0"]
+    finally:
+        assert broker.stdin is not None
+        broker.stdin.close()
+        broker.wait()
+    log = Log(data / "t-0", writable=False)
+    assert log.log_end_offset == 5
+    log.close()

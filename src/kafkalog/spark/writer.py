@@ -146,6 +146,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         check_input_schema(schema, opts.topic)
         self.opts = opts
         self.job = uuid.uuid4().hex
+        _refuse_if_broker(opts.path)  # before any task runs
         self.partition_counts = _partition_counts(opts.path)
 
     def _count(self, topic: str) -> int:
@@ -240,6 +241,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         config = TopicConfig.from_properties(self.opts.topic_config)
         before: dict[tuple[str, int], int] = {}
         created: list[tuple[str, int]] = []
+        _refuse_if_broker(self.opts.path)  # again: a broker may have started since
         logdir = LogDir(self.opts.path, writable=True)
 
         def open_log(topic: str, partition: int) -> Any:
@@ -313,6 +315,25 @@ def _encode(
         raise KafkalogError(
             f"a row for topic {topic!r} partition {partition} is {biggest} bytes as a record "
             f"batch, larger than the topic's {name} ({limit}): Kafka would refuse it too"
+        )
+
+
+def _refuse_if_broker(path: str) -> None:
+    """Refuse a data directory whose ``.lock`` a running Kafka broker holds, before opening it.
+
+    Why here and not only per partition: opening the data directory writable rewrites its
+    root files, which the broker owns -- the recovery-point and log-start-offset checkpoints
+    (with what they said when read) and the clean-shutdown marker, whose presence after a
+    broker crash would make the broker skip log recovery. The partitions' own locks refuse
+    only the partitions, after that."""
+    from kafkalog.log.lock import LockedError, broker_holds
+
+    if os.path.isdir(path) and broker_holds(path):
+        raise LockedError(
+            path,
+            f"refusing to write: a Kafka broker is using this data directory (it holds "
+            f"{os.path.join(path, '.lock')}); stop the broker or write to a copy",
+            broker=True,
         )
 
 
