@@ -171,3 +171,30 @@ def test_directory_of_a_running_broker_left_untouched(spark: Any, tmp_path: Path
     log = Log(data / "t-0", writable=False)
     assert log.log_end_offset == 5
     log.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "codec"),
+    [
+        ({"compression.type": "gzip"}, 1),
+        ({"compression.type": "zstd", "compression.zstd.level": "9", "compression": "lz4"}, 4),
+        ({"compression.type": "uncompressed", "compression": "lz4"}, 0),
+        ({"compression.type": "producer", "compression": "snappy"}, 2),
+    ],
+)
+def test_topic_compression_type_is_what_gets_stored(
+    spark: Any, tmp_path: Path, options: dict[str, str], codec: int
+) -> None:
+    """A broker stores batches in the topic's compression.type (recompressing the producer's),
+    unless it is ``producer``; the option was validated and then ignored."""
+    data = tmp_path / "data"
+    _write(_rows(spark, 50), data, topic="t", **options)
+    raw = (data / "t-0" / "00000000000000000000.log").read_bytes()
+    records = MemoryRecords(raw)
+    values = []
+    while (batch := records.next_batch()) is not None:
+        assert batch.validate_crc()
+        assert batch.compression_type == codec
+        values.extend(bytes(r.value) for r in batch)
+    assert len(values) == 50 and all(len(v) == 100 for v in values)
+    assert _verify(data).returncode == 0

@@ -297,10 +297,12 @@ def _encode(
     large on its own is refused here, in the task, naming its partition."""
     limit = min(config.max_message_bytes, config.segment_bytes)
     target = min(_PRODUCER_BATCH_BYTES, limit)
+    codec, level = _codec(opts, config)
     while True:
         encoded = encode_arrow(
             rows,
-            compression=opts.compression,
+            compression=codec,
+            compression_level=level,
             max_records_per_batch=opts.max_records_per_batch,
             max_batch_bytes=target,
         )
@@ -316,6 +318,27 @@ def _encode(
             f"a row for topic {topic!r} partition {partition} is {biggest} bytes as a record "
             f"batch, larger than the topic's {name} ({limit}): Kafka would refuse it too"
         )
+
+
+def _codec(opts: WriteOptions, config: TopicConfig) -> tuple[Compression, int | None]:
+    """The codec the batches are stored with, and its level: the topic's ``compression.type``
+    unless it is ``producer`` (the default), else the ``compression`` option.
+
+    Why: a broker recompresses every batch it takes into the topic's ``compression.type``
+    (``uncompressed`` decompresses them), at the topic's ``compression.<codec>.level``; the
+    option was accepted and then ignored, so the files did not hold what Kafka would store."""
+    wanted = config.compression_type
+    if wanted == "producer":
+        return opts.compression, None
+    if wanted == "uncompressed":
+        return Compression.NONE, None
+    codec = Compression.parse(wanted)
+    levels = {
+        Compression.GZIP: config.compression_gzip_level,
+        Compression.LZ4: config.compression_lz4_level,
+        Compression.ZSTD: config.compression_zstd_level,
+    }
+    return codec, levels.get(codec)
 
 
 def _refuse_if_broker(path: str) -> None:
