@@ -198,3 +198,39 @@ def test_topic_compression_type_is_what_gets_stored(
         values.extend(bytes(r.value) for r in batch)
     assert len(values) == 50 and all(len(v) == 100 for v in values)
     assert _verify(data).returncode == 0
+
+
+@pytest.mark.parametrize("micros", [-1, -5000, -86_400_000_000 * 365])
+def test_timestamps_before_1970_refused(spark: Any, tmp_path: Path, micros: int) -> None:
+    """Spark's Kafka sink refuses them (the producer takes timestamps >= 0 or null); -1 us
+    was stored as record timestamp -1, which Kafka reads as "no timestamp"."""
+    data = tmp_path / "data"
+    df = spark.range(0, 3, numPartitions=1).selectExpr(
+        "cast('v' as binary) as value",
+        f"timestamp_micros(case when id = 1 then {micros} else 0 end) as timestamp",
+    )
+    with pytest.raises(
+        Exception, match=r"topic 't' partition 0 has timestamp 19\d\d-.*before 1970"
+    ):
+        _write(df, data, topic="t")
+    assert not (data / "t-0").exists()
+
+
+def test_timestamps_truncated_to_ms_far_future_and_null(spark: Any, tmp_path: Path) -> None:
+    import time
+
+    data = tmp_path / "data"
+    df = spark.createDataFrame(
+        [(b"a", 1_700_000_000_000_999), (b"b", 253_402_300_799_999_999), (b"c", None)],
+        "value binary, us long",
+    ).selectExpr("value", "timestamp_micros(us) as timestamp")
+    start = int(time.time() * 1000)
+    _write(df.coalesce(1), data, topic="t")
+    end = int(time.time() * 1000)
+    records = MemoryRecords((data / "t-0" / "00000000000000000000.log").read_bytes())
+    stamps = {}
+    while (batch := records.next_batch()) is not None:
+        stamps.update({bytes(r.value): r.timestamp for r in batch})
+    assert stamps[b"a"] == 1_700_000_000_000
+    assert stamps[b"b"] == 253_402_300_799_999
+    assert start <= stamps[b"c"] <= end

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
@@ -298,6 +299,7 @@ def _encode(
     limit = min(config.max_message_bytes, config.segment_bytes)
     target = min(_PRODUCER_BATCH_BYTES, limit)
     codec, level = _codec(opts, config)
+    _refuse_before_epoch(rows, topic, partition)
     while True:
         encoded = encode_arrow(
             rows,
@@ -317,6 +319,23 @@ def _encode(
         raise KafkalogError(
             f"a row for topic {topic!r} partition {partition} is {biggest} bytes as a record "
             f"batch, larger than the topic's {name} ({limit}): Kafka would refuse it too"
+        )
+
+
+def _refuse_before_epoch(rows: pa.Table, topic: str, partition: int) -> None:
+    """Refuse a timestamp before 1970, as Spark's Kafka sink does (its producer record takes
+    only timestamps >= 0, or null for now). Why: encoded as is, 1969-12-31 23:59:59.999 became
+    a record timestamp of -1, which Kafka reads as "no timestamp", and earlier ones failed
+    with a row number counted within one staged partition of one Arrow batch."""
+    if "timestamp" not in rows.column_names:
+        return
+    column = rows.column("timestamp")
+    lowest = pc.min(column.cast(pa.int64())).as_py()
+    if lowest is not None and lowest < 0:
+        raise KafkalogError(
+            f"a row for topic {topic!r} partition {partition} has timestamp "
+            f"{pc.min(column).as_py()}, before 1970-01-01: Kafka takes record timestamps "
+            f"from the epoch on (a null timestamp means the time of writing)"
         )
 
 
