@@ -106,10 +106,7 @@ def test_failed_commit_removes_the_partitions_it_created(spark: Any, tmp_path: P
             _write(df, data, numPartitions="2")
     finally:
         holder.close()
-    assert sorted(n for n in os.listdir(data) if not n.endswith("checkpoint")) == [
-        ".kafka_cleanshutdown",
-        "b-0",
-    ]
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["b-0"]
     assert set(OffsetCheckpoint.read(data / "recovery-point-offset-checkpoint")) == {("b", 0)}
     assert set(OffsetCheckpoint.read(data / "log-start-offset-checkpoint")) == {("b", 0)}
     log = Log(data / "b-0", writable=False)
@@ -234,3 +231,86 @@ def test_timestamps_truncated_to_ms_far_future_and_null(spark: Any, tmp_path: Pa
     assert stamps[b"a"] == 1_700_000_000_000
     assert stamps[b"b"] == 253_402_300_799_999
     assert start <= stamps[b"c"] <= end
+
+
+def _job(path: Path, tag: str, parts: list[list[int]]) -> tuple[Any, list[Any]]:
+    """A writer and its tasks' commit messages, one task per list of target partitions."""
+    import pyarrow as pa
+    from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
+
+    from kafkalog.spark.writer import KafkaLogWriter, parse_write_options
+
+    schema = StructType(
+        [StructField("value", BinaryType()), StructField("partition", IntegerType())]
+    )
+    options = {"path": str(path), "topic": "t", "numPartitions": "2"}
+    writer = KafkaLogWriter(parse_write_options(options), schema, False)
+    messages = []
+    for n, task in enumerate(parts):
+        batch = pa.RecordBatch.from_pydict(
+            {
+                "value": [f"{tag}{n}.{i}".encode() for i in range(len(task))],
+                "partition": pa.array(task, pa.int32()),
+            }
+        )
+        messages.append(writer.write(iter([batch])))
+    return writer, messages
+
+
+def _values(path: Path) -> dict[int, list[tuple[int, bytes]]]:
+    out = {}
+    for p in (0, 1):
+        log = Log(path / f"t-{p}", writable=False)
+        out[p] = [(r.offset, r.value) for r in log.records()]
+        log.close()
+    return out
+
+
+@pytest.mark.parametrize("wait", [60.0, 0.3])
+def test_concurrent_commits_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wait: float
+) -> None:
+    """Job B commits while job A is half-way through its commit (B takes the partitions in
+    the other order). B used to write the clean-shutdown marker and the root checkpoints while
+    A was still appending. B now waits for A and then commits all its rows, or, after the
+    wait, is refused by name with none of them."""
+    import threading
+
+    from kafkalog.spark import writer as module
+
+    monkeypatch.setattr(module, "_COMMIT_LOCK_WAIT", wait)
+    data = tmp_path / "data"
+    a, a_messages = _job(data, "a", [[0, 0, 1, 1]])
+    b, b_messages = _job(data, "b", [[1], [0]])
+    append = module._append_file
+    seen: dict[str, Any] = {}
+
+    def b_commit() -> None:
+        try:
+            b.commit(b_messages)
+        except Exception as e:
+            seen["error"] = e
+
+    def hooked(log: Any, path: str) -> None:
+        append(log, path)
+        if "thread" not in seen:
+            seen["thread"] = threading.Thread(target=b_commit)
+            seen["thread"].start()
+            seen["thread"].join(0.6)  # B runs (and, with a short wait, gives up) meanwhile
+            seen["marker"] = (data / ".kafka_cleanshutdown").exists()
+
+    monkeypatch.setattr(module, "_append_file", hooked)
+    a.commit(a_messages)
+    seen["thread"].join(10)
+    assert seen["marker"] is False  # nobody declared the directory cleanly closed mid-commit
+    a_rows = {0: [b"a0.0", b"a0.1"], 1: [b"a0.2", b"a0.3"]}
+    values = _values(data)
+    if wait > 1:
+        assert "error" not in seen
+        expected = {0: [*a_rows[0], b"b1.0"], 1: [*a_rows[1], b"b0.0"]}
+    else:
+        assert "another job is committing" in str(seen["error"])
+        expected = a_rows
+    assert values == {p: list(enumerate(v)) for p, v in expected.items()}
+    assert (data / ".kafka_cleanshutdown").exists()
+    assert _verify(data).returncode == 0
