@@ -314,3 +314,24 @@ def test_concurrent_commits_one_at_a_time(
     assert values == {p: list(enumerate(v)) for p, v in expected.items()}
     assert (data / ".kafka_cleanshutdown").exists()
     assert _verify(data).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("numPartitions", "0"),
+        ("numPartitions", "-1"),
+        ("numPartitions", "abc"),
+        ("maxRecordsPerBatch", "0"),
+        ("maxRecordsPerBatch", "1.5"),
+    ],
+)
+def test_counts_must_be_positive(tmp_path: Path, name: str, value: str) -> None:
+    """0 partitions quietly meant 1, -1 failed every task with "partition 0 does not exist",
+    and "abc" escaped as a bare ValueError."""
+    from kafkalog.spark.options import OptionError
+    from kafkalog.spark.writer import parse_write_options
+
+    with pytest.raises(OptionError, match=rf"option {name}={value!r} must be a positive integer"):
+        parse_write_options({"path": str(tmp_path), "topic": "t", name: value})
+    assert parse_write_options({"path": str(tmp_path), name: "3"}) is not None

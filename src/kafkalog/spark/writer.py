@@ -29,7 +29,7 @@ from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
 from kafkalog.log.layout import partition_dir_name, validate_topic
 from kafkalog.records import Compression, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
-from kafkalog.spark.options import OptionError, local_path
+from kafkalog.spark.options import OptionError, _positive, local_path
 
 _LENGTH_END = 12  # a batch's base offset and length: the length counts the bytes after them
 _MIN_BATCH_LENGTH = 49  # the rest of a v2 batch header
@@ -81,8 +81,14 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         path=path,
         topic=opts.get("topic"),
         compression=compression,
-        num_partitions=int(opts["numpartitions"]) if "numpartitions" in opts else None,
-        max_records_per_batch=int(opts.get("maxrecordsperbatch", "1000")),
+        # positive, said by name on the driver: 0 quietly meant 1 partition, -1 failed every
+        # task with "partition 0 does not exist", and "abc" escaped as a bare ValueError
+        num_partitions=(
+            _positive("numPartitions", opts["numpartitions"]) if "numpartitions" in opts else None
+        ),
+        max_records_per_batch=_positive(
+            "maxRecordsPerBatch", opts.get("maxrecordsperbatch", "1000")
+        ),
         staging=local_path(
             opts.get("stagingdir", path.rstrip("/") + ".kafkalog-staging"), "stagingDir"
         ),
