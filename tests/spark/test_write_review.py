@@ -335,3 +335,45 @@ def test_counts_must_be_positive(tmp_path: Path, name: str, value: str) -> None:
     with pytest.raises(OptionError, match=rf"option {name}={value!r} must be a positive integer"):
         parse_write_options({"path": str(tmp_path), "topic": "t", name: value})
     assert parse_write_options({"path": str(tmp_path), name: "3"}) is not None
+
+
+@pytest.mark.parametrize(
+    ("offset_ms", "options", "refused"),
+    [
+        (2 * 3600_000, {"message.timestamp.after.max.ms": "3600000"}, "after"),
+        (600_000, {"message.timestamp.after.max.ms": "3600000"}, None),
+        (-2 * 86400_000, {"message.timestamp.before.max.ms": "86400000"}, "before"),
+        (-2 * 86400_000, {"message.timestamp.difference.max.ms": "86400000"}, "before"),
+        (-3600_000, {"message.timestamp.before.max.ms": "86400000"}, None),
+        (
+            2 * 3600_000,
+            {
+                "message.timestamp.after.max.ms": "3600000",
+                "message.timestamp.type": "LogAppendTime",
+            },
+            None,
+        ),
+    ],
+)
+def test_timestamp_window_of_the_topic(
+    spark: Any, tmp_path: Path, offset_ms: int, options: dict[str, str], refused: str | None
+) -> None:
+    """A broker refuses a CreateTime batch with a timestamp outside the topic's window; the
+    options were validated and then ignored."""
+    import time
+
+    data = tmp_path / "data"
+    stamp = int(time.time() * 1000) + offset_ms
+    df = spark.range(0, 3, numPartitions=1).selectExpr(
+        "cast('v' as binary) as value",
+        f"timestamp_millis(case when id = 1 then {stamp} else unix_millis(now()) end) as timestamp",
+    )
+    if refused:
+        with pytest.raises(
+            Exception, match=rf"topic 't' partition 0 .*message\.timestamp\.{refused}\.max\.ms"
+        ):
+            _write(df, data, topic="t", **options)
+        assert not (data / "t-0").exists()
+    else:
+        _write(df, data, topic="t", **options)
+        assert sum(n for _, n, _ in _batches(data / "t-0")) == 3

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
+from kafkalog.log.config import LONG_MAX, TOPIC_CONFIG_KEYS, TopicConfig
 from kafkalog.log.layout import partition_dir_name, validate_topic
 from kafkalog.records import Compression, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
@@ -313,6 +313,7 @@ def _encode(
     target = min(_PRODUCER_BATCH_BYTES, limit)
     codec, level = _codec(opts, config)
     _refuse_before_epoch(rows, topic, partition)
+    _check_timestamp_window(rows, config, topic, partition)
     while True:
         encoded = encode_arrow(
             rows,
@@ -350,6 +351,39 @@ def _refuse_before_epoch(rows: pa.Table, topic: str, partition: int) -> None:
             f"{pc.min(column).as_py()}, before 1970-01-01: Kafka takes record timestamps "
             f"from the epoch on (a null timestamp means the time of writing)"
         )
+
+
+def _check_timestamp_window(
+    rows: pa.Table, config: TopicConfig, topic: str, partition: int
+) -> None:
+    """Refuse a CreateTime row whose timestamp is further in the past or future than the
+    topic's ``message.timestamp.before.max.ms`` / ``after.max.ms`` (or the deprecated
+    ``difference.max.ms``) allow, as a broker refuses the batch. Why: the options were taken
+    and validated, then ignored, so rows Kafka would refuse were written."""
+    before = config.effective_message_timestamp_before_max_ms
+    after = config.effective_message_timestamp_after_max_ms
+    if config.message_timestamp_type != "CreateTime" or "timestamp" not in rows.column_names:
+        return
+    if before == LONG_MAX and after == LONG_MAX:
+        return
+    column = rows.column("timestamp")
+    ms = column.cast(pa.timestamp("ms", column.type.tz), safe=False).cast(pa.int64())
+    extremes = pc.min_max(ms)
+    lowest, highest = extremes["min"].as_py(), extremes["max"].as_py()
+    if lowest is None:
+        return  # all null: the time of writing
+    now = int(time.time() * 1000)
+    for value, bad, limit, name in (
+        (lowest, now - lowest > before, before, "before"),
+        (highest, highest - now > after, after, "after"),
+    ):
+        if bad:
+            shown = pa.scalar(value, pa.timestamp("ms", column.type.tz)).as_py()
+            raise KafkalogError(
+                f"a row for topic {topic!r} partition {partition} has timestamp {shown}, "
+                f"further from now than the topic's message.timestamp.{name}.max.ms ({limit}) "
+                f"allows: Kafka would refuse it"
+            )
 
 
 def _codec(opts: WriteOptions, config: TopicConfig) -> tuple[Compression, int | None]:
