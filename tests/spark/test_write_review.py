@@ -377,3 +377,64 @@ def test_timestamp_window_of_the_topic(
     else:
         _write(df, data, topic="t", **options)
         assert sum(n for _, n, _ in _batches(data / "t-0")) == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "topic"),
+    [
+        ("real-kafka3.9-snapshot-zk-gzip-leader-epochs-biggerbrain", "lsx1"),
+        ("real-kafka2.8.0-zk-snappy-seanorth", "some-topic"),
+        ("real-kafka2.1-snapshot-zk-large-index-william0423", "debug_topic"),
+    ],
+)
+def test_append_to_a_directory_kafka_wrote(
+    spark: Any, tmp_path: Path, name: str, topic: str
+) -> None:
+    """A copy of a real broker's data directory takes an append (LogAppendTime): offsets go
+    on from Kafka's, the old records stay, kafka-python reads every batch, verify passes."""
+    import shutil
+    import time
+
+    from provenance import FIXTURES
+
+    data = tmp_path / name
+    shutil.copytree(FIXTURES / name, data)
+    for p in [data, *data.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    log = Log(data / f"{topic}-0", writable=False)
+    old = [(r.offset, r.value) for r in log.records()]
+    log.close()
+    start = int(time.time() * 1000)
+    _write(_rows(spark, 30, 20), data, topic=topic, **{"message.timestamp.type": "LogAppendTime"})
+    log = Log(data / f"{topic}-0", writable=False)
+    now = [(r.offset, r.value) for r in log.records()]
+    log.close()
+    assert now[: len(old)] == old
+    assert [o for o, _ in now] == list(range(len(old) + 30))
+    tail = _batches(data / f"{topic}-0")[-1]
+    assert tail[0] == len(old) and tail[1] == 30
+    records = MemoryRecords((data / f"{topic}-0" / f"{len(old):020d}.log").read_bytes())
+    batch = records.next_batch()
+    assert batch is not None and batch.timestamp_type == 1
+    assert start <= batch.max_timestamp <= int(time.time() * 1000)
+    result = _verify(data)
+    assert result.returncode == 0, result.stdout
+
+
+def test_commit_failing_half_way_truncates_back(tmp_path: Path) -> None:
+    """The second task's staging file is gone by the commit: the first task's rows, already
+    appended, are truncated away and the staging directory removed."""
+    data = tmp_path / "data"
+    first, messages = _job(data, "a", [[0, 1]])
+    first.commit(messages)
+    writer, messages = _job(data, "b", [[0, 0, 1], [1, 0]])
+    os.remove(messages[1].files[0][2])
+    with pytest.raises(FileNotFoundError):
+        writer.commit(messages)
+    writer.abort(messages)  # what Spark does after a failed commit
+    assert _values(data) == {0: [(0, b"a0.0")], 1: [(0, b"a0.1")]}
+    assert not (tmp_path / "data.kafkalog-staging").exists()
+    assert _verify(data).returncode == 0
+    writer, messages = _job(data, "c", [[1, 0]])
+    writer.commit(messages)
+    assert _values(data) == {0: [(0, b"a0.0"), (1, b"c0.1")], 1: [(0, b"a0.1"), (1, b"c0.0")]}
