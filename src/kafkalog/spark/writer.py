@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -19,18 +20,21 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
-from kafkalog.log.layout import validate_topic
+from kafkalog.log.config import LONG_MAX, TOPIC_CONFIG_KEYS, TopicConfig
+from kafkalog.log.layout import partition_dir_name, validate_topic
 from kafkalog.records import Compression, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
-from kafkalog.spark.options import OptionError, local_path
+from kafkalog.spark.options import OptionError, _positive, local_path
 
 _LENGTH_END = 12  # a batch's base offset and length: the length counts the bytes after them
 _MIN_BATCH_LENGTH = 49  # the rest of a v2 batch header
+_PRODUCER_BATCH_BYTES = 1024 * 1024  # encode_arrow's default batch size
+_COMMIT_LOCK_WAIT = 60.0  # seconds a commit waits for another job's commit to the directory
 
 WRITE_OPTIONS = {
     "path",
@@ -77,8 +81,14 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         path=path,
         topic=opts.get("topic"),
         compression=compression,
-        num_partitions=int(opts["numpartitions"]) if "numpartitions" in opts else None,
-        max_records_per_batch=int(opts.get("maxrecordsperbatch", "1000")),
+        # positive, said by name on the driver: 0 quietly meant 1 partition, -1 failed every
+        # task with "partition 0 does not exist", and "abc" escaped as a bare ValueError
+        num_partitions=(
+            _positive("numPartitions", opts["numpartitions"]) if "numpartitions" in opts else None
+        ),
+        max_records_per_batch=_positive(
+            "maxRecordsPerBatch", opts.get("maxrecordsperbatch", "1000")
+        ),
         staging=local_path(
             opts.get("stagingdir", path.rstrip("/") + ".kafkalog-staging"), "stagingDir"
         ),
@@ -145,6 +155,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         check_input_schema(schema, opts.topic)
         self.opts = opts
         self.job = uuid.uuid4().hex
+        _refuse_if_broker(opts.path)  # before any task runs
         self.partition_counts = _partition_counts(opts.path)
 
     def _count(self, topic: str) -> int:
@@ -160,14 +171,11 @@ class KafkaLogWriter(DataSourceArrowWriter):
         os.makedirs(directory, exist_ok=True)
         counts: dict[tuple[str, int], int] = {}
         files: dict[tuple[str, int], Any] = {}
+        config = TopicConfig.from_properties(self.opts.topic_config)
         try:
             for batch in iterator:
                 for (topic, partition), rows in self._route(batch):
-                    encoded = encode_arrow(
-                        rows,
-                        compression=self.opts.compression,
-                        max_records_per_batch=self.opts.max_records_per_batch,
-                    )
+                    encoded = _encode(rows, self.opts, config, topic, partition)
                     key = (topic, partition)
                     if key not in files:
                         files[key] = open(  # noqa: SIM115 - closed in finally
@@ -236,26 +244,42 @@ class KafkaLogWriter(DataSourceArrowWriter):
 
     # -- on the driver --------------------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        staged = [m for m in messages if isinstance(m, Staged)]
+        _refuse_if_broker(self.opts.path)  # again: a broker may have started since
+        os.makedirs(self.opts.path, exist_ok=True)
+        with _commit_lock(self.opts.path):
+            self._commit(staged)
+
+    def _commit(self, staged: list[Staged]) -> None:
         from kafkalog.log import LogDir
 
-        staged = [m for m in messages if isinstance(m, Staged)]
         config = TopicConfig.from_properties(self.opts.topic_config)
         before: dict[tuple[str, int], int] = {}
+        created: list[tuple[str, int]] = []
         logdir = LogDir(self.opts.path, writable=True)
+
+        def open_log(topic: str, partition: int) -> Any:
+            if (topic, partition) not in before and not os.path.isdir(
+                os.path.join(self.opts.path, partition_dir_name(topic, partition))
+            ):
+                created.append((topic, partition))
+            log = logdir.log(topic, partition, create=True, config=config)
+            before.setdefault((topic, partition), log.log_end_offset)
+            return log
+
         try:
             for message in staged:
                 for topic, partition, path, _ in message.files:
-                    log = logdir.log(topic, partition, create=True, config=config)
-                    before.setdefault((topic, partition), log.log_end_offset)
-                    _append_file(log, path)
+                    _append_file(open_log(topic, partition), path)
             for topic, count in self._new_topic_counts(staged).items():
                 for p in range(count):  # a new topic gets all its partitions, even empty ones
-                    logdir.log(topic, p, create=True, config=config)
+                    open_log(topic, p)
         except BaseException:
             for (topic, partition), leo in before.items():
                 with contextlib.suppress(KafkalogError):
                     logdir.log(topic, partition).truncate_to(leo)
             logdir.close()
+            _remove_partitions(self.opts.path, created)
             self._remove_staging()
             raise
         logdir.close()
@@ -272,6 +296,188 @@ class KafkaLogWriter(DataSourceArrowWriter):
         shutil.rmtree(os.path.join(self.opts.staging, self.job), ignore_errors=True)
         with contextlib.suppress(OSError):
             os.rmdir(self.opts.staging)
+
+
+def _encode(
+    rows: pa.Table, opts: WriteOptions, config: TopicConfig, topic: str, partition: int
+) -> Any:
+    """A partition's rows as batches the topic takes, each at most ``max.message.bytes`` and
+    ``segment.bytes`` (and a producer's 1 MiB).
+
+    Why: a producer whose batch the broker refuses as too large splits it and retries, so with
+    Spark's Kafka sink every row that fits on its own gets written; the log refuses a staged
+    batch over either limit whole, at the commit, failing the job. ``encode_arrow`` bounds the
+    uncompressed size; a batch that compression made larger is cut again, smaller. A row too
+    large on its own is refused here, in the task, naming its partition."""
+    limit = min(config.max_message_bytes, config.segment_bytes)
+    target = min(_PRODUCER_BATCH_BYTES, limit)
+    codec, level = _codec(opts, config)
+    _refuse_before_epoch(rows, topic, partition)
+    _check_timestamp_window(rows, config, topic, partition)
+    while True:
+        encoded = encode_arrow(
+            rows,
+            compression=codec,
+            compression_level=level,
+            max_records_per_batch=opts.max_records_per_batch,
+            max_batch_bytes=target,
+        )
+        over = encoded.sizes > limit
+        if not over.any():
+            return encoded
+        if (encoded.record_counts[over] > 1).any() and target > 1:
+            target //= 2
+            continue
+        biggest = int(encoded.sizes.max())
+        name = "max.message.bytes" if limit == config.max_message_bytes else "segment.bytes"
+        raise KafkalogError(
+            f"a row for topic {topic!r} partition {partition} is {biggest} bytes as a record "
+            f"batch, larger than the topic's {name} ({limit}): Kafka would refuse it too"
+        )
+
+
+def _refuse_before_epoch(rows: pa.Table, topic: str, partition: int) -> None:
+    """Refuse a timestamp before 1970, as Spark's Kafka sink does (its producer record takes
+    only timestamps >= 0, or null for now). Why: encoded as is, 1969-12-31 23:59:59.999 became
+    a record timestamp of -1, which Kafka reads as "no timestamp", and earlier ones failed
+    with a row number counted within one staged partition of one Arrow batch."""
+    if "timestamp" not in rows.column_names:
+        return
+    column = rows.column("timestamp")
+    lowest = pc.min(column.cast(pa.int64())).as_py()
+    if lowest is not None and lowest < 0:
+        raise KafkalogError(
+            f"a row for topic {topic!r} partition {partition} has timestamp "
+            f"{pc.min(column).as_py()}, before 1970-01-01: Kafka takes record timestamps "
+            f"from the epoch on (a null timestamp means the time of writing)"
+        )
+
+
+def _check_timestamp_window(
+    rows: pa.Table, config: TopicConfig, topic: str, partition: int
+) -> None:
+    """Refuse a CreateTime row whose timestamp is further in the past or future than the
+    topic's ``message.timestamp.before.max.ms`` / ``after.max.ms`` (or the deprecated
+    ``difference.max.ms``) allow, as a broker refuses the batch. Why: the options were taken
+    and validated, then ignored, so rows Kafka would refuse were written."""
+    before = config.effective_message_timestamp_before_max_ms
+    after = config.effective_message_timestamp_after_max_ms
+    if config.message_timestamp_type != "CreateTime" or "timestamp" not in rows.column_names:
+        return
+    if before == LONG_MAX and after == LONG_MAX:
+        return
+    column = rows.column("timestamp")
+    ms = column.cast(pa.timestamp("ms", column.type.tz), safe=False).cast(pa.int64())
+    extremes = pc.min_max(ms)
+    lowest, highest = extremes["min"].as_py(), extremes["max"].as_py()
+    if lowest is None:
+        return  # all null: the time of writing
+    now = int(time.time() * 1000)
+    for value, bad, limit, name in (
+        (lowest, now - lowest > before, before, "before"),
+        (highest, highest - now > after, after, "after"),
+    ):
+        if bad:
+            shown = pa.scalar(value, pa.timestamp("ms", column.type.tz)).as_py()
+            raise KafkalogError(
+                f"a row for topic {topic!r} partition {partition} has timestamp {shown}, "
+                f"further from now than the topic's message.timestamp.{name}.max.ms ({limit}) "
+                f"allows: Kafka would refuse it"
+            )
+
+
+def _codec(opts: WriteOptions, config: TopicConfig) -> tuple[Compression, int | None]:
+    """The codec the batches are stored with, and its level: the topic's ``compression.type``
+    unless it is ``producer`` (the default), else the ``compression`` option.
+
+    Why: a broker recompresses every batch it takes into the topic's ``compression.type``
+    (``uncompressed`` decompresses them), at the topic's ``compression.<codec>.level``; the
+    option was accepted and then ignored, so the files did not hold what Kafka would store."""
+    wanted = config.compression_type
+    if wanted == "producer":
+        return opts.compression, None
+    if wanted == "uncompressed":
+        return Compression.NONE, None
+    codec = Compression.parse(wanted)
+    levels = {
+        Compression.GZIP: config.compression_gzip_level,
+        Compression.LZ4: config.compression_lz4_level,
+        Compression.ZSTD: config.compression_zstd_level,
+    }
+    return codec, levels.get(codec)
+
+
+@contextlib.contextmanager
+def _commit_lock(path: str) -> Iterator[None]:
+    """Hold ``<data directory>/.kafkalog.lock`` for a commit, waiting up to
+    ``_COMMIT_LOCK_WAIT`` seconds for another job's commit to end, then refusing by name.
+
+    Why: two jobs committing into one data directory at once each open it writable. The
+    partition locks keep their batches apart, but the first to finish (or fail) wrote the
+    clean-shutdown marker while the other was still appending -- a crash then would skip the
+    log recovery its torn tail needs -- and rewrote the root checkpoints with what they said
+    when it opened them; and two jobs taking the same partitions in different orders could
+    each lock one and both fail. One commit at a time, the second after the first."""
+    from kafkalog.log.lock import DirectoryLock, LockedError
+
+    lock = DirectoryLock(path)
+    deadline = time.monotonic() + _COMMIT_LOCK_WAIT
+    while True:
+        try:
+            lock.acquire()
+            break
+        except LockedError as e:
+            if e.broker or time.monotonic() >= deadline:
+                raise LockedError(
+                    path,
+                    f"another job is committing into this data directory ({e.reason}); "
+                    f"waited {_COMMIT_LOCK_WAIT:g} s",
+                    holder_pid=e.holder_pid,
+                    broker=e.broker,
+                ) from e
+            time.sleep(0.05)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _refuse_if_broker(path: str) -> None:
+    """Refuse a data directory whose ``.lock`` a running Kafka broker holds, before opening it.
+
+    Why here and not only per partition: opening the data directory writable rewrites its
+    root files, which the broker owns -- the recovery-point and log-start-offset checkpoints
+    (with what they said when read) and the clean-shutdown marker, whose presence after a
+    broker crash would make the broker skip log recovery. The partitions' own locks refuse
+    only the partitions, after that."""
+    from kafkalog.log.lock import LockedError, broker_holds
+
+    if os.path.isdir(path) and broker_holds(path):
+        raise LockedError(
+            path,
+            f"refusing to write: a Kafka broker is using this data directory (it holds "
+            f"{os.path.join(path, '.lock')}); stop the broker or write to a copy",
+            broker=True,
+        )
+
+
+def _remove_partitions(path: str, created: list[tuple[str, int]]) -> None:
+    """Remove the partition directories a failed commit created, and their root checkpoint
+    entries. Truncated to empty they would stay behind as partitions of a topic the job never
+    wrote, and a later job would take the partition count of the topic from them (a new topic
+    with ``numPartitions=4`` whose commit failed at partition 2 would come back with 3)."""
+    from kafkalog.log.checkpoints import OffsetCheckpoint
+    from kafkalog.log.logdir import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+
+    for topic, partition in created:
+        shutil.rmtree(os.path.join(path, partition_dir_name(topic, partition)), ignore_errors=True)
+    for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
+        checkpoint = os.path.join(path, name)
+        with contextlib.suppress(OSError, KafkalogError, ValueError):
+            entries = OffsetCheckpoint.read(checkpoint)
+            kept = {tp: o for tp, o in entries.items() if tp not in set(created)}
+            if kept != entries:
+                OffsetCheckpoint.write(checkpoint, kept)
 
 
 def _key_partitions(column: pa.ChunkedArray, rows: np.ndarray, count: int) -> np.ndarray:
