@@ -156,9 +156,33 @@ def test_write_option_errors(spark: Any, tmp_path: Path) -> None:
         ({"topic": "t", "compression": "brotli"}, "compression"),
         ({"topic": "t", "segment.bytes": "5"}, "segment.bytes"),
         ({}, "option topic or a 'topic' column"),
+        ({"topic": "t", "kafka.value.serializer": "x"}, "kafka.value.serializer is not supported"),
+        (
+            {"topic": "t", "compression": "lz4", "kafka.compression.type": "zstd"},
+            "compression and kafka.compression.type contradict",
+        ),
     ]:
         with pytest.raises(Exception, match=message):
             _write(df, tmp_path / "x", **options)
+
+
+def test_producer_options_of_spark_code_are_taken(spark: Any, tmp_path: Path) -> None:
+    """Code written for Spark's Kafka sink carries producer settings: they are taken (there is no
+    broker), and kafka.compression.type compresses as the option compression does."""
+    from kafkalog.records import LogReader
+
+    data = tmp_path / "data"
+    options = {
+        "topic": "t",
+        "kafka.bootstrap.servers": "broker:9092",
+        "kafka.acks": "all",
+        "kafka.compression.type": "zstd",
+    }
+    _write(_frame(spark, 50), data, **options)
+    log = Log(data / "t-0", writable=False)
+    codecs = {e.compression.label for s in log.segments for e in LogReader.open(s.log.path)}
+    assert codecs == {"zstd"} and log.log_end_offset == 50
+    log.close()
 
 
 def test_file_uris_for_path_and_remote_writes_refused(spark: Any, tmp_path: Path) -> None:

@@ -36,6 +36,14 @@ _MIN_BATCH_LENGTH = 49  # the rest of a v2 batch header
 _PRODUCER_BATCH_BYTES = 1024 * 1024  # encode_arrow's default batch size
 _COMMIT_LOCK_WAIT = 60.0  # seconds a commit waits for another job's commit to the directory
 
+# producer settings Spark's Kafka sink refuses (KafkaSourceProvider's sink validation); every
+# other ``kafka.`` option is a producer setting, taken and ignored (there is no broker to send
+# to), except ``kafka.compression.type``: the producer's compression, as option compression
+SINK_REFUSED = {
+    "kafka.key.serializer": "keys are written as the bytes of the key column",
+    "kafka.value.serializer": "values are written as the bytes of the value column",
+}
+
 WRITE_OPTIONS = {
     "path",
     "topic",
@@ -60,13 +68,25 @@ class WriteOptions:
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = {k.lower(): str(v) for k, v in options.items()}
     topic_keys = {k.lower(): k for k in TOPIC_CONFIG_KEYS}
-    unknown = sorted(k for k in opts if k not in WRITE_OPTIONS and k not in topic_keys)
+    for key in sorted(opts):
+        if key in SINK_REFUSED:
+            raise OptionError(f"option {key} is not supported: {SINK_REFUSED[key]}")
+    unknown = sorted(
+        k
+        for k in opts
+        if k not in WRITE_OPTIONS and k not in topic_keys and not k.startswith("kafka.")
+    )
     if unknown:
         raise OptionError(f"unknown option {unknown[0]!r} for writing format kafkalog")
     if not opts.get("path"):
         raise OptionError("option path is required: the data directory to write into")
+    codec = opts.get("compression", opts.get("kafka.compression.type", "none"))
+    if "compression" in opts and opts.get("kafka.compression.type", codec).lower() != codec.lower():
+        raise OptionError(
+            "options compression and kafka.compression.type contradict each other: give one"
+        )
     try:
-        compression = Compression.parse(opts.get("compression", "none"))
+        compression = Compression.parse(codec)
     except ValueError as e:
         raise OptionError(f"option compression: {e}") from None
     config = {topic_keys[k]: v for k, v in opts.items() if k in topic_keys}
