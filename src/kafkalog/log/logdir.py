@@ -8,6 +8,7 @@ written, renamed, resized, trimmed or locked, and partitions are opened only whe
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,27 +37,37 @@ class LogDir:
         *,
         writable: bool = False,
         limits: Limits = DEFAULT_LIMITS,
+        wait: float = 0.0,
     ) -> None:
+        """``writable`` takes the data directory as a broker does, for this process alone:
+        refused while a broker holds its ``.lock``, and exclusive against other kafkalog
+        writers (its ``.kafkalog.lock``), waiting up to ``wait`` seconds for one to finish."""
         from kafkalog.log import checkpoints
 
         self.path = os.fspath(path)
         self.writable = writable
         self.limits = limits
         self._logs: dict[tuple[str, int], Log] = {}
+        self._lock: Any = None
         if writable and files.is_remote(self.path):
             raise files.RemoteLocationError(
                 f"cannot open {self.path} for writing: a remote store is read-only to kafkalog"
             )
         if writable:
-            os.makedirs(self.path, exist_ok=True)
+            self._lock = _lock_data_directory(self.path, wait)
         elif not files.isdir(self.path):
             raise FileNotFoundError(f"no data directory {self.path}")
-        self.had_clean_shutdown = checkpoints.CleanShutdownMarker.exists(self.path)
-        if writable and self.had_clean_shutdown:
-            # a crash while we hold the directory must count as unclean (KAFKA-10471)
-            checkpoints.CleanShutdownMarker.remove(self.path)
-        self.recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
-        self.log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        try:
+            self.had_clean_shutdown = checkpoints.CleanShutdownMarker.exists(self.path)
+            if writable and self.had_clean_shutdown:
+                # a crash while we hold the directory must count as unclean (KAFKA-10471)
+                checkpoints.CleanShutdownMarker.remove(self.path)
+            self.recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+            self.log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            raise
 
     def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
         from kafkalog.log.checkpoints import OffsetCheckpoint
@@ -130,12 +141,17 @@ class LogDir:
         """Flush and close every open log; a writable directory then records a clean shutdown."""
         from kafkalog.log.checkpoints import CleanShutdownMarker
 
-        for log in self._logs.values():
-            log.close()
-        if self.writable:
-            self.checkpoint()
-            CleanShutdownMarker.write(self.path, None)
-        self._logs.clear()
+        try:
+            for log in self._logs.values():
+                log.close()
+            if self.writable and self._lock is not None:
+                self.checkpoint()
+                CleanShutdownMarker.write(self.path, None)
+            self._logs.clear()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def __enter__(self) -> LogDir:
         return self
@@ -146,6 +162,41 @@ class LogDir:
     def __repr__(self) -> str:
         mode = "rw" if self.writable else "r"
         return f"LogDir({self.path!r}, mode={mode!r})"
+
+
+def _lock_data_directory(path: str, wait: float) -> Any:
+    """Lock ``path`` (a data directory) for this writer alone, as a broker locks its ``.lock``.
+
+    Why: a writable data directory owns root files every partition shares, the recovery-point
+    and log-start-offset checkpoints and the clean-shutdown marker. Two writers at once (a
+    Spark job's commit and ``kafkalog ingest``, say) would each rewrite the checkpoints with
+    what they read when they opened them, and the first to close would mark a clean shutdown
+    while the other still appends: a crash then skips the recovery its torn tail needs."""
+    from kafkalog.log.lock import DirectoryLock, LockedError, broker_holds
+
+    os.makedirs(path, exist_ok=True)
+    lock = DirectoryLock(path)
+    deadline = time.monotonic() + max(0.0, wait)
+    while True:
+        if broker_holds(path):
+            raise LockedError(
+                path,
+                "a Kafka broker holds its .lock: the data directory is the broker's to write",
+                broker=True,
+            )
+        try:
+            lock.acquire()
+            return lock
+        except LockedError as e:
+            if e.broker or time.monotonic() >= deadline:
+                waited = f"; waited {wait:g} s" if wait > 0 else ""
+                raise LockedError(
+                    path,
+                    f"another writer has the data directory open ({e.reason}){waited}",
+                    holder_pid=e.holder_pid,
+                    broker=e.broker,
+                ) from e
+        time.sleep(0.05)
 
 
 def _partitions_in(path: str) -> list[tuple[str, int]]:

@@ -265,10 +265,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
     # -- on the driver --------------------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = [m for m in messages if isinstance(m, Staged)]
-        _refuse_if_broker(self.opts.path)  # again: a broker may have started since
-        os.makedirs(self.opts.path, exist_ok=True)
-        with _commit_lock(self.opts.path):
-            self._commit(staged)
+        self._commit(staged)
 
     def _commit(self, staged: list[Staged]) -> None:
         from kafkalog.log import LogDir
@@ -276,7 +273,9 @@ class KafkaLogWriter(DataSourceArrowWriter):
         config = TopicConfig.from_properties(self.opts.topic_config)
         before: dict[tuple[str, int], int] = {}
         created: list[tuple[str, int]] = []
-        logdir = LogDir(self.opts.path, writable=True)
+        # one writer of the data directory at a time: another job's commit (or `kafkalog
+        # ingest`) is waited for, a running broker refused before anything is written
+        logdir = LogDir(self.opts.path, writable=True, wait=_COMMIT_LOCK_WAIT)
 
         def open_log(topic: str, partition: int) -> Any:
             if (topic, partition) not in before and not os.path.isdir(
@@ -425,41 +424,6 @@ def _codec(opts: WriteOptions, config: TopicConfig) -> tuple[Compression, int | 
         Compression.ZSTD: config.compression_zstd_level,
     }
     return codec, levels.get(codec)
-
-
-@contextlib.contextmanager
-def _commit_lock(path: str) -> Iterator[None]:
-    """Hold ``<data directory>/.kafkalog.lock`` for a commit, waiting up to
-    ``_COMMIT_LOCK_WAIT`` seconds for another job's commit to end, then refusing by name.
-
-    Why: two jobs committing into one data directory at once each open it writable. The
-    partition locks keep their batches apart, but the first to finish (or fail) wrote the
-    clean-shutdown marker while the other was still appending -- a crash then would skip the
-    log recovery its torn tail needs -- and rewrote the root checkpoints with what they said
-    when it opened them; and two jobs taking the same partitions in different orders could
-    each lock one and both fail. One commit at a time, the second after the first."""
-    from kafkalog.log.lock import DirectoryLock, LockedError
-
-    lock = DirectoryLock(path)
-    deadline = time.monotonic() + _COMMIT_LOCK_WAIT
-    while True:
-        try:
-            lock.acquire()
-            break
-        except LockedError as e:
-            if e.broker or time.monotonic() >= deadline:
-                raise LockedError(
-                    path,
-                    f"another job is committing into this data directory ({e.reason}); "
-                    f"waited {_COMMIT_LOCK_WAIT:g} s",
-                    holder_pid=e.holder_pid,
-                    broker=e.broker,
-                ) from e
-            time.sleep(0.05)
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _refuse_if_broker(path: str) -> None:
