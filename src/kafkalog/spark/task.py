@@ -12,15 +12,12 @@ import os
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kafkalog import files
-from kafkalog.errors import KafkalogError, _PositionedError
+from kafkalog.errors import KafkalogError
+from kafkalog.log.arrow_read import CHUNK_BYTES, decode_file
 from kafkalog.log.layout import DELETED_SUFFIX
-from kafkalog.records import decode_range
 from kafkalog.spark.plan import DataLossError, Split
-
-CHUNK_BYTES = 16 * 1024 * 1024
 
 AbortedRange = tuple[int, int, int]  # producer id, first offset, last offset
 
@@ -56,35 +53,22 @@ def read_split(
                 "taking planned records with it; set failOnDataLoss=false to read what is left"
             )
         end = size if split.end_position < 0 else min(split.end_position, size)
-        pos = split.start_position
-        want = chunk_bytes
-        while pos < end:
-            data = handle.pread(min(want, end - pos), pos)
-            try:
-                result = decode_range(
-                    data,
-                    path=split.segment,
-                    include_headers=include_headers,
-                    metadata=metadata,
-                    timestamp_unit="us",
-                    topic=split.topic,
-                    partition=split.partition,
-                )
-            except _PositionedError as e:
-                raise e.located(split.segment, pos) from e
-            if result.next_position == 0:
-                tail = result.incomplete_tail
-                if tail is None or pos + len(data) >= end:
-                    return  # the end of the data (a live segment's batch still being written)
-                want = max(want * 2, tail.declared_size or 0)
-                continue
-            batch = _keep(result.batch, split, aborted)
+        for decoded in decode_file(
+            handle,
+            split.start_position,
+            end,
+            path=split.segment,
+            last_offset=split.end_offset - 1,
+            chunk_bytes=chunk_bytes,
+            include_headers=include_headers,
+            metadata=metadata,
+            timestamp_unit="us",
+            topic=split.topic,
+            partition=split.partition,
+        ):
+            batch = _keep(decoded, split, aborted)
             if batch.num_rows:
                 yield batch
-            offsets = result.batch.column("offset")
-            if len(offsets) and pc.max(offsets).as_py() >= split.end_offset - 1:
-                return
-            pos += result.next_position
     finally:
         handle.close()
 

@@ -1,0 +1,63 @@
+"""Byte ranges of segment files into Arrow record batches, chunk by chunk: what ``Log``'s
+columnar reads and each Spark task share.
+
+A segment is read by position in bounded chunks (never mapped: a live broker may truncate its
+active segment under a reader) and decoded by the columnar path; a batch cut off at the end of
+the range (one a broker is still writing) simply ends it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kafkalog import files
+from kafkalog.errors import _PositionedError
+from kafkalog.records import decode_range
+
+CHUNK_BYTES = 16 * 1024 * 1024
+
+
+def decode_file(
+    handle: files.ReadHandle,
+    start: int,
+    end: int,
+    *,
+    path: str,
+    last_offset: int | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    **decode: Any,
+) -> Iterator[pa.RecordBatch]:
+    """The records of bytes [start, end) of an open segment file (``decode`` goes to
+    :func:`~kafkalog.records.decode_range`), stopping after the chunk that reaches
+    ``last_offset``. Errors name ``path`` and the byte in the file."""
+    position = start
+    want = chunk_bytes
+    while position < end:
+        data = handle.pread(min(want, end - position), position)
+        try:
+            result = decode_range(data, path=path, **decode)
+        except _PositionedError as e:
+            raise e.located(path, position) from e
+        if result.next_position == 0:
+            tail = result.incomplete_tail
+            if tail is None or position + len(data) >= end:
+                return  # the end of the data (a live segment's batch still being written)
+            # a batch longer than a chunk: read it whole (still bounded by ``end``)
+            want = max(want * 2, tail.declared_size or 0)
+            continue
+        yield result.batch
+        offsets = result.batch.column("offset")
+        if last_offset is not None and len(offsets) and pc.max(offsets).as_py() >= last_offset:
+            return
+        position += result.next_position
+
+
+def in_offsets(batch: pa.RecordBatch, start: int, end: int) -> pa.RecordBatch:
+    """The rows of ``batch`` with offsets in [start, end)."""
+    offsets = batch.column("offset").to_numpy()
+    mask = (offsets >= start) & (offsets < end)
+    return batch if mask.all() else batch.filter(pa.array(mask))
