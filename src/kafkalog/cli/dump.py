@@ -145,8 +145,16 @@ def batch_line(entry: RecordBatch | LegacyEntry, position: int) -> str:
 
 
 def record_line(
-    entry: RecordBatch | LegacyEntry, rec: Record, args: argparse.Namespace, inner_crc: int | None
+    entry: RecordBatch | LegacyEntry,
+    rec: Record,
+    args: argparse.Namespace,
+    inner: LegacyEntry | None,
 ) -> str:
+    """One ``|`` line of ``--deep-iteration``, as DumpLogSegments.dumpLog prints it.
+
+    ``inner`` is the legacy message the record came from (the entry itself, or the inner message
+    of a compressed wrapper): Kafka prints that message's own ``isValid`` and ``crc``.
+    """
     parts: list[str] = []
     prefix = "|"
     if not args.skip_record_metadata:
@@ -170,17 +178,18 @@ def record_line(
                 else:
                     parts.append(f" controlType: {marker.type.name}({marker.type_id})")
         else:
-            parts.append(f" isValid: true crc: {inner_crc}}}")
+            valid = "true" if inner is None or inner.is_valid() else "false"
+            crc = None if inner is None else inner.crc
+            parts.append(f" isValid: {valid} crc: {crc}}}")
     printing = args.print_data_log and not (isinstance(entry, RecordBatch) and entry.is_control)
     if printing:
         key_dec = args.key_decoder or "string"
         val_dec = args.value_decoder or "string"
-        if args.skip_record_metadata:
-            parts.append(prefix)
-            if rec.key is not None:
-                parts.append(f" key: {_decode(rec.key, key_dec)}")
-        elif rec.key is not None:
-            parts.append(f" key: {_decode(rec.key, key_dec)}")
+        # Kafka prints its "| " indent only in front of the key (or of the metadata): with
+        # --skip-record-metadata and a null key the line starts with " payload:".
+        if rec.key is not None:
+            lead = f"{prefix} " if args.skip_record_metadata else " "
+            parts.append(f"{lead}key: {_decode(rec.key, key_dec)}")
         if rec.value is not None:
             parts.append(f" payload: {_decode(rec.value, val_dec)}")
     return "".join(parts)
@@ -233,11 +242,10 @@ def dump_log(
             if previous is not None and rec.offset != previous + 1:
                 gaps.append((previous, rec.offset))
             previous = rec.offset
-            crc = inner_entry.crc if isinstance(inner_entry, LegacyEntry) else None
             if args.json:
                 print(json.dumps(_record_json(rec, args)), file=out)
             else:
-                print(record_line(entry, rec, args, crc), file=out)
+                print(record_line(entry, rec, args, inner_entry), file=out)
     remaining = end - reader.end_position
     if remaining > 0 and args.max_bytes is None:
         print(f"Found {remaining} invalid bytes at the end of {name}", file=out)
