@@ -50,3 +50,25 @@ def test_legacy_record_line_prints_the_message_validity(tmp_path: Path) -> None:
         "isValid: false crc: 4088787588}"
     )
     assert out[-3].endswith("isValid: true crc: " + out[-4].split("crc: ")[1].split()[0] + "}")
+
+
+def test_a_decoder_option_implies_print_data_log(tmp_path: Path) -> None:
+    """``shouldPrintDataLog`` is true when --key-decoder-class or --value-decoder-class is given."""
+    seg = tmp_path / "00000000000000000100.log"
+    seg.write_bytes(V2_NONE)
+    for option in ("--key-decoder", "--value-decoder"):
+        rc, out, _ = run_dump(option, "string", "--files", str(seg))
+        assert rc == 0
+        assert out[3].endswith("headerKeys: [] key: key1 payload: value1")
+        assert out[4].endswith("headerKeys: [h1,h2] payload: v2")
+
+
+def test_max_bytes_at_int_max_still_reports_invalid_bytes(tmp_path: Path) -> None:
+    """dumpLog prints the trailing-bytes line when ``maxBytes == Integer.MAX_VALUE``, so giving
+    the default explicitly changes nothing; any other --max-bytes suppresses it."""
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(V2_NONE + V2_NONE[:50])
+    _, out, _ = run_dump("--max-bytes", str(2**31 - 1), "--files", str(seg))
+    assert out[-1] == f"Found 50 invalid bytes at the end of {seg.name}"
+    _, out, _ = run_dump("--max-bytes", str(2**31 - 2), "--files", str(seg))
+    assert out[-1].startswith("baseOffset: 100 ")

@@ -144,6 +144,11 @@ def batch_line(entry: RecordBatch | LegacyEntry, position: int) -> str:
     )
 
 
+def _prints_data(args: argparse.Namespace) -> bool:
+    """Kafka's ``shouldPrintDataLog``: ``--print-data-log`` or either decoder option."""
+    return bool(args.print_data_log or args.key_decoder or args.value_decoder)
+
+
 def record_line(
     entry: RecordBatch | LegacyEntry,
     rec: Record,
@@ -181,7 +186,7 @@ def record_line(
             valid = "true" if inner is None or inner.is_valid() else "false"
             crc = None if inner is None else inner.crc
             parts.append(f" isValid: {valid} crc: {crc}}}")
-    printing = args.print_data_log and not (isinstance(entry, RecordBatch) and entry.is_control)
+    printing = _prints_data(args) and not (isinstance(entry, RecordBatch) and entry.is_control)
     if printing:
         key_dec = args.key_decoder or "string"
         val_dec = args.value_decoder or "string"
@@ -212,7 +217,7 @@ def dump_log(
     stem = name.split(".")[0]
     # a name that is not <offset>.log (a renamed copy, a non-UTF-8 name) starts at 0
     print(f"Log starting offset: {int(stem) if _BASE_OFFSET_RE.fullmatch(stem) else 0}", file=out)
-    deep = args.deep_iteration or args.print_data_log or args.key_decoder or args.value_decoder
+    deep = args.deep_iteration or _prints_data(args)
     reader = LogReader(buffer, path=path, end=end)
     previous: int | None = None
     gaps: list[tuple[int, int]] = []
@@ -247,7 +252,8 @@ def dump_log(
             else:
                 print(record_line(entry, rec, args, inner_entry), file=out)
     remaining = end - reader.end_position
-    if remaining > 0 and args.max_bytes is None:
+    # Kafka tests maxBytes == Integer.MAX_VALUE (its default), not whether the option was given
+    if remaining > 0 and (args.max_bytes is None or args.max_bytes == INT32_MAX):
         print(f"Found {remaining} invalid bytes at the end of {name}", file=out)
     if gaps:
         if report is not None:
@@ -286,7 +292,7 @@ def _batch_json(entry: RecordBatch | LegacyEntry) -> dict[str, Any]:
 
 def _record_json(rec: Record, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"offset": rec.offset, "timestamp": rec.timestamp}
-    if args.print_data_log:
+    if _prints_data(args):
         out["key"] = None if rec.key is None else _decode(rec.key, args.key_decoder or "string")
         out["value"] = (
             None if rec.value is None else _decode(rec.value, args.value_decoder or "string")
