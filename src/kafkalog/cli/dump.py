@@ -144,9 +144,22 @@ def batch_line(entry: RecordBatch | LegacyEntry, position: int) -> str:
     )
 
 
+def _prints_data(args: argparse.Namespace) -> bool:
+    """Kafka's ``shouldPrintDataLog``: ``--print-data-log`` or either decoder option."""
+    return bool(args.print_data_log or args.key_decoder or args.value_decoder)
+
+
 def record_line(
-    entry: RecordBatch | LegacyEntry, rec: Record, args: argparse.Namespace, inner_crc: int | None
+    entry: RecordBatch | LegacyEntry,
+    rec: Record,
+    args: argparse.Namespace,
+    inner: LegacyEntry | None,
 ) -> str:
+    """One ``|`` line of ``--deep-iteration``, as DumpLogSegments.dumpLog prints it.
+
+    ``inner`` is the legacy message the record came from (the entry itself, or the inner message
+    of a compressed wrapper): Kafka prints that message's own ``isValid`` and ``crc``.
+    """
     parts: list[str] = []
     prefix = "|"
     if not args.skip_record_metadata:
@@ -170,17 +183,18 @@ def record_line(
                 else:
                     parts.append(f" controlType: {marker.type.name}({marker.type_id})")
         else:
-            parts.append(f" isValid: true crc: {inner_crc}}}")
-    printing = args.print_data_log and not (isinstance(entry, RecordBatch) and entry.is_control)
+            valid = "true" if inner is None or inner.is_valid() else "false"
+            crc = None if inner is None else inner.crc
+            parts.append(f" isValid: {valid} crc: {crc}}}")
+    printing = _prints_data(args) and not (isinstance(entry, RecordBatch) and entry.is_control)
     if printing:
         key_dec = args.key_decoder or "string"
         val_dec = args.value_decoder or "string"
-        if args.skip_record_metadata:
-            parts.append(prefix)
-            if rec.key is not None:
-                parts.append(f" key: {_decode(rec.key, key_dec)}")
-        elif rec.key is not None:
-            parts.append(f" key: {_decode(rec.key, key_dec)}")
+        # Kafka prints its "| " indent only in front of the key (or of the metadata): with
+        # --skip-record-metadata and a null key the line starts with " payload:".
+        if rec.key is not None:
+            lead = f"{prefix} " if args.skip_record_metadata else " "
+            parts.append(f"{lead}key: {_decode(rec.key, key_dec)}")
         if rec.value is not None:
             parts.append(f" payload: {_decode(rec.value, val_dec)}")
     return "".join(parts)
@@ -203,7 +217,7 @@ def dump_log(
     stem = name.split(".")[0]
     # a name that is not <offset>.log (a renamed copy, a non-UTF-8 name) starts at 0
     print(f"Log starting offset: {int(stem) if _BASE_OFFSET_RE.fullmatch(stem) else 0}", file=out)
-    deep = args.deep_iteration or args.print_data_log or args.key_decoder or args.value_decoder
+    deep = args.deep_iteration or _prints_data(args)
     reader = LogReader(buffer, path=path, end=end)
     previous: int | None = None
     gaps: list[tuple[int, int]] = []
@@ -233,13 +247,13 @@ def dump_log(
             if previous is not None and rec.offset != previous + 1:
                 gaps.append((previous, rec.offset))
             previous = rec.offset
-            crc = inner_entry.crc if isinstance(inner_entry, LegacyEntry) else None
             if args.json:
                 print(json.dumps(_record_json(rec, args)), file=out)
             else:
-                print(record_line(entry, rec, args, crc), file=out)
+                print(record_line(entry, rec, args, inner_entry), file=out)
     remaining = end - reader.end_position
-    if remaining > 0 and args.max_bytes is None:
+    # Kafka tests maxBytes == Integer.MAX_VALUE (its default), not whether the option was given
+    if remaining > 0 and (args.max_bytes is None or args.max_bytes == INT32_MAX):
         print(f"Found {remaining} invalid bytes at the end of {name}", file=out)
     if gaps:
         if report is not None:
@@ -278,7 +292,7 @@ def _batch_json(entry: RecordBatch | LegacyEntry) -> dict[str, Any]:
 
 def _record_json(rec: Record, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"offset": rec.offset, "timestamp": rec.timestamp}
-    if args.print_data_log:
+    if _prints_data(args):
         out["key"] = None if rec.key is None else _decode(rec.key, args.key_decoder or "string")
         out["value"] = (
             None if rec.value is None else _decode(rec.value, args.value_decoder or "string")
