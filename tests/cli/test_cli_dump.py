@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 from clirun import kafkalog as run_kafkalog
-
 from provenance import FIXTURES
 
 V2_NONE = bytes.fromhex(

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from clirun import kafkalog
 
+from clirun import kafkalog
 from provenance import FIXTURES, FileFacts, by_kind
 
 JAVACODE = FIXTURES / "kafka-4.0-snapshot-javacode"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from clirun import kafkalog
 from kafka.record.memory_records import MemoryRecords
 
+from clirun import kafkalog
 from kafkalog.log import Log
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clirun import kafkalog
 
+from clirun import kafkalog
 from kafkalog.cli.query import run
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log, LogDir, TopicConfig

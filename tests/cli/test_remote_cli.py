@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from clirun import kafkalog
-
 from provenance import FIXTURES
 
 PARTITION = "kafka-4.0-snapshot-javacode/v2-none-0"

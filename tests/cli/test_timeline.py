@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from clirun import kafkalog, tree_snapshot
-
 from provenance import FIXTURES
 
 BROKER_2020 = FIXTURES / "volodymyrzee-kafka-2020"

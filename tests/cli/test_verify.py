@@ -11,8 +11,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from clirun import kafkalog, tree_snapshot
 
+from clirun import kafkalog, tree_snapshot
 from provenance import FIXTURES
 
 JAVA = FIXTURES / "kafka-4.0-snapshot-javacode"

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from clirun import kafkalog
 
+from clirun import kafkalog
 from kafkalog.log import LogDir
 from kafkalog.log.lock import LockedError
 
