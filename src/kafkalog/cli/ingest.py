@@ -9,8 +9,11 @@ else the whole row as JSON; key and timestamp columns as named.
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime as dt
+import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -81,10 +84,24 @@ def _format(args: argparse.Namespace) -> str:
     raise ValueError(f"cannot tell the format of {args.file}: give --format")
 
 
+_MAX_MILLIS = 2**63 - 1
+
+
 def _millis(value: Any, now: int) -> int:
+    """Epoch milliseconds of ``value``; ValueError (never OverflowError) for anything a record's
+    int64 timestamp cannot hold, so the caller can name the line or row."""
+    millis = _to_millis(value, now)
+    if not 0 <= millis <= _MAX_MILLIS:
+        raise ValueError(f"timestamp {value!r} is outside 0..{_MAX_MILLIS} ms")
+    return millis
+
+
+def _to_millis(value: Any, now: int) -> int:
     if value is None:
         return now
     if isinstance(value, bool):
+        raise ValueError(f"timestamp {value!r} is not a time")
+    if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"timestamp {value!r} is not a time")
     if isinstance(value, int | float):
         return int(value)
@@ -101,9 +118,26 @@ def _millis(value: Any, now: int) -> int:
 
 
 def _encode_key(value: Any) -> bytes | None:
+    """A field as bytes: bytes as they are, strings as UTF-8, anything else as its JSON text
+    (``true``, ``{"a": 1}``), not Python's repr (``True``, ``{'a': 1}``)."""
     if value is None:
         return None
-    return value if isinstance(value, bytes) else str(value).encode()
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, default=_json_default, separators=(",", ":")).encode()
+
+
+def _json_default(value: Any) -> Any:
+    """JSON for what ``json`` lacks: bytes that are not UTF-8 as ``base64:...`` (as ``cat``
+    prints them), other bytes as text, times/dates/decimals as their ISO or decimal text."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(value).decode()
+    return str(value)
 
 
 def _jsonl_chunks(path: str, args: argparse.Namespace, now: int) -> Iterator[pa.Table]:
@@ -113,6 +147,8 @@ def _jsonl_chunks(path: str, args: argparse.Namespace, now: int) -> Iterator[pa.
     with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
             line = line.rstrip(b"\r\n")
+            if n == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]  # a UTF-8 byte order mark is the file's, not the record's
             if not line.strip():
                 continue
             if args.key or args.timestamp:
@@ -122,7 +158,12 @@ def _jsonl_chunks(path: str, args: argparse.Namespace, now: int) -> Iterator[pa.
                     raise ValueError(f"{path} line {n}: not JSON ({e})") from None
                 fields = obj if isinstance(obj, dict) else {}
                 keys.append(_encode_key(fields.get(args.key)) if args.key else None)
-                stamps.append(_millis(fields.get(args.timestamp), now) if args.timestamp else now)
+                try:
+                    stamps.append(
+                        _millis(fields.get(args.timestamp), now) if args.timestamp else now
+                    )
+                except ValueError as e:
+                    raise ValueError(f"{path} line {n}: {e}") from None
             else:
                 keys.append(None)
                 stamps.append(now)
@@ -152,25 +193,39 @@ def _columnar_chunks(path: str, fmt: str, args: argparse.Namespace, now: int) ->
     else:
         import pyarrow.csv as pcsv
 
-        batches = iter(pcsv.open_csv(path))
-    for batch in batches:
-        table = pa.Table.from_batches([batch])
+        try:
+            batches = iter(pcsv.open_csv(path))
+        except pa.ArrowException as e:
+            raise ValueError(f"{path}: {e}") from None
+    row = 0
+    for batch in _named_errors(path, batches):
+        table = _plain_times(pa.Table.from_batches([batch]))
         names = table.schema.names
+        for option, column in (
+            ("--key-column", args.key),
+            ("--value-column", args.value),
+            ("--timestamp-column", args.timestamp),
+        ):
+            if column is not None and column not in names:
+                raise ValueError(f"{path}: {option} {column!r} is not a column ({names})")
         value_col = args.value or ("value" if "value" in names else None)
         if value_col is not None:
             values = [_encode_key(v) for v in table.column(value_col).to_pylist()]
         else:
-            values = [json.dumps(row, default=str).encode() for row in table.to_pylist()]
+            values = [json.dumps(row, default=_json_default).encode() for row in table.to_pylist()]
         keys = (
             [_encode_key(v) for v in table.column(args.key).to_pylist()]
             if args.key
             else [None] * table.num_rows
         )
-        stamps = (
-            [_millis(v, now) for v in table.column(args.timestamp).to_pylist()]
-            if args.timestamp
-            else [now] * table.num_rows
-        )
+        stamps = [now] * table.num_rows
+        if args.timestamp:
+            for i, v in enumerate(table.column(args.timestamp).to_pylist()):
+                try:
+                    stamps[i] = _millis(v, now)
+                except ValueError as e:
+                    raise ValueError(f"{path} row {row + i + 1}: {e}") from None
+        row += table.num_rows
         yield pa.table(
             {
                 "key": pa.array(keys, pa.binary()),
@@ -178,6 +233,29 @@ def _columnar_chunks(path: str, fmt: str, args: argparse.Namespace, now: int) ->
                 "timestamp": pa.array(np.asarray(stamps, np.int64)),
             }
         )
+
+
+def _named_errors(path: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``, with a parse error (pyarrow's message names neither) naming ``path``."""
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except pa.ArrowException as e:
+            raise ValueError(f"{path}: {e}") from None
+        yield batch
+
+
+def _plain_times(table: pa.Table) -> pa.Table:
+    """Nanosecond timestamp columns as microsecond ones: Python's datetime stops at
+    microseconds, so ``to_pylist`` refuses a nanosecond time that is not a whole microsecond
+    (pandas writes such); a record's timestamp is milliseconds anyway."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_timestamp(f.type) and f.type.unit == "ns":
+            ms = table.column(i).cast(pa.timestamp("us", f.type.tz), safe=False)
+            table = table.set_column(i, pa.field(f.name, ms.type, f.nullable), ms)
+    return table
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
@@ -202,6 +280,10 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         if fmt == "jsonl"
         else _columnar_chunks(args.file, fmt, args, now)
     )
+    # the first chunk is read before the partition is opened, so that bad input found there
+    # leaves no new directory behind; bad input found later rolls back what was appended
+    first_chunk = next(chunks, None)
+    chunks = itertools.chain([] if first_chunk is None else [first_chunk], chunks)
     total = 0
     with (
         LogDir(args.data, writable=True) as logdir,
@@ -209,18 +291,23 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     ):
         log = logdir.log(args.topic, args.partition, create=True, config=config)
         first = log.log_end_offset
-        for table in chunks:
-            encoded = encode_arrow(
-                table,
-                base_offset=log.log_end_offset,
-                compression=args.compression,
-                # a batch must fit both a segment and max.message.bytes
-                max_batch_bytes=min(config.max_message_bytes, config.segment_bytes // 2),
-            )
-            for pos, size in zip(encoded.positions, encoded.sizes, strict=True):
-                log.append(encoded.data[int(pos) : int(pos) + int(size)])
-            total += table.num_rows
-            bar.update(table.num_rows)
+        try:
+            for table in chunks:
+                encoded = encode_arrow(
+                    table,
+                    base_offset=log.log_end_offset,
+                    compression=args.compression,
+                    # a batch must fit both a segment and max.message.bytes
+                    max_batch_bytes=min(config.max_message_bytes, config.segment_bytes // 2),
+                )
+                for pos, size in zip(encoded.positions, encoded.sizes, strict=True):
+                    log.append(encoded.data[int(pos) : int(pos) + int(size)])
+                total += table.num_rows
+                bar.update(table.num_rows)
+        except BaseException:
+            # bad input on line 60,001 must not leave the first 60,000 lines appended
+            log.truncate_to(first)
+            raise
         last = log.log_end_offset
     print(
         f"ingested {total:,} records into {args.topic}-{args.partition} at offsets "
