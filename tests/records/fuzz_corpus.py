@@ -10,7 +10,6 @@ Nothing here asserts on *valid* input except :func:`seed_problems`; the harness
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,8 +37,8 @@ from kafkalog.records import (
 from kafkalog.records.batch import HEADER_SIZE
 from kafkalog.records.crc import crc32, crc32c
 from kafkalog.records.varint import read_varint, read_varlong
+from provenance import FIXTURES
 
-FIXTURES = Path(os.environ.get("KAFKALOG_FIXTURES", "/work/shared/fixtures"))
 JAVACODE = FIXTURES / "kafka-4.0-snapshot-javacode"
 BROKER_090 = FIXTURES / "kafka-0.9.0.1-broker"
 

@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 from kafkalog.errors import CompressionError, InvalidRecordError
 from kafkalog.records.compression import compress, decompress
 from kafkalog.records.types import Compression
+from provenance import FIXTURES
 
-FIXTURES = Path(os.environ.get("KAFKALOG_FIXTURES", "/work/shared/fixtures"))
 JAVACODE = FIXTURES / "kafka-4.0-snapshot-javacode"
 BROKER_090 = FIXTURES / "kafka-0.9.0.1-broker"
 needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not present")

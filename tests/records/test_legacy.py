@@ -7,7 +7,6 @@ byte for byte; kafka-python and aiokafka serve as independent decoders and encod
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from collections.abc import Callable
@@ -28,8 +27,8 @@ from kafkalog.records.batch import RecordBatch
 from kafkalog.records.legacy import LegacyEntry, encode_message, encode_message_set
 from kafkalog.records.model import Header, Record
 from kafkalog.records.types import Compression, Limits, TimestampType
+from provenance import FIXTURES
 
-FIXTURES = Path(os.environ.get("KAFKALOG_FIXTURES", "/work/shared/fixtures"))
 JAVACODE = FIXTURES / "kafka-4.0-snapshot-javacode"
 BROKER_090 = FIXTURES / "kafka-0.9.0.1-broker"
 SARAMA = FIXTURES / "sarama-client-vectors"

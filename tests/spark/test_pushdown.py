@@ -4,7 +4,6 @@ on randomized queries over logs with out-of-order timestamps; and pruning that r
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +11,9 @@ import pytest
 
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
+from pushdown_rows import CONF, rows_where
 
 T0 = 1_767_225_600_000
-CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 @pytest.fixture(scope="module")
@@ -37,22 +36,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture()
-def pushdown(spark: Any) -> Iterator[Any]:
-    before = spark.conf.get(CONF, "false")
-    yield spark
-    spark.conf.set(CONF, before)
-
-
-def _rows(spark: Any, data: Path, where: str, enabled: bool, **options: str) -> list[Any]:
-    spark.conf.set(CONF, "true" if enabled else "false")
-    reader = spark.read.format("kafkalog").option("path", str(data))
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    df = reader.load().where(where)
-    return sorted((r.topic, r.partition, r.offset, r.timestamp) for r in df.collect())
-
-
 def _ts(ms: int) -> str:
     import datetime as dt
 
@@ -63,7 +46,7 @@ def _ts(ms: int) -> str:
     )
 
 
-def test_randomized_queries_same_rows(pushdown: Any, data: Path) -> None:
+def test_randomized_queries_samerows_where(pushdown: Any, data: Path) -> None:
     rng = random.Random(11)
     span = 3000 * 1000
     for _ in range(12):
@@ -79,7 +62,9 @@ def test_randomized_queries_same_rows(pushdown: Any, data: Path) -> None:
             f"partition >= 1 and timestamp <= {_ts(hi)} and topic in ('a', 'zzz')",
         ]
         where = rng.choice(clauses)
-        assert _rows(pushdown, data, where, True) == _rows(pushdown, data, where, False), where
+        assert rows_where(pushdown, data, where, True) == rows_where(
+            pushdown, data, where, False
+        ), where
 
 
 def test_pruning_reads_less(pushdown: Any, data: Path) -> None:
@@ -104,6 +89,6 @@ def test_pruning_reads_less(pushdown: Any, data: Path) -> None:
 def test_lateness_allowance_prunes_upper_bounds(pushdown: Any, data: Path) -> None:
     lo, hi = T0 + 1_000_000, T0 + 1_100_000
     where = f"timestamp >= {_ts(lo)} and timestamp < {_ts(hi)}"
-    exact = _rows(pushdown, data, where, False)
-    allowed = _rows(pushdown, data, where, True, maxTimestampLatenessMs="60000")
+    exact = rows_where(pushdown, data, where, False)
+    allowed = rows_where(pushdown, data, where, True, maxTimestampLatenessMs="60000")
     assert allowed == exact  # lateness in this data is at most 60 s

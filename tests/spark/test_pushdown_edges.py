@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,32 +13,16 @@ import pytest
 
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
+from provenance import FIXTURES
+from pushdown_rows import CONF, rows_where
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-CONF = "spark.sql.python.filterPushdown.enabled"
-FIXTURES = Path("/work/shared/fixtures")
-
-
-@pytest.fixture()
-def pushdown(spark: Any) -> Iterator[Any]:
-    before = spark.conf.get(CONF, "false")
-    yield spark
-    spark.conf.set(CONF, before)
-
-
-def _rows(spark: Any, path: Path, where: str, enabled: bool, **options: str) -> list[Any]:
-    spark.conf.set(CONF, "true" if enabled else "false")
-    reader = spark.read.format("kafkalog").option("path", str(path))
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    df = reader.load().where(where)
-    return sorted((r.topic, r.partition, r.offset, r.timestamp) for r in df.collect())
 
 
 def _same(spark: Any, path: Path, where: str, **options: str) -> list[Any]:
     """The rows of ``where`` with pushdown, checked equal to those without."""
-    off = _rows(spark, path, where, False, **options)
-    on = _rows(spark, path, where, True, **options)
+    off = rows_where(spark, path, where, False, **options)
+    on = rows_where(spark, path, where, True, **options)
     assert on == off, where
     return on
 
@@ -110,7 +93,7 @@ def far_future(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_upper_timestamp_bound_is_exact_to_the_ms(pushdown: Any, far_future: Path) -> None:
     lit = "timestamp'2107-12-14 20:50:43.320'"
-    assert _rows(pushdown, far_future, f"timestamp = {lit}", False) != []
+    assert rows_where(pushdown, far_future, f"timestamp = {lit}", False) != []
     for where in (f"timestamp <= {lit}", f"timestamp = {lit}", f"timestamp in ({lit})"):
         rows = _same(pushdown, far_future, where, maxTimestampLatenessMs="0")
         assert rows and rows[-1][3].microsecond == 320_000, where
@@ -131,11 +114,11 @@ def test_pruned_partition_still_checks_options(pushdown: Any, two_partitions: Pa
     opts = {"startingOffsets": '{"t": {"0": -2, "1": 20}}'}
     for enabled in (False, True):
         with pytest.raises(Exception, match="after the end offset"):
-            _rows(pushdown, two_partitions, "partition = 0", enabled, **opts)
+            rows_where(pushdown, two_partitions, "partition = 0", enabled, **opts)
     opts = {"endingOffsets": '{"t": {"0": -1, "1": 20}}'}
     for enabled in (False, True):
         with pytest.raises(Exception, match="beyond the log end"):
-            _rows(pushdown, two_partitions, "partition = 0", enabled, **opts)
+            rows_where(pushdown, two_partitions, "partition = 0", enabled, **opts)
     opts["failOnDataLoss"] = "false"
     assert len(_same(pushdown, two_partitions, "partition = 0", **opts)) == 30
 
