@@ -86,7 +86,7 @@ def _iso(ms: int) -> str | None:
     return when.isoformat(timespec="milliseconds")
 
 
-def _text(data: bytes | None) -> str | None:
+def text_or_base64(data: bytes | None) -> str | None:
     if data is None:
         return None
     try:
@@ -146,9 +146,9 @@ def _json(record: Any, log: Any) -> dict[str, Any]:
         "offset": record.offset,
         "timestamp": record.timestamp,
         "time": _iso(record.timestamp) if record.timestamp >= 0 else None,
-        "key": _text(record.key),
-        "value": _text(record.value),
-        "headers": [[h.key, _text(h.value)] for h in record.headers],
+        "key": text_or_base64(record.key),
+        "value": text_or_base64(record.value),
+        "headers": [[h.key, text_or_base64(h.value)] for h in record.headers],
     }
 
 

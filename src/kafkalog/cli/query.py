@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from kafkalog.cli.args import int_between
-from kafkalog.cli.lookup import _text
+from kafkalog.cli.lookup import text_or_base64
 from kafkalog.cli.spark_session import local_session
 from kafkalog.errors import KafkalogError
 
@@ -131,7 +131,7 @@ def _plain(value: Any) -> Any:
     """A value as text or JSON can show it: bytes as UTF-8 (else ``base64:``), times in ISO
     8601 UTC, Spark rows and lists as JSON objects and arrays."""
     if isinstance(value, (bytes, bytearray)):
-        return _text(bytes(value))
+        return text_or_base64(bytes(value))
     if isinstance(value, dt.datetime):
         return value.replace(tzinfo=dt.UTC).isoformat(timespec="milliseconds")
     if isinstance(value, dt.date):

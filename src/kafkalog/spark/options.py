@@ -104,7 +104,7 @@ def _bool(name: str, value: str) -> bool:
     return v == "true"
 
 
-def _positive(name: str, value: str) -> int:
+def positive_option(name: str, value: str) -> int:
     try:
         n = int(value)
     except ValueError:
@@ -245,21 +245,23 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         min_partitions=(
-            _positive("minPartitions", opts["minpartitions"]) if "minpartitions" in opts else None
+            positive_option("minPartitions", opts["minpartitions"])
+            if "minpartitions" in opts
+            else None
         ),
         max_records_per_partition=(
-            _positive("maxRecordsPerPartition", opts["maxrecordsperpartition"])
+            positive_option("maxRecordsPerPartition", opts["maxrecordsperpartition"])
             if "maxrecordsperpartition" in opts
             else None
         ),
         read_committed=isolation == "read_committed",
         max_bytes_per_split=(
-            _positive("maxBytesPerSplit", opts["maxbytespersplit"])
+            positive_option("maxBytesPerSplit", opts["maxbytespersplit"])
             if "maxbytespersplit" in opts
             else DEFAULT_MAX_BYTES_PER_SPLIT
         ),
         max_offsets_per_trigger=(
-            _positive("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"])
+            positive_option("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"])
             if "maxoffsetspertrigger" in opts
             else None
         ),

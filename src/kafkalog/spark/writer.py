@@ -29,7 +29,7 @@ from kafkalog.log.config import LONG_MAX, TOPIC_CONFIG_KEYS, TopicConfig
 from kafkalog.log.layout import partition_dir_name, validate_topic
 from kafkalog.records import Compression, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
-from kafkalog.spark.options import OptionError, _positive, local_path
+from kafkalog.spark.options import OptionError, local_path, positive_option
 
 _LENGTH_END = 12  # a batch's base offset and length: the length counts the bytes after them
 _MIN_BATCH_LENGTH = 49  # the rest of a v2 batch header
@@ -104,9 +104,11 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         # positive, said by name on the driver: 0 quietly meant 1 partition, -1 failed every
         # task with "partition 0 does not exist", and "abc" escaped as a bare ValueError
         num_partitions=(
-            _positive("numPartitions", opts["numpartitions"]) if "numpartitions" in opts else None
+            positive_option("numPartitions", opts["numpartitions"])
+            if "numpartitions" in opts
+            else None
         ),
-        max_records_per_batch=_positive(
+        max_records_per_batch=positive_option(
             "maxRecordsPerBatch", opts.get("maxrecordsperbatch", "1000")
         ),
         staging=local_path(
