@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -56,8 +57,11 @@ def decode_file(
         position += result.next_position
 
 
-def in_offsets(batch: pa.RecordBatch, start: int, end: int) -> pa.RecordBatch:
-    """The rows of ``batch`` with offsets in [start, end)."""
+def offsets_within(batch: pa.RecordBatch, start: int, end: int) -> np.ndarray:
+    """Which rows of ``batch`` have offsets in [start, end)."""
     offsets = batch.column("offset").to_numpy()
-    mask = (offsets >= start) & (offsets < end)
+    return (offsets >= start) & (offsets < end)  # type: ignore[no-any-return]
+
+
+def keep_rows(batch: pa.RecordBatch, mask: np.ndarray) -> pa.RecordBatch:
     return batch if mask.all() else batch.filter(pa.array(mask))

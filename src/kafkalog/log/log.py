@@ -39,6 +39,7 @@ from kafkalog.log.layout import (
     new_partition_dir_name,
     offset_from_filename,
     parse_partition_dir,
+    segment_file,
 )
 from kafkalog.log.segment import (
     LogSegment,
@@ -315,7 +316,7 @@ class Log:
             for n in names:
                 prefix, dot, _ = n.partition(".")
                 swap = n.endswith(SWAP_SUFFIX)
-                if dot and prefix.isdigit() and not swap and low <= int(prefix) < high:
+                if dot and is_offset_prefix(prefix) and not swap and low <= int(prefix) < high:
                     replaced.add(n)
         return swaps, replaced
 
@@ -831,7 +832,7 @@ class Log:
         ``read_uncommitted`` consumer sees them."""
         import pyarrow as pa
 
-        from kafkalog.log.arrow_read import decode_file, in_offsets
+        from kafkalog.log.arrow_read import decode_file, keep_rows, offsets_within
         from kafkalog.records import arrow_schema
 
         schema = arrow_schema(
@@ -863,7 +864,7 @@ class Log:
                     partition=self.partition,
                     limits=self.limits,
                 ):
-                    kept = in_offsets(batch, start, end)
+                    kept = keep_rows(batch, offsets_within(batch, start, end))
                     if kept.num_rows:
                         batches.append(kept)
             finally:
@@ -918,7 +919,7 @@ class Log:
             if offset > self.log_end_offset:
                 continue
             try:
-                entries = read_snapshot(os.path.join(self.directory, f"{offset:020d}.snapshot"))
+                entries = read_snapshot(segment_file(self.directory, offset, SNAPSHOT_SUFFIX))
             except (KafkalogError, OSError):
                 continue
             state.ongoing = {
@@ -1025,7 +1026,7 @@ class Log:
         else:
             seg.close_handlers()
         # the segment's producer snapshot goes with it (UnifiedLog.deleteProducerSnapshots)
-        snapshot = os.path.join(self.directory, f"{seg.base_offset:020d}{SNAPSHOT_SUFFIX}")
+        snapshot = segment_file(self.directory, seg.base_offset, SNAPSHOT_SUFFIX)
         with contextlib.suppress(FileNotFoundError):
             if self.config.file_delete_delay_ms == 0:
                 os.remove(snapshot)
@@ -1042,7 +1043,7 @@ class Log:
         for found in snapshot_offsets(self.directory):
             if found > offset:
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(self.directory, f"{found:020d}{SNAPSHOT_SUFFIX}"))
+                    os.remove(segment_file(self.directory, found, SNAPSHOT_SUFFIX))
 
     def increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start forward (segments below go at the next retention)."""

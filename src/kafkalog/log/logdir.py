@@ -117,6 +117,24 @@ class LogDir:
         self._logs[key] = log
         return log
 
+    def remove_partition(self, topic: str, partition: int) -> None:
+        """Close and delete a partition this writer created, with its root checkpoint entries
+        (a job that failed after creating it). Done here, under the data directory's lock,
+        so the checkpoints written at :meth:`close` never name it."""
+        import shutil
+
+        if not self.writable:
+            raise ReadOnlyError(f"cannot remove a partition of {self.path}: it is open read-only")
+        key = (topic, partition)
+        log = self._logs.pop(key, None)
+        if log is not None:
+            log.close()
+        self.recovery_points.pop(key, None)
+        self.log_start_offsets.pop(key, None)
+        shutil.rmtree(
+            os.path.join(self.path, partition_dir_name(topic, partition)), ignore_errors=True
+        )
+
     def logs(self) -> Iterator[Log]:
         for topic, partition in self.partitions():
             yield self.log(topic, partition)
@@ -164,6 +182,22 @@ class LogDir:
         return f"LogDir({self.path!r}, mode={mode!r})"
 
 
+def refuse_if_broker(path: str) -> None:
+    """Refuse a data directory whose ``.lock`` a running Kafka broker holds, before writing
+    anything in it. Why the whole directory and not only its partitions: a writer rewrites the
+    root files the broker owns, the recovery-point and log-start-offset checkpoints and the
+    clean-shutdown marker, whose presence after a broker crash would make it skip recovery."""
+    from kafkalog.log.lock import LockedError, broker_holds
+
+    if os.path.isdir(path) and broker_holds(path):
+        raise LockedError(
+            path,
+            f"refusing to write: a Kafka broker is using this data directory (it holds "
+            f"{os.path.join(path, '.lock')}); stop the broker or write to a copy",
+            broker=True,
+        )
+
+
 def _lock_data_directory(path: str, wait: float) -> Any:
     """Lock ``path`` (a data directory) for this writer alone, as a broker locks its ``.lock``.
 
@@ -172,18 +206,13 @@ def _lock_data_directory(path: str, wait: float) -> Any:
     Spark job's commit and ``kafkalog ingest``, say) would each rewrite the checkpoints with
     what they read when they opened them, and the first to close would mark a clean shutdown
     while the other still appends: a crash then skips the recovery its torn tail needs."""
-    from kafkalog.log.lock import DirectoryLock, LockedError, broker_holds
+    from kafkalog.log.lock import DirectoryLock, LockedError
 
     os.makedirs(path, exist_ok=True)
     lock = DirectoryLock(path)
     deadline = time.monotonic() + max(0.0, wait)
     while True:
-        if broker_holds(path):
-            raise LockedError(
-                path,
-                "a Kafka broker holds its .lock: the data directory is the broker's to write",
-                broker=True,
-            )
+        refuse_if_broker(path)
         try:
             lock.acquire()
             return lock

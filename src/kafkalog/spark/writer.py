@@ -27,6 +27,7 @@ from pyspark.sql.types import StructType
 from kafkalog.errors import KafkalogError
 from kafkalog.log.config import LONG_MAX, TOPIC_CONFIG_KEYS, TopicConfig
 from kafkalog.log.layout import partition_dir_name, validate_topic
+from kafkalog.log.logdir import refuse_if_broker
 from kafkalog.records import Compression, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
 from kafkalog.spark.options import OptionError, local_path, positive_option
@@ -177,7 +178,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         check_input_schema(schema, opts.topic)
         self.opts = opts
         self.job = uuid.uuid4().hex
-        _refuse_if_broker(opts.path)  # before any task runs
+        refuse_if_broker(opts.path)  # before any task runs
         self.partition_counts = _partition_counts(opts.path)
 
     def _count(self, topic: str) -> int:
@@ -298,9 +299,13 @@ class KafkaLogWriter(DataSourceArrowWriter):
         except BaseException:
             for (topic, partition), leo in before.items():
                 with contextlib.suppress(KafkalogError):
-                    logdir.log(topic, partition).truncate_to(leo)
+                    if (topic, partition) in created:
+                        # truncated to empty it would stay as a partition of a topic the job
+                        # never wrote, and a later job would take the topic's count from it
+                        logdir.remove_partition(topic, partition)
+                    else:
+                        logdir.log(topic, partition).truncate_to(leo)
             logdir.close()
-            _remove_partitions(self.opts.path, created)
             self._remove_staging()
             raise
         logdir.close()
@@ -426,44 +431,6 @@ def _codec(opts: WriteOptions, config: TopicConfig) -> tuple[Compression, int | 
         Compression.ZSTD: config.compression_zstd_level,
     }
     return codec, levels.get(codec)
-
-
-def _refuse_if_broker(path: str) -> None:
-    """Refuse a data directory whose ``.lock`` a running Kafka broker holds, before opening it.
-
-    Why here and not only per partition: opening the data directory writable rewrites its
-    root files, which the broker owns -- the recovery-point and log-start-offset checkpoints
-    (with what they said when read) and the clean-shutdown marker, whose presence after a
-    broker crash would make the broker skip log recovery. The partitions' own locks refuse
-    only the partitions, after that."""
-    from kafkalog.log.lock import LockedError, broker_holds
-
-    if os.path.isdir(path) and broker_holds(path):
-        raise LockedError(
-            path,
-            f"refusing to write: a Kafka broker is using this data directory (it holds "
-            f"{os.path.join(path, '.lock')}); stop the broker or write to a copy",
-            broker=True,
-        )
-
-
-def _remove_partitions(path: str, created: list[tuple[str, int]]) -> None:
-    """Remove the partition directories a failed commit created, and their root checkpoint
-    entries. Truncated to empty they would stay behind as partitions of a topic the job never
-    wrote, and a later job would take the partition count of the topic from them (a new topic
-    with ``numPartitions=4`` whose commit failed at partition 2 would come back with 3)."""
-    from kafkalog.log.checkpoints import OffsetCheckpoint
-    from kafkalog.log.logdir import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-
-    for topic, partition in created:
-        shutil.rmtree(os.path.join(path, partition_dir_name(topic, partition)), ignore_errors=True)
-    for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
-        checkpoint = os.path.join(path, name)
-        with contextlib.suppress(OSError, KafkalogError, ValueError):
-            entries = OffsetCheckpoint.read(checkpoint)
-            kept = {tp: o for tp, o in entries.items() if tp not in set(created)}
-            if kept != entries:
-                OffsetCheckpoint.write(checkpoint, kept)
 
 
 def _key_partitions(column: pa.ChunkedArray, rows: np.ndarray, count: int) -> np.ndarray:
