@@ -4,6 +4,7 @@ option, not an empty output or a traceback further in."""
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 from collections.abc import Callable
 
 
@@ -21,3 +22,14 @@ def int_between(low: int, high: int | None = None) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def epoch_millis(text: str) -> int:
+    """Epoch milliseconds, or an ISO 8601 time (UTC when no zone is given); ValueError for
+    anything else."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)

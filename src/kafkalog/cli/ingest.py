@@ -9,7 +9,6 @@ else the whole row as JSON; key and timestamp columns as named.
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime as dt
 import itertools
 import json
@@ -23,6 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from kafkalog.cli import progress
+from kafkalog.cli.args import epoch_millis
+from kafkalog.cli.lookup import text_or_base64
 
 
 def add_parser(sub: Any) -> None:
@@ -108,13 +109,7 @@ def _to_millis(value: Any, now: int) -> int:
     if isinstance(value, dt.datetime):
         when = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
         return int(when.timestamp() * 1000)
-    text = str(value)
-    if text.lstrip("-").isdigit():
-        return int(text)
-    when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1000)
+    return epoch_millis(str(value))
 
 
 def _encode_key(value: Any) -> bytes | None:
@@ -133,10 +128,7 @@ def _json_default(value: Any) -> Any:
     """JSON for what ``json`` lacks: bytes that are not UTF-8 as ``base64:...`` (as ``cat``
     prints them), other bytes as text, times/dates/decimals as their ISO or decimal text."""
     if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return "base64:" + base64.b64encode(value).decode()
+        return text_or_base64(value)
     return str(value)
 
 

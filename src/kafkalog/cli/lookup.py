@@ -11,7 +11,7 @@ import sys
 from typing import IO, Any
 
 from kafkalog import files
-from kafkalog.cli.args import int_between
+from kafkalog.cli.args import epoch_millis, int_between
 
 
 def add_parsers(sub: Any) -> None:
@@ -51,17 +51,12 @@ def _where(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 def parse_time(text: str) -> int:
     """Epoch milliseconds, or an ISO 8601 time (UTC when no zone is given)."""
-    if text.lstrip("-").isdigit():
-        return int(text)
     try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return epoch_millis(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is neither epoch milliseconds nor an ISO 8601 time"
         ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1000)
 
 
 def _start(log: Any, args: argparse.Namespace) -> tuple[int | None, str]:

@@ -236,10 +236,8 @@ def _resolve_one(
     latest = min(last, log.last_stable_offset()) if opts.read_committed else last
     # start
     if opts.starting_by_timestamp is not None:
-        start, start_name = (
-            start_by_timestamp(log, topic, partition, latest, opts),
-            ("starting timestamp"),
-        )
+        start = start_by_timestamp(log, topic, partition, latest, opts)
+        start_name = "starting timestamp"
     else:
         requested = spec_value(opts.starting_offsets, topic, partition, EARLIEST)
         start, start_name = (first if requested == EARLIEST else requested), "startingOffsets"

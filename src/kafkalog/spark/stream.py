@@ -138,16 +138,13 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, stop = _flat(start), _flat(end)
         dirs = partition_directories(self.opts.path)
         ranges = []
-        for tp in sorted(set(begin) - set(stop)):
-            if tp not in dirs:  # a partition read before is gone now
+        for tp, lo in sorted(begin.items()):
+            # a partition read before is gone now, with offsets still to read
+            if tp not in dirs and (tp not in stop or stop[tp] > lo):
                 _data_lost(self.opts, f"partition {tp[0]}-{tp[1]} is gone from {self.opts.path}")
         for tp, hi in sorted(stop.items()):
             directory = dirs.get(tp)
             if directory is None:
-                if tp in begin and hi > begin[tp]:
-                    _data_lost(
-                        self.opts, f"partition {tp[0]}-{tp[1]} is gone from {self.opts.path}"
-                    )
                 continue
             log = Log(directory, writable=False)
             try:

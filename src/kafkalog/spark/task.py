@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from kafkalog import files
 from kafkalog.errors import KafkalogError
-from kafkalog.log.arrow_read import CHUNK_BYTES, decode_file
+from kafkalog.log.arrow_read import CHUNK_BYTES, decode_file, keep_rows, offsets_within
 from kafkalog.log.layout import DELETED_SUFFIX
 from kafkalog.spark.plan import DataLossError, Split
 
@@ -106,17 +106,15 @@ def _open_segment(split: Split, fail_on_data_loss: bool) -> files.ReadHandle | N
 
 
 def _keep(batch: pa.RecordBatch, split: Split, aborted: Sequence[AbortedRange]) -> pa.RecordBatch:
-    offsets = batch.column("offset").to_numpy()
-    mask = (offsets >= split.start_offset) & (offsets < split.end_offset)
+    mask = offsets_within(batch, split.start_offset, split.end_offset)
     if aborted:
+        offsets = batch.column("offset").to_numpy()
         pids = batch.column("producerId").to_numpy()
         txn = batch.column("isTransactional").to_numpy(zero_copy_only=False)
         for pid, first, last in aborted:
             mask &= ~((pids == pid) & txn & (offsets >= first) & (offsets <= last))
         batch = batch.drop_columns(["producerId", "isTransactional"])
-    if mask.all():
-        return batch
-    return batch.filter(pa.array(mask))
+    return keep_rows(batch, mask)
 
 
 def aborted_transactions(directory: str) -> list[AbortedRange]:
