@@ -23,16 +23,21 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from kafkalog.cli import progress
 from kafkalog.cli.args import int_between
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError
-from kafkalog.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
-from kafkalog.index.base import MappedIndex
-from kafkalog.log.producer_snapshot import ProducerEntry, read_snapshot
 from kafkalog.records import DEFAULT_LIMITS, LegacyEntry, LogReader, Record, RecordBatch
 from kafkalog.records.reader import LogEntry, read_only_buffer
+
+if TYPE_CHECKING:
+    from kafkalog.index import AbortedTxn
+    from kafkalog.index.base import MappedIndex
+    from kafkalog.log.producer_snapshot import ProducerEntry
+
+# The index and log layers (numba kernels) are imported where an index or a snapshot is dumped:
+# dumping a .log, the common case, starts without them.
 
 DECODERS = ("string", "hex", "json", "base64")
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # kafka-dump-log.sh's --max-message-size default
@@ -397,6 +402,8 @@ def _first_batch(
     log: memoryview, log_path: str, position: int, size: int, index_path: str, n: int
 ) -> LogEntry:
     """The first batch of ``FileRecords.slice(position, size)`` (Kafka's index verification)."""
+    from kafkalog.index import OffsetIndex
+
     what = f"entry {n}"
     _check_slice_start(index_path, what, n * OffsetIndex.ENTRY_SIZE, position, log_path, len(log))
     end = min(len(log), position + size)
@@ -445,6 +452,8 @@ def _require_file(path: str) -> None:
 def dump_index(
     path: str, args: argparse.Namespace, out: IO[str], err: IO[str], report: DumpReport
 ) -> None:
+    from kafkalog.index import OffsetIndex
+
     base = _base_offset(path)
     _require_file(path)
     log_path = _sibling(path, ".log")
@@ -484,6 +493,8 @@ def dump_index(
 def dump_time_index(
     path: str, args: argparse.Namespace, out: IO[str], err: IO[str], report: DumpReport
 ) -> None:
+    from kafkalog.index import OffsetIndex, TimeIndex
+
     base = _base_offset(path)
     _require_file(path)
     log_path = _sibling(path, ".log")
@@ -549,6 +560,8 @@ def _txn_json(txn: AbortedTxn) -> dict[str, Any]:
 
 def dump_txn_index(path: str, args: argparse.Namespace, out: IO[str]) -> None:
     """One line per aborted transaction; a missing file has none (Kafka creates it lazily)."""
+    from kafkalog.index import TransactionIndex
+
     index = TransactionIndex(path, _base_offset(path), writable=False)
     for txn in index.all_aborted_txns():
         if args.json:
@@ -616,6 +629,8 @@ def snapshot_line(e: ProducerEntry) -> str:
 
 
 def dump_snapshot(path: str, args: argparse.Namespace, out: IO[str], err: IO[str]) -> None:
+    from kafkalog.log.producer_snapshot import read_snapshot
+
     try:
         entries = read_snapshot(path)
     except CorruptRecordError as error:  # Kafka prints a corrupt snapshot's message, goes on
