@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
-from clirun import kafkalog
-from provenance import FIXTURES
 
+from clirun import kafkalog
 from kafkalog.records import Record, encode_batch
 from kafkalog.records.internal_topics import TRANSACTION_STATE, offset_commit_record
+from provenance import FIXTURES
 
 OFFSETS = sorted(FIXTURES.glob("*/__consumer_offsets-*/*.log"))
 METADATA = sorted(FIXTURES.glob("*/__cluster_metadata-*/*.log"))
