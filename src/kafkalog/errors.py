@@ -99,3 +99,17 @@ class ReadOnlyError(KafkalogError, PermissionError):
 class InvalidTopicError(KafkalogError, ValueError):
     """A topic name Kafka would refuse; as a directory name it could also point outside the
     data directory (``..``, ``/``), so nothing is created under it."""
+
+
+class ClosedError(KafkalogError, ValueError):
+    """Use of an index, a segment or a log after its final close (a segment's delayed deletion
+    closes it too). Raised instead of reading memory that may no longer be mapped or a file
+    descriptor whose number may belong to another file by now; names the file."""
+
+    def __init__(self, path: str, action: str = "read") -> None:
+        self.path = path
+        self.action = action
+        super().__init__(f"cannot {action} {path}: it is closed (or its segment was deleted)")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.path, self.action))

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.errors import (
+    ClosedError,
     CorruptIndexError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -304,19 +305,32 @@ def test_append_after_partial_tail_goes_to_end_of_file(tmp_path: Path) -> None:
     assert idx.trailing_bytes == 4
 
 
-def test_close_then_append_reopens(tmp_path: Path) -> None:
+def test_close_is_final(tmp_path: Path) -> None:
+    # issue 11: a closed index (its segment closed or deleted) refuses every use with a
+    # kafkalog error naming the file, instead of reading a deleted file as "no aborted txn"
     path = tmp_path / "x.txnindex"
     idx = TransactionIndex(path, 0)
     idx.append(AbortedTxn(1, 0, 10, 11))
     idx.close()
     idx.close()  # idempotent
-    assert idx.all_aborted_txns() == [AbortedTxn(1, 0, 10, 11)]
-    with pytest.raises(InvalidOffsetError):
-        idx.append(AbortedTxn(1, 0, 10, 11))  # last offset survives close
-    idx.append(AbortedTxn(2, 0, 20, 21))
-    idx.flush()
-    idx.close()
-    assert len(TransactionIndex(path, 0, writable=False)) == 2
+    idx.flush()  # nothing left to flush
+    uses: list[Callable[[], object]] = [
+        idx.all_aborted_txns,
+        lambda: idx.collect_aborted_txns(0, 100),
+        idx.sanity_check,
+        lambda: len(idx),
+        lambda: idx.trailing_bytes,
+        lambda: idx.append(AbortedTxn(2, 0, 20, 21)),
+        lambda: idx.truncate_to(0),
+        idx.reset,
+        lambda: idx.rename_to(tmp_path / "y.txnindex"),
+    ]
+    for use in uses:
+        with pytest.raises(ClosedError, match="x.txnindex"):
+            use()
+    assert len(TransactionIndex(path, 0, writable=False)) == 1  # the file is untouched
+    assert idx.delete_if_exists()  # a closed index's file can still be deleted
+    assert not path.exists()
 
 
 def test_appends_visible_to_a_concurrent_reader(tmp_path: Path) -> None:
@@ -492,13 +506,17 @@ def test_rename_failure_still_updates_path(tmp_path: Path) -> None:
 
 def test_delete_if_exists(tmp_path: Path) -> None:
     path = tmp_path / "x.txnindex"
+    assert TransactionIndex(path, 0).delete_if_exists() is False  # lazy creation: no file
     idx = TransactionIndex(path, 0)
-    assert idx.delete_if_exists() is False
     idx.append(AbortedTxn(1, 0, 10, 11))
     assert idx.delete_if_exists() is True
     assert not path.exists()
     assert idx.delete_if_exists() is False
-    assert idx.all_aborted_txns() == []
+    with pytest.raises(ClosedError):  # final, as close: "no file" must not read as "empty"
+        idx.all_aborted_txns()
+    with pytest.raises(ClosedError):
+        idx.append(AbortedTxn(2, 0, 20, 21))
+    assert not path.exists()
 
 
 def test_context_manager_and_repr(tmp_path: Path) -> None:

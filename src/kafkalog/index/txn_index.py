@@ -21,8 +21,13 @@ File handling, and why:
   or :meth:`~TransactionIndex.collect_aborted_txns`.
 * **One write descriptor, opened on demand.** A writable index opens ``O_RDWR | O_APPEND`` on the
   first mutating call (``O_CREAT`` only for :meth:`~TransactionIndex.append`), so every append
-  lands at the end of the file exactly like Kafka's channel positioned at the end. ``close``
-  releases it; a later append reopens it.
+  lands at the end of the file exactly like Kafka's channel positioned at the end.
+* **``close`` is final.** Afterwards every read and write raises
+  :class:`~kafkalog.errors.ClosedError` naming the file: a closed index is one whose segment is
+  closed or deleted, and reading a deleted ``.txnindex`` as "no file, so no aborted
+  transaction" would hand a ``read_committed`` reader the records of aborted transactions.
+  Reads in other threads that use the write descriptor finish before it is closed, and none
+  starts after (:class:`~kafkalog.files.HandleUsers`).
 * **Read-only means read-only.** ``writable=False`` never opens the file for writing at all;
   every mutating method raises :class:`~kafkalog.errors.ReadOnlyError` naming the file.
 """
@@ -35,10 +40,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from kafkalog import files
-from kafkalog.errors import CorruptIndexError, InvalidOffsetError, InvalidRecordError, ReadOnlyError
+from kafkalog.errors import (
+    ClosedError,
+    CorruptIndexError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    ReadOnlyError,
+)
 
 __all__ = ["AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
 
@@ -176,6 +187,7 @@ class TransactionIndex:
         self._writable = writable
         self._fd: int | None = None  # write descriptor; only ever set when writable
         self._last_offset: int | None = None
+        self._users = files.HandleUsers()  # reads through ``_fd`` in flight (module doc)
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -207,13 +219,23 @@ class TransactionIndex:
         """Number of complete 34-byte entries in the file (none of them parsed)."""
         return self._size() // AbortedTxn.SIZE
 
+    @property
+    def closed(self) -> bool:
+        return self._users.closed
+
+    def _check_open(self, action: str = "read") -> None:
+        if self._users.closed:
+            raise ClosedError(self._path, action)
+
     # -- reading -------------------------------------------------------------------------------
     def _size(self) -> int:
+        self._check_open()
         if self._fd is not None:
-            return os.fstat(self._fd).st_size
+            return _GuardedHandle(self).size()
         try:
             return files.getsize(self._path)
         except FileNotFoundError:
+            self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
             return 0
 
     @contextmanager
@@ -224,12 +246,14 @@ class TransactionIndex:
         see exactly what was appended through it) or a fresh read-only handle (a local file or
         a pyarrow.fs URI).
         """
+        self._check_open()
         if self._fd is not None:
-            yield files.borrowed(self._fd)
+            yield _GuardedHandle(self)
             return
         try:
             handle = files.open_read(self._path)
         except FileNotFoundError:
+            self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
             yield None
             return
         try:
@@ -309,6 +333,7 @@ class TransactionIndex:
             raise ReadOnlyError(
                 f"cannot {what} transaction index {self._path}: it was opened read-only"
             )
+        self._check_open(what)
 
     def _write_fd(self, create: bool) -> int | None:
         """The write descriptor, opening it if needed; ``None`` if there is no file to open and
@@ -378,10 +403,9 @@ class TransactionIndex:
             os.fsync(self._fd)
 
     def close(self) -> None:
-        """Release the write descriptor (idempotent).
-
-        The object stays usable: reads go to the disk and a later append reopens the file.
-        """
+        """The final close (idempotent): wait for reads in flight, release the write
+        descriptor; every later read or write raises :class:`ClosedError`."""
+        self._users.close()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
@@ -391,7 +415,8 @@ class TransactionIndex:
 
         Refused on a read-only index, whose point is never to change what it looks at.
         """
-        self._require_writable("delete")
+        if not self._writable:
+            raise ReadOnlyError(f"cannot delete transaction index {self._path}: it was opened read-only")
         self.close()
         try:
             os.remove(self._path)
@@ -432,6 +457,41 @@ class TransactionIndex:
             f"TransactionIndex(path={self._path!r}, base_offset={self._base_offset}, "
             f"mode={mode!r}, last_offset={self._last_offset})"
         )
+
+
+class _GuardedHandle:
+    """Reads through the index's own write descriptor, each one counted so that ``close``
+    waits for it (and refused once the index is closed)."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: TransactionIndex) -> None:
+        self._index = index
+
+    def _call(self, read: Any) -> Any:
+        index = self._index
+        index._users.enter(index._path)
+        try:
+            fd = index._fd
+            if fd is None:  # closed between the check and here: enter() would have refused
+                raise ClosedError(index._path)
+            return read(fd)
+        finally:
+            index._users.leave()
+
+    def size(self) -> int:
+        return self._call(lambda fd: os.fstat(fd).st_size)  # type: ignore[no-any-return]
+
+    def pread(self, length: int, position: int) -> bytes:
+        if length <= 0:
+            return b""
+        return self._call(lambda fd: os.pread(fd, length, position))  # type: ignore[no-any-return]
+
+    def identity(self) -> tuple[int, int] | None:
+        return self._call(lambda fd: (os.fstat(fd).st_dev, os.fstat(fd).st_ino))  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        pass  # the descriptor is the index's
 
 
 def _read_fully(handle: files.ReadHandle, length: int, offset: int) -> bytes:
