@@ -326,7 +326,7 @@ def test_close_is_final(tmp_path: Path) -> None:
         lambda: idx.rename_to(tmp_path / "y.txnindex"),
     ]
     for use in uses:
-        with pytest.raises(ClosedError, match="x.txnindex"):
+        with pytest.raises(ClosedError, match=r"x\.txnindex"):
             use()
     assert len(TransactionIndex(path, 0, writable=False)) == 1  # the file is untouched
     assert idx.delete_if_exists()  # a closed index's file can still be deleted

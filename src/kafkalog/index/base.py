@@ -264,9 +264,7 @@ class MappedIndex:
             # many floor lookups: answer them in key order in one pass over the index
             order = np.argsort(targets, kind="stable")
             slots = np.empty(len(targets), np.int64)
-            self._stable(
-                _search.floor_sorted, self.ENTRY_SIZE, off, width, targets[order], slots
-            )
+            self._stable(_search.floor_sorted, self.ENTRY_SIZE, off, width, targets[order], slots)
             out[order] = slots
             return out
         self._stable(
@@ -296,14 +294,14 @@ class MappedIndex:
         """The two fields of entry ``n`` (already checked to be < ``entries``)."""
         generation = self._generation
         try:
-            fields = fmt.unpack_from(self._buf, n * self.ENTRY_SIZE)
+            a, b = fmt.unpack_from(self._buf.data, n * self.ENTRY_SIZE)
         except struct.error:  # the buffer was swapped for an empty one meanwhile
             generation = -1
         if generation != self._generation or generation & 1:
             with self._lock:
                 self._check_open()
-                fields = fmt.unpack_from(self._buf, n * self.ENTRY_SIZE)
-        return fields  # type: ignore[no-any-return]
+                a, b = fmt.unpack_from(self._buf.data, n * self.ENTRY_SIZE)
+        return a, b
 
     def _entry_bytes(self) -> np.ndarray:
         """A copy of the valid entries' bytes (never a view of the mapping)."""

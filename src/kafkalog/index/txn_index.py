@@ -416,7 +416,9 @@ class TransactionIndex:
         Refused on a read-only index, whose point is never to change what it looks at.
         """
         if not self._writable:
-            raise ReadOnlyError(f"cannot delete transaction index {self._path}: it was opened read-only")
+            raise ReadOnlyError(
+                f"cannot delete transaction index {self._path}: it was opened read-only"
+            )
         self.close()
         try:
             os.remove(self._path)
