@@ -168,11 +168,18 @@ def test_truncate_into_the_middle_of_a_batch(tmp_path: Path) -> None:
     log = make(tmp_path, segment_bytes=800)
     fill(log, 30, per_batch=3)
     log.truncate_to(16)  # batch 15..17 goes whole
-    assert log.log_end_offset == 15
+    # Kafka's LocalLog.truncateTo: updateLogEndOffset(targetOffset), whatever the cut left;
+    # the next append continues at the target and offset 15 stays a gap
+    assert log.log_end_offset == 16
+    assert log.recovery_point <= 16
     assert [r.offset for r in log.records()] == list(range(15))
-    fill(log, 3, start=15)
-    assert [r.offset for r in log.records()][-3:] == [15, 16, 17]
+    fill(log, 3, start=16)
+    assert [r.offset for r in log.records()][-3:] == [16, 17, 18]
+    assert log.log_end_offset == 19
     log.close()
+    with Log(tmp_path / "events-0", TopicConfig(segment_bytes=800)) as again:
+        assert again.log_end_offset == 19
+        assert [r.offset for r in again.records()] == [*range(15), 16, 17, 18]
 
 
 def test_recovery_cuts_a_corrupt_tail_and_rebuilds_indexes(tmp_path: Path) -> None:

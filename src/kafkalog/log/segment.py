@@ -39,6 +39,7 @@ from kafkalog.log.layout import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
+from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.records import ControlType, LogReader, RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
@@ -624,9 +625,16 @@ class LogSegment:
         return None if found is None else found.offset
 
     # -- recovery and truncation ---------------------------------------------------------------
-    def recover(self, leader_epochs: Any = None, txn_state: TxnState | None = None) -> int:
+    def recover(
+        self,
+        leader_epochs: Any = None,
+        txn_state: TxnState | ProducerStateManager | None = None,
+    ) -> int:
         """Rebuild all three indexes from the log and cut it at the first invalid batch (spec
-        §6.5); returns the bytes truncated."""
+        §6.5); returns the bytes truncated. ``txn_state`` is the producer state as of the
+        segment's base offset (Kafka's recover takes the ProducerStateManager): each batch
+        updates it, and the ABORT markers of its open transactions become ``.txnindex``
+        entries with their true first offset and LSO."""
         self._require_writable("recover")
         offset_index = self.offset_index.get()
         time_index = self.time_index.get()
@@ -675,6 +683,31 @@ class LogSegment:
         time_index.trim_to_valid_size()
         self.bytes_since_last_index_entry = valid - last_index_entry
         return truncated
+
+    def rebuild_time_index(self) -> None:
+        """Rebuild only the ``.timeindex`` from the log (it was missing), with the entries
+        :meth:`recover` would write; the ``.log``, ``.index`` and ``.txnindex`` are left as
+        they are, since nothing says they are wrong."""
+        self._require_writable("rebuild the time index of")
+        time_index = self.time_index.get()
+        time_index.reset()
+        valid = 0
+        last_index_entry = 0
+        max_ts = _UNKNOWN
+        try:
+            for batch in self.log.entries(0, limits=self.limits):
+                batch.ensure_valid()
+                if batch.max_timestamp > max_ts.timestamp:
+                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if valid - last_index_entry > self.index_interval_bytes:
+                    time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                    last_index_entry = valid
+                valid += batch.size_in_bytes
+        except CorruptRecordError:
+            pass  # recovery (past the recovery point) decides what to cut
+        self._max_ts_and_offset = max_ts
+        time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        time_index.trim_to_valid_size()
 
     def valid_size(self) -> int:
         """Where :meth:`recover` would cut the ``.log``, found without cutting it: the end of
