@@ -231,7 +231,7 @@ class ProducerAppendInfo:
             coordinator_epoch = marker.coordinator_epoch or 0
             if entry.coordinator_epoch > coordinator_epoch and self.client:
                 raise TransactionCoordinatorFencedError(
-                    f"transaction marker of producer {pid} at offset {base_offset} has "
+                    f"{self.manager.directory}: transaction marker of producer {pid} at offset {base_offset} has "
                     f"coordinator epoch {coordinator_epoch}, older than the last seen "
                     f"{entry.coordinator_epoch}",
                     producer_id=pid,
@@ -262,7 +262,7 @@ class ProducerAppendInfo:
         if entry.current_txn_first_offset is not None and not batch.is_transactional:
             if self.client:
                 raise InvalidTxnStateError(
-                    f"producer {pid} wrote a non-transactional batch at offset {base_offset} "
+                    f"{self.manager.directory}: producer {pid} wrote a non-transactional batch at offset {base_offset} "
                     f"while its transaction begun at {entry.current_txn_first_offset} is open",
                     producer_id=pid,
                     offset=base_offset,
@@ -274,7 +274,7 @@ class ProducerAppendInfo:
     def _check_epoch(self, entry: ProducerStateEntry, epoch: int, offset: int) -> None:
         if epoch < entry.producer_epoch and self.client:
             raise InvalidProducerEpochError(
-                f"producer {entry.producer_id} at offset {offset} has epoch {epoch}, older "
+                f"{self.manager.directory}: producer {entry.producer_id} at offset {offset} has epoch {epoch}, older "
                 f"than the last seen epoch {entry.producer_epoch}: it is fenced",
                 producer_id=entry.producer_id,
                 offset=offset,
@@ -288,7 +288,7 @@ class ProducerAppendInfo:
         if epoch != entry.producer_epoch:
             if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
-                    f"producer {pid} at offset {offset}: a new epoch {epoch} must start at "
+                    f"{self.manager.directory}: producer {pid} at offset {offset}: a new epoch {epoch} must start at "
                     f"sequence 0, not {first_seq}",
                     producer_id=pid,
                     offset=offset,
@@ -304,7 +304,7 @@ class ProducerAppendInfo:
         known_epoch = current is not None and current.producer_epoch != NO_PRODUCER_EPOCH
         if known_epoch and not in_sequence(last_seq, first_seq):
             raise OutOfOrderSequenceError(
-                f"producer {pid} at offset {offset}: out of order sequence {first_seq} "
+                f"{self.manager.directory}: producer {pid} at offset {offset}: out of order sequence {first_seq} "
                 f"(the last one written is {last_seq}, epoch {epoch})",
                 producer_id=pid,
                 offset=offset,

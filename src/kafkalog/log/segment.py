@@ -40,7 +40,7 @@ from kafkalog.log.layout import (
     segment_file,
 )
 from kafkalog.log.producer_state import ProducerStateManager
-from kafkalog.records import ControlType, LogReader, RecordBatch
+from kafkalog.records import LogReader, RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
@@ -114,33 +114,19 @@ class RollParams:
     now: int
 
 
-class TxnState:
-    """Just enough producer state to rebuild ``.txnindex`` entries while recovering (spec §5.1,
-    §6.5): the first offset of each producer's open transaction, carried across segments."""
+class TxnState(ProducerStateManager):
+    """A producer state held in memory only (no snapshot files): what :meth:`LogSegment.recover`
+    needs to rebuild ``.txnindex`` entries when it recovers segments one after another (spec
+    §5.1, §6.5). Kept for callers that recover segments by hand; the log's loader passes its
+    :class:`ProducerStateManager` rebuilt up to each segment's base offset."""
 
     def __init__(self) -> None:
-        self.ongoing: dict[int, int] = {}
+        super().__init__("", writable=False)
 
-    def update(
-        self, batch: RecordBatch, limits: Limits, base_offset: int | None = None
-    ) -> AbortedTxn | None:
-        """``base_offset`` overrides the batch's own (an append stamps offsets afterwards)."""
-        pid = batch.producer_id
-        if not batch.is_transactional or pid < 0:
-            return None
-        base = batch.base_offset if base_offset is None else base_offset
-        last = base + batch.last_offset_delta
-        if not batch.is_control:
-            self.ongoing.setdefault(pid, base)
-            return None
-        marker = batch.control_record(limits)
-        first = self.ongoing.pop(pid, None)
-        if marker.type is not ControlType.ABORT:
-            return None
-        # LSO when the abort was written: the earliest other open transaction, or just past it
-        others = list(self.ongoing.values())
-        lso = min(others) if others else last + 1
-        return AbortedTxn(pid, base if first is None else first, last, lso)
+    @property
+    def ongoing(self) -> dict[int, int]:
+        """Open transactions: producer id -> first offset."""
+        return self.ongoing_transactions()
 
 
 class SegmentFile:
@@ -628,7 +614,7 @@ class LogSegment:
     def recover(
         self,
         leader_epochs: Any = None,
-        txn_state: TxnState | ProducerStateManager | None = None,
+        txn_state: ProducerStateManager | None = None,
     ) -> int:
         """Rebuild all three indexes from the log and cut it at the first invalid batch (spec
         §6.5); returns the bytes truncated. ``txn_state`` is the producer state as of the
