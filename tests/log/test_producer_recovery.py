@@ -151,7 +151,7 @@ def test_segment_recover_rebuilds_the_transaction_index(tmp_path: Path) -> None:
     for raw, base in (
         (data(5, 100, 2, txn=True, offset=100), 100),
         (data(10, 100, 2, txn=True, offset=102), 102),
-        (encode_batch([Record.of(b"a", None, T0), Record.of(b"b", None, T0)], base_offset=104), 104),
+        (encode_batch([Record.of(b"a", None, T0)] * 2, base_offset=104), 104),
         (marker(10, abort=True, offset=106), 106),
         (marker(5, abort=False, offset=107), 107),
     ):
@@ -163,9 +163,7 @@ def test_segment_recover_rebuilds_the_transaction_index(tmp_path: Path) -> None:
     assert seg.txn_index.all_aborted_txns() == [AbortedTxn(10, 102, 106, 100)]
     # again, pid2's transaction having begun in an earlier segment, at 75
     state = ProducerStateManager(str(tmp_path), writable=False)
-    entry = ProducerStateEntry(10, 0, 0, -1, 75)
-    state.producers[10] = entry
-    state._ongoing[10] = 75  # noqa: SLF001 - Kafka's test loads the entry the same way
+    state.load_entry(ProducerStateEntry(10, 0, 0, -1, 75))
     seg.recover(None, state)
     assert state.map_end_offset == 108
     assert seg.txn_index.all_aborted_txns() == [AbortedTxn(10, 75, 106, 100)]

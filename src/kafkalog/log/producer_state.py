@@ -231,8 +231,8 @@ class ProducerAppendInfo:
             coordinator_epoch = marker.coordinator_epoch or 0
             if entry.coordinator_epoch > coordinator_epoch and self.client:
                 raise TransactionCoordinatorFencedError(
-                    f"{self.manager.directory}: transaction marker of producer {pid} at offset {base_offset} has "
-                    f"coordinator epoch {coordinator_epoch}, older than the last seen "
+                    f"{self.manager.directory}: transaction marker of producer {pid} at offset "
+                    f"{base_offset} has coordinator epoch {coordinator_epoch}, older than the last seen "
                     f"{entry.coordinator_epoch}",
                     producer_id=pid,
                     offset=base_offset,
@@ -262,8 +262,8 @@ class ProducerAppendInfo:
         if entry.current_txn_first_offset is not None and not batch.is_transactional:
             if self.client:
                 raise InvalidTxnStateError(
-                    f"{self.manager.directory}: producer {pid} wrote a non-transactional batch at offset {base_offset} "
-                    f"while its transaction begun at {entry.current_txn_first_offset} is open",
+                    f"{self.manager.directory}: producer {pid} wrote a non-transactional batch at "
+                    f"offset {base_offset} while its transaction begun at {entry.current_txn_first_offset} is open",
                     producer_id=pid,
                     offset=base_offset,
                 )
@@ -274,8 +274,8 @@ class ProducerAppendInfo:
     def _check_epoch(self, entry: ProducerStateEntry, epoch: int, offset: int) -> None:
         if epoch < entry.producer_epoch and self.client:
             raise InvalidProducerEpochError(
-                f"{self.manager.directory}: producer {entry.producer_id} at offset {offset} has epoch {epoch}, older "
-                f"than the last seen epoch {entry.producer_epoch}: it is fenced",
+                f"{self.manager.directory}: producer {entry.producer_id} at offset {offset} has "
+                f"epoch {epoch}, older than the last seen epoch {entry.producer_epoch}: it is fenced",
                 producer_id=entry.producer_id,
                 offset=offset,
             )
@@ -288,8 +288,8 @@ class ProducerAppendInfo:
         if epoch != entry.producer_epoch:
             if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
-                    f"{self.manager.directory}: producer {pid} at offset {offset}: a new epoch {epoch} must start at "
-                    f"sequence 0, not {first_seq}",
+                    f"{self.manager.directory}: producer {pid} at offset {offset}: a new epoch "
+                    f"{epoch} must start at sequence 0, not {first_seq}",
                     producer_id=pid,
                     offset=offset,
                 )
@@ -304,8 +304,8 @@ class ProducerAppendInfo:
         known_epoch = current is not None and current.producer_epoch != NO_PRODUCER_EPOCH
         if known_epoch and not in_sequence(last_seq, first_seq):
             raise OutOfOrderSequenceError(
-                f"{self.manager.directory}: producer {pid} at offset {offset}: out of order sequence {first_seq} "
-                f"(the last one written is {last_seq}, epoch {epoch})",
+                f"{self.manager.directory}: producer {pid} at offset {offset}: out of order "
+                f"sequence {first_seq} (the last one written is {last_seq}, epoch {epoch})",
                 producer_id=pid,
                 offset=offset,
             )
@@ -428,13 +428,19 @@ class ProducerStateManager:
         self.last_snapshot_offset = self.map_end_offset
         return path
 
+    def load_entry(self, entry: ProducerStateEntry) -> None:
+        """Put ``entry`` in the state as it is (Kafka's loadProducerEntry)."""
+        self.producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset is None:
+            self._ongoing.pop(entry.producer_id, None)
+        else:
+            self._ongoing[entry.producer_id] = entry.current_txn_first_offset
+
     def load_snapshot(self, path: str) -> None:
+        """Replace the state by the entries of the snapshot file at ``path``."""
         self.clear()
         for e in read_snapshot(path):
-            entry = ProducerStateEntry.from_snapshot(e)
-            self.producers[entry.producer_id] = entry
-            if entry.current_txn_first_offset is not None:
-                self._ongoing[entry.producer_id] = entry.current_txn_first_offset
+            self.load_entry(ProducerStateEntry.from_snapshot(e))
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
         """Kafka's truncateAndReload: delete the snapshots outside (log start, log end], then
