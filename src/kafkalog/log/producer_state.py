@@ -232,8 +232,8 @@ class ProducerAppendInfo:
             if entry.coordinator_epoch > coordinator_epoch and self.client:
                 raise TransactionCoordinatorFencedError(
                     f"{self.manager.directory}: transaction marker of producer {pid} at offset "
-                    f"{base_offset} has coordinator epoch {coordinator_epoch}, older than the last seen "
-                    f"{entry.coordinator_epoch}",
+                    f"{base_offset} has coordinator epoch {coordinator_epoch}, older than the "
+                    f"last seen {entry.coordinator_epoch}",
                     producer_id=pid,
                     offset=base_offset,
                 )
@@ -263,7 +263,8 @@ class ProducerAppendInfo:
             if self.client:
                 raise InvalidTxnStateError(
                     f"{self.manager.directory}: producer {pid} wrote a non-transactional batch at "
-                    f"offset {base_offset} while its transaction begun at {entry.current_txn_first_offset} is open",
+                    f"offset {base_offset} while its transaction begun at "
+                    f"{entry.current_txn_first_offset} is open",
                     producer_id=pid,
                     offset=base_offset,
                 )
@@ -275,7 +276,8 @@ class ProducerAppendInfo:
         if epoch < entry.producer_epoch and self.client:
             raise InvalidProducerEpochError(
                 f"{self.manager.directory}: producer {entry.producer_id} at offset {offset} has "
-                f"epoch {epoch}, older than the last seen epoch {entry.producer_epoch}: it is fenced",
+                f"epoch {epoch}, older than the last seen epoch {entry.producer_epoch}: it is "
+                "fenced",
                 producer_id=entry.producer_id,
                 offset=offset,
             )
