@@ -395,3 +395,33 @@ def test_partition_lookups_stay_inside_the_data_directory(tmp_path: Path) -> Non
         with pytest.raises(InvalidTopicError, match="not >= 0"):
             LogDir(tmp_path / "data", writable=True).log("t", -1, create=True)
     assert Log(tmp_path / "data" / "Legal.name_x-3").partition == 3  # Kafka's alphabet is fine
+
+
+def test_flush_of_a_removed_partition_directory_is_no_error(tmp_path: Path) -> None:
+    # Kafka's LocalLog.flush syncs the directory through Utils.flushDirIfExists
+    import shutil
+
+    log = make(tmp_path)
+    fill(log, 5)
+    shutil.rmtree(tmp_path / "events-0")
+    log.flush()
+    assert log.recovery_point == 5
+    fill(log, 2, start=5)
+    log.close()
+
+
+def test_truncate_fully_only_lowers_the_recovery_point(tmp_path: Path) -> None:
+    # LocalLog.truncateFullyAndStartAt -> updateLogEndOffset: the recovery point comes down
+    # to the new log end if above it, never up (nothing past it was flushed)
+    log = make(tmp_path)
+    fill(log, 10)
+    log.flush(5)
+    assert log.recovery_point == 5
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (100, 100, 5)
+    fill(log, 3, start=100)
+    log.flush()
+    assert log.recovery_point == 103
+    log.truncate_fully_and_start_at(50)
+    assert (log.log_end_offset, log.recovery_point) == (50, 50)
+    log.close()
