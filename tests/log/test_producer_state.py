@@ -426,3 +426,37 @@ def test_truncation_rebuilds_producer_state(tmp_path: Path) -> None:
     log.truncate_to(1)
     assert log.last_stable_offset() == 0
     log.close()
+
+
+@pytest.mark.parametrize("lib", ["kafka-python", "aiokafka"])
+def test_batches_encoded_by_independent_producers(tmp_path: Path, lib: str) -> None:
+    # kafka-python's and aiokafka's own batch builders, as their idempotent and transactional
+    # producers send batches: the producer state reads them as kafkalog's own
+    if lib == "kafka-python":
+        from kafka.record.default_records import DefaultRecordBatchBuilder
+    else:
+        from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    def build(pid: int, epoch: int, seq: int, n: int, transactional: bool) -> bytes:
+        builder = DefaultRecordBatchBuilder(2, 0, transactional, pid, epoch, seq, 1 << 20)
+        for i in range(n):
+            assert builder.append(i, T0 + i, b"k%d" % i, b"v%d" % i, []) is not None
+        return bytes(builder.build())
+
+    log = make(tmp_path)
+    first = log.append(build(21, 3, 0, 4, False))
+    second = log.append(build(21, 3, 4, 2, False))
+    assert (first.first_offset, second.first_offset) == (0, 4)
+    retry = log.append(build(21, 3, 0, 4, False))
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (0, 3)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(build(21, 3, 7, 1, False))
+    with pytest.raises(InvalidProducerEpochError):
+        log.append(build(21, 2, 6, 1, False))
+    log.append(build(22, 0, 0, 3, True))  # 6..8
+    assert log.last_stable_offset() == 6
+    log.append(marker(22, abort=True))  # 9
+    assert log.active_segment.txn_index.all_aborted_txns() == [AbortedTxn(22, 6, 9, 10)]
+    entry = log.producer_state.last_entry(21)
+    assert entry is not None and (entry.producer_epoch, entry.last_seq) == (3, 5)
+    log.close()
