@@ -297,6 +297,18 @@ def test_remove_stray_snapshots(tmp_path: Path) -> None:
     assert state.snapshot_offsets() == [5, 10, 20]
 
 
+def test_expired_producers_are_forgotten(psm: Manager) -> None:
+    # ProducerStateManagerTest.testProducerExpiration... : a producer with an open transaction
+    # never expires; the others do once producer.id.expiration.ms has passed
+    psm.append(data(1, 0, ts=T0), 0)
+    psm.append(data(2, 0, txn=True, ts=T0), 1)
+    psm.append(data(3, 0, ts=T0 + 5000), 2)
+    assert psm.state.remove_expired_producers(T0 + 4999, expiration_ms=5000) == []
+    assert psm.state.remove_expired_producers(T0 + 5000, expiration_ms=5000) == [1]
+    assert sorted(psm.state.producers) == [2, 3]
+    psm.append(data(1, 7), 3)  # an unknown producer again: any sequence goes
+
+
 def test_entry_copy_is_independent() -> None:
     entry = ProducerStateEntry(1)
     entry.add_batch(0, 0, 0, 0, T0)

@@ -50,6 +50,7 @@ from kafkalog.records.model import ControlType
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default (1 day)
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 _INT_MAX = 0x7FFFFFFF
@@ -400,6 +401,22 @@ class ProducerStateManager:
         offset, else just past its marker (Kafka's lastStableOffset(CompletedTxn))."""
         others = [o for p, o in self._ongoing.items() if p != txn.producer_id]
         return min(others) if others else txn.last_offset + 1
+
+    def remove_expired_producers(
+        self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+    ) -> list[int]:
+        """Kafka's removeExpiredProducers: forget the producers without an open transaction
+        whose last write is ``expiration_ms`` or more before ``now_ms``; returns their ids.
+        A broker runs it periodically (``producer.id.expiration.check.interval.ms``); kafkalog
+        leaves the when to the program that embeds the log (a server, say)."""
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
 
     def clear(self) -> None:
         self.producers.clear()
