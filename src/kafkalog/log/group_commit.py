@@ -17,6 +17,7 @@ background thread.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -42,6 +43,8 @@ class SharedLog:
         self._leader = False
         self._closed = False
         self.fsyncs = 0
+        self._synced = 0  # every offset below it was fsynced by group commit
+        self._bases: tuple[int, ...] = ()  # the segments when it was, to see new files
         """How many flushes group commit (and the scheduler) made: the benchmark's figure of
         how many appends one fsync covered."""
         self._scheduler: threading.Thread | None = None
@@ -81,17 +84,18 @@ class SharedLog:
 
     @property
     def durable_offset(self) -> int:
-        """Every offset below this one is on disk (fsynced): the log's recovery point."""
-        return int(self.log.recovery_point)
+        """Every offset below this one is on disk: fsynced by group commit, or below the
+        log's recovery point (which its own flushes move)."""
+        return max(self._synced, int(self.log.recovery_point))
 
     def wait_durable(self, end_offset: int, timeout: float | None = None) -> None:
         """Block until every offset below ``end_offset`` is fsynced: become the leader and
-        flush, or wait for the leader's flush to cover it. Raises :class:`TimeoutError`."""
+        fsync, or wait for the leader's fsync to cover it. Raises :class:`TimeoutError`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         cond = self._durability
-        while self.log.recovery_point < end_offset:
+        while self.durable_offset < end_offset:
             with cond:
-                if self.log.recovery_point >= end_offset:
+                if self.durable_offset >= end_offset:
                     return
                 if self._leader:
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -101,19 +105,58 @@ class SharedLog:
                     continue
                 self._leader = True
             try:
-                self.flush()
+                self._sync()
             finally:
                 with cond:
                     self._leader = False
                     cond.notify_all()
 
+    def _sync(self) -> None:
+        """The leader's fsync: of the ``.log`` files written since the last one, taken under
+        the lock (as duplicated descriptors, so a segment closed meanwhile is still synced
+        safely) and fsynced outside it, so appenders go on appending (the next fsync covers
+        them); the directory too when segments came or went. The recovery point stays where
+        the log's own flushes put it: the records are on disk, and the indexes above the
+        recovery point are what a recovery checks and rebuilds anyway (Kafka's model)."""
+        with self.lock:
+            log = self.log
+            end = log.log_end_offset
+            floor = self.durable_offset
+            if end <= floor:
+                return
+            segments = [
+                seg
+                for i, seg in enumerate(log.segments)
+                if seg.base_offset >= floor
+                or i + 1 == len(log.segments)
+                or log.segments[i + 1].base_offset > floor
+            ]
+            fds = [os.dup(seg.log.fd) for seg in segments if seg.log.fd >= 0]
+            bases = tuple(seg.base_offset for seg in log.segments)
+            new_files = bases != self._bases
+            self._bases = bases
+        try:
+            for fd in fds:
+                os.fsync(fd)
+            if new_files:
+                dir_fd = os.open(log.directory, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.fsyncs += 1
+        self._synced = max(self._synced, end)
+
     def flush(self) -> None:
-        """fsync everything appended so far (:meth:`Log.flush`)."""
+        """:meth:`Log.flush`: fsync everything appended so far, indexes included, and move
+        the recovery point."""
         with self.lock:
             log = self.log
             if log.writable and log.log_end_offset > log.recovery_point:
                 log.flush()
-                self.fsyncs += 1
 
     # -- flush.ms without appends ----------------------------------------------------------------
     def _flush_dirty(self) -> None:
@@ -132,7 +175,6 @@ class SharedLog:
                 due = now - log.last_flush_ms >= flush_ms
                 if due and log.log_end_offset > log.recovery_point:
                     log.flush()
-                    self.fsyncs += 1
                 wait_ms = max(1, flush_ms - (now - log.last_flush_ms)) if not due else flush_ms
             with self._durability:
                 self._durability.notify_all()
