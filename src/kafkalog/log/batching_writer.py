@@ -152,7 +152,9 @@ class BatchingWriter:
         self.max_block = float(settings["max.block.ms"]) / 1000
         self.durable = durable
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self._cond = threading.Condition(self._lock)  # the sender waits on it
+        self._room = threading.Condition(self._lock)  # senders blocked by buffer.memory
+        self._appended = threading.Condition(self._lock)  # the fsync thread (durable=True)
         self._open = _Batch()
         self._ready: collections.deque[_Batch] = collections.deque()
         self._queued = 0  # bytes gathered and not yet appended: buffer.memory's measure
@@ -245,7 +247,7 @@ class BatchingWriter:
                     f"buffer.memory ({self.buffer_memory} bytes) stayed full for max.block.ms"
                 )
             self._cond.notify()
-            self._cond.wait(remaining)
+            self._room.wait(remaining)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send every gathered record now and wait until all sent so far are appended."""
@@ -305,7 +307,7 @@ class BatchingWriter:
                 if self._syncer is not None:
                     with self._cond:
                         self._unsynced.append((_Batch(), -1))  # the fsync thread's stop mark
-                        self._cond.notify_all()
+                        self._appended.notify()
                 return
             try:
                 data = encode_rows(
@@ -320,13 +322,13 @@ class BatchingWriter:
             if self._syncer is not None and batch.error is None:
                 with self._cond:
                     self._unsynced.append((batch, info.last_offset + 1))
-                    self._cond.notify_all()
+                    self._appended.notify()
             else:
                 self._finish([batch])
 
     def _sync(self) -> None:
         """durable=True: resolve appended batches once one fsync covers them all."""
-        cond = self._cond
+        cond = self._appended
         while True:
             with cond:
                 while not self._unsynced:
@@ -351,6 +353,6 @@ class BatchingWriter:
         with self._cond:
             for batch in batches:
                 self._queued -= batch.size - _BATCH_HEADER
-            self._cond.notify_all()
+            self._room.notify_all()
         for batch in batches:
             batch.done.set()
