@@ -167,8 +167,9 @@ class TailReader:
         out.extend(records)
 
     def _next_segment(self) -> bool:
-        """After the open segment's last byte: open the segment that follows it, if any."""
-        if self._fd >= 0 and self._open(self.position):
+        """After the open segment's last byte: open the segment that follows it, if any.
+        True only when another segment was opened (so a poll never spins on one)."""
+        if self._fd >= 0 and self.position > self._base and self._open(self.position):
             return True
         now = time.monotonic()
         if self._fd >= 0 and now - self._listed < _LIST_EVERY:
@@ -186,7 +187,7 @@ class TailReader:
                 # the open segment may have grown just before the roll: finish it first
                 size = os.fstat(self._fd).st_size
                 if size > self._pos:
-                    return True
+                    return False  # (the next poll reads it; a torn tail never ends a wait)
             if base > self.position:
                 self.skipped += base - self.position  # deleted before it was read
                 self.position = base
