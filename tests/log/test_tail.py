@@ -188,3 +188,18 @@ def test_asyncio_reader_follows_a_growing_log(tmp_path: Path) -> None:
         producer.join()
         writer.close()
         log.close()
+
+
+def test_a_reader_started_before_the_log_exists(tmp_path: Path) -> None:
+    directory = tmp_path / "later-0"
+    reader = TailReader(directory)
+    assert reader.poll(timeout=0.05) == []
+    with Log(directory, TopicConfig(segment_bytes=1024)) as log:
+        for i in range(100):
+            log.append_records([Record.of(b"x%d" % i, timestamp=T0 + i)])
+        got: list[Record] = []
+        while len(got) < 100 and (batch := reader.poll(timeout=2.0)):
+            got.extend(batch)
+    reader.close()
+    assert [r.value for r in got] == [b"x%d" % i for i in range(100)]
+    assert reader.skipped == 0
