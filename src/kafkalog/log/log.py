@@ -51,6 +51,7 @@ from kafkalog.records.batch import (
 from kafkalog.records.columnar import TimestampUnit
 from kafkalog.records.crc import crc32c, crc32c_c
 from kafkalog.records.reader import LogEntry
+from kafkalog.records.small_batch import encode_small_batch
 from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits
 
 EARLIEST_TIMESTAMP = -2
@@ -558,6 +559,10 @@ class Log:
         **batch_options: Any,
     ) -> AppendInfo:
         """Encode ``records`` as one batch and append it (offsets assigned by the log)."""
+        if compression is Compression.NONE and not batch_options:
+            data = encode_small_batch(records)  # a record at a time: no field-by-field encode
+            if data is not None:
+                return self.append(data)
         if self.config.message_timestamp_type == "LogAppendTime":
             batch_options.setdefault("timestamp_type", TimestampType.CREATE_TIME)
         return self.append(encode_batch(records, compression=compression, **batch_options))
