@@ -11,7 +11,7 @@ import pytest
 
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
-from pushdown_rows import CONF, rows_where
+from pushdown_rows import rows_where, set_pushdown
 
 T0 = 1_767_225_600_000
 
@@ -68,7 +68,7 @@ def test_randomized_queries_samerows_where(pushdown: Any, data: Path) -> None:
 
 
 def test_pruning_reads_less(pushdown: Any, data: Path) -> None:
-    pushdown.conf.set(CONF, "true")
+    set_pushdown(pushdown, True)
     narrow = (
         pushdown.read.format("kafkalog")
         .option("path", str(data))
