@@ -166,7 +166,7 @@ def test_keys_and_values_not_asked_for_are_not_copied(data: Path) -> None:
         assert at_least * rows <= sum(b.nbytes for b in batches) <= at_most * rows
         assert held <= at_most * rows + 4096 * len(batches), (columns, held)
         if columns is not None:
-            assert [b.schema.names for b in batches][0] == ["offset", "timestamp"]
+            assert all(b.schema.names == ["offset", "timestamp"] for b in batches)
 
 
 def test_decode_range_columns_checks_what_it_skips() -> None:

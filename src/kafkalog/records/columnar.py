@@ -737,14 +737,25 @@ def _timestamps(
     )
 
 
+_TOPIC_COLUMNS: dict[tuple[str, int], list[pa.Array]] = {}
+
+
 def _topic_partition(topic: str, partition: int, n: int) -> list[pa.Array]:
+    """The topic and partition columns, the same value in every row: the longest built so far
+    is kept (for the last partition asked) and sliced, not rebuilt batch after batch."""
+    cached = _TOPIC_COLUMNS.get((topic, partition))
+    if cached is not None and len(cached[0]) >= n:
+        return [a.slice(0, n) for a in cached]
     raw = topic.encode("utf-8")
     data = np.frombuffer(raw * n, np.uint8) if n and raw else np.empty(0, np.uint8)
     offsets = (np.arange(n + 1, dtype=np.int64) * len(raw)).astype(np.int32)
     topics = pa.Array.from_buffers(
         pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
-    return [topics, pa.array(np.full(n, partition, np.int32), pa.int32())]
+    built = [topics, pa.array(np.full(n, partition, np.int32), pa.int32())]
+    _TOPIC_COLUMNS.clear()
+    _TOPIC_COLUMNS[(topic, partition)] = built
+    return built
 
 
 def _headers(
