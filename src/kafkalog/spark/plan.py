@@ -20,7 +20,7 @@ from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
 from kafkalog.log.logdir import partition_directories as _partitions_under
-from kafkalog.spark.options import EARLIEST, LATEST, OptionError, ReadOptions
+from kafkalog.spark.options import EARLIEST, LATEST, MIN_TASK_BYTES, OptionError, ReadOptions
 
 if TYPE_CHECKING:
     from kafkalog.spark.pushdown import Bounds
@@ -327,14 +327,15 @@ def _splits_of(pieces: list[Split], opts: ReadOptions) -> list[Split]:
 
 
 def task_count(total: int, opts: ReadOptions) -> int:
-    """Spark tasks for ``total`` bytes: enough for tasks of at most ``maxBytesPerSplit`` and at
-    least ``minPartitions``, rounded up to a power of two below 8 and to a multiple of 8 above,
-    so that tasks of equal size divide evenly over 1, 2, 4 or 8 cores. (Four 120 MB tasks and a
-    53 MB one on two cores leave one core idle for a third of the run; five of 103 MB do not
-    divide either.)"""
+    """Spark tasks for ``total`` bytes: enough for tasks of at most ``maxBytesPerSplit``, at
+    least ``minPartitions``, and at least four while each still gets 64 MiB (the cores of a
+    laptop or a ``local[*]`` session busy, two rounds on two cores to even out); rounded up to
+    a power of two below 8 and to a multiple of 8 above, so that tasks of equal size divide
+    evenly over 1, 2, 4 or 8 cores. (Four 120 MB tasks and a 53 MB one on two cores leave one
+    core idle for a third of the run; five of 103 MB do not divide either.)"""
     if total <= 0:
         return 1
-    n = -(-total // opts.max_bytes_per_split)
+    n = max(-(-total // opts.max_bytes_per_split), min(4, total // MIN_TASK_BYTES))
     if opts.min_partitions:
         n = max(n, opts.min_partitions)
     if n <= 1:
