@@ -790,33 +790,75 @@ class Log:
         time; returns the number of segments deleted (renamed ``.deleted``, removed later)."""
         self._require_writable("delete segments of")
         now = int(self.clock() * 1000) if now is None else now
-        deleted = self._delete_where(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
-        )
-        if self.config.delete:
-            retention_bytes = self.config.retention_bytes
-            if retention_bytes >= 0:
-                diff = self.size_in_bytes() - retention_bytes
-                if diff >= 0:
-                    budget = [diff]
-
-                    def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                        if budget[0] - seg.size >= 0:
-                            budget[0] -= seg.size
-                            return True
-                        return False
-
-                    deleted += self._delete_where(over)
-            retention_ms = self.config.retention_ms
-            if retention_ms >= 0:
-                deleted += self._delete_where(
-                    lambda seg, nxt: now - seg.largest_timestamp > retention_ms
-                )
+        deleted = 0
+        for _rule, make_predicate in self._retention_rules(now):
+            predicate = make_predicate(self.segments)
+            if predicate is not None:
+                deleted += self._delete_where(predicate)
         return deleted
 
-    def _delete_where(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+    def retention_plan(self, now: int | None = None) -> list[tuple[LogSegment, str]]:
+        """What :meth:`delete_old_segments` would delete now, oldest first, each with the rule
+        that deletes it (``log-start-offset``, ``retention.bytes``, ``retention.ms``); deletes
+        nothing, so a read-only log can answer. The same rules and walk as the real pass."""
+        now = int(self.clock() * 1000) if now is None else now
+        remaining = list(self.segments)
+        plan: list[tuple[LogSegment, str]] = []
+        for rule, make_predicate in self._retention_rules(now):
+            predicate = make_predicate(remaining)
+            if predicate is None:
+                continue
+            doomed = self._deletable(remaining, predicate)
+            plan.extend((seg, rule) for seg in doomed)
+            remaining = remaining[len(doomed) :]
+            if not remaining:  # the real pass rolls a new, empty segment: nothing more goes
+                break
+        return plan
+
+    RetentionPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
+
+    def _retention_rules(
+        self, now: int
+    ) -> list[tuple[str, Callable[[list[LogSegment]], RetentionPredicate | None]]]:
+        """The passes of a retention run, in order; each builds its predicate from the
+        segments left when it starts (the size rule counts what the earlier passes left)."""
+
+        def below_start(segs: list[LogSegment]) -> Log.RetentionPredicate:
+            return lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
+
+        def over_size(segs: list[LogSegment]) -> Log.RetentionPredicate | None:
+            retention_bytes = self.config.retention_bytes
+            if retention_bytes < 0:
+                return None
+            diff = sum(seg.size for seg in segs) - retention_bytes
+            if diff < 0:
+                return None
+            budget = [diff]
+
+            def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                if budget[0] - seg.size >= 0:
+                    budget[0] -= seg.size
+                    return True
+                return False
+
+            return over
+
+        def too_old(segs: list[LogSegment]) -> Log.RetentionPredicate | None:
+            retention_ms = self.config.retention_ms
+            if retention_ms < 0:
+                return None
+            return lambda seg, nxt: now - seg.largest_timestamp > retention_ms
+
+        rules: list[tuple[str, Callable[[list[LogSegment]], Log.RetentionPredicate | None]]]
+        rules = [("log-start-offset", below_start)]
+        if self.config.delete:
+            rules += [("retention.bytes", over_size), ("retention.ms", too_old)]
+        return rules
+
+    def _deletable(self, segs: list[LogSegment], predicate: RetentionPredicate) -> list[LogSegment]:
+        """Kafka's deletableSegments: oldest first while below the high watermark (the log end
+        here) and the predicate holds, never an empty last segment."""
         doomed: list[LogSegment] = []
-        segs = self.segments
         for i, seg in enumerate(segs):
             nxt = segs[i + 1] if i + 1 < len(segs) else None
             upper = nxt.base_offset if nxt is not None else self.log_end_offset
@@ -825,6 +867,11 @@ class Log:
             if nxt is None and seg.size == 0:
                 break
             doomed.append(seg)
+        return doomed
+
+    def _delete_where(self, predicate: RetentionPredicate) -> int:
+        segs = self.segments
+        doomed = self._deletable(segs, predicate)
         if not doomed:
             return 0
         if len(doomed) == len(segs):
