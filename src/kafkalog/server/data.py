@@ -1,0 +1,239 @@
+"""Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords over the partition logs.
+
+Produced batches go through ``Log.append`` (CRC, max.message.bytes, offsets, LogAppendTime and
+the log's producer state); fetched bytes are the segment bytes as stored, never decoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log import LATEST_TIMESTAMP, Log
+from kafkalog.server import errors as E
+from kafkalog.server.topics import TopicError
+
+if TYPE_CHECKING:
+    from kafkalog.server.broker import Broker
+
+LEADER_EPOCH = 0  # the single broker's one leadership: stamped into every appended batch
+_BATCH_HEAD = struct.Struct(">qi")
+READ_COMMITTED = 1
+
+
+def _partition_log(broker: Broker, topic: str, partition: int) -> Log:
+    t = broker.registry.get(topic)
+    if t is None or not 0 <= partition < t.partitions:
+        raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{partition}")
+    return broker.registry.log(t, partition)
+
+
+async def produce(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    responses = []
+    for topic in body.topic_data:
+        parts = []
+        for pd in topic.partition_data:
+            parts.append(_produce_partition(broker, topic.name, int(pd.index), pd.records))
+        responses.append({"name": topic.name, "partition_responses": parts})
+    broker.appended()
+    return {"responses": responses}
+
+
+def _produce_partition(broker: Broker, topic: str, partition: int, records: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": None}
+    try:
+        t = broker.registry.get(topic)
+        if t is not None and t.internal:
+            raise TopicError(E.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal {topic}")
+        log = _partition_log(broker, topic, partition)
+        out["log_start_offset"] = log.log_start_offset
+        if records is None or len(records) == 0:
+            raise TopicError(E.INVALID_RECORD, "a produce request without records")
+        info = log.append(records, leader_epoch=LEADER_EPOCH)
+    except TopicError as e:
+        out.update(error_code=e.code, error_message=str(e))
+        return out
+    except KafkalogError as e:
+        out.update(error_code=E.append_error_code(e), error_message=str(e))
+        return out
+    out["error_code"] = E.NONE
+    out["base_offset"] = info.first_offset
+    if log.config.message_timestamp_type == "LogAppendTime":
+        out["log_append_time"] = info.max_timestamp
+    return out
+
+
+def _cut_at(data: bytes, limit_offset: int) -> bytes:
+    """The whole batches of ``data`` whose base offset is below ``limit_offset``."""
+    pos = 0
+    end = len(data)
+    while pos + 12 <= end:
+        base, length = _BATCH_HEAD.unpack_from(data, pos)
+        if base >= limit_offset:
+            break
+        pos += 12 + length
+    return data[: min(pos, end)]
+
+
+def _aborted(log: Log, fetch_offset: int, upper: int) -> list[dict[str, int]]:
+    found: list[dict[str, int]] = []
+    for seg in log.segments:
+        if seg.read_next_offset() <= fetch_offset:
+            continue
+        result = seg.txn_index.collect_aborted_txns(fetch_offset, upper)
+        found.extend(
+            {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in result.aborted
+        )
+        if result.is_complete:
+            break
+    return found
+
+
+def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int, bool]:
+    isolation = int(getattr(body, "isolation_level", 0))
+    budget = int(getattr(body, "max_bytes", 0x7FFFFFFF))
+    total = 0
+    errored = False
+    responses = []
+    for topic in body.topics:
+        parts = []
+        for fp in topic.partitions:
+            p = int(fp.partition)
+            entry: dict[str, Any] = {"partition_index": p, "records": b""}
+            try:
+                log = _partition_log(broker, topic.topic, p)
+            except TopicError as e:
+                entry.update(error_code=e.code, high_watermark=-1, records=None)
+                errored = True
+                parts.append(entry)
+                continue
+            hw = log.log_end_offset
+            lso = log.last_stable_offset() if isolation == READ_COMMITTED else hw
+            entry.update(high_watermark=hw, last_stable_offset=lso)
+            entry["log_start_offset"] = log.log_start_offset
+            offset = int(fp.fetch_offset)
+            if offset < log.log_start_offset or offset > hw:
+                entry.update(error_code=E.OFFSET_OUT_OF_RANGE, records=None)
+                errored = True
+                parts.append(entry)
+                continue
+            upper = lso if isolation == READ_COMMITTED else hw
+            if isolation == READ_COMMITTED:
+                entry["aborted_transactions"] = []
+            if offset < upper and budget > 0:
+                limit = min(int(fp.partition_max_bytes), budget)
+                data = log.read(offset, limit, min_one_message=total == 0)
+                if isolation == READ_COMMITTED:
+                    data = _cut_at(data, upper)
+                    entry["aborted_transactions"] = _aborted(log, offset, upper)
+                entry["records"] = data
+                total += len(data)
+                budget -= len(data)
+            parts.append(entry)
+        responses.append({"topic": topic.topic, "partitions": parts})
+    return responses, total, errored
+
+
+async def fetch(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    """Answer at once with data or an error; else wait for appends until ``min_bytes`` are
+    there or ``max_wait`` has passed (the long poll)."""
+    loop = asyncio.get_running_loop()
+    max_wait = body.max_wait.total_seconds()
+    deadline = loop.time() + max(0.0, max_wait)
+    min_bytes = int(body.min_bytes)
+    while True:
+        waiter = broker.append_waiter()
+        responses, total, errored = _fetch_once(broker, body, version)
+        remaining = deadline - loop.time()
+        if errored or total >= min_bytes or total > 0 and min_bytes <= 1 or remaining <= 0:
+            return {"responses": responses}
+        try:
+            await asyncio.wait_for(waiter.wait(), remaining)
+        except TimeoutError:
+            responses, _, _ = _fetch_once(broker, body, version)
+            return {"responses": responses}
+
+
+async def list_offsets(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    isolation = int(getattr(body, "isolation_level", 0))
+    topics = []
+    for topic in body.topics:
+        parts = []
+        for lp in topic.partitions:
+            p = int(lp.partition_index)
+            entry: dict[str, Any] = {"partition_index": p, "timestamp": -1, "offset": -1}
+            try:
+                log = _partition_log(broker, topic.name, p)
+            except TopicError as e:
+                entry["error_code"] = e.code
+                parts.append(entry)
+                continue
+            ts = int(lp.timestamp)
+            if ts == LATEST_TIMESTAMP and isolation == READ_COMMITTED:
+                entry.update(offset=log.last_stable_offset(), leader_epoch=LEADER_EPOCH)
+            else:
+                try:
+                    found = log.offsets_for_times(ts)
+                except ValueError:
+                    entry["error_code"] = E.INVALID_REQUEST  # an unknown negative timestamp
+                    parts.append(entry)
+                    continue
+                if found is not None:
+                    epoch = found.leader_epoch if found.leader_epoch is not None else -1
+                    entry.update(timestamp=found.timestamp, offset=found.offset, leader_epoch=epoch)
+            entry["error_code"] = E.NONE
+            parts.append(entry)
+        topics.append({"name": topic.name, "partitions": parts})
+    return {"topics": topics}
+
+
+async def offset_for_leader_epoch(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    topics = []
+    for topic in body.topics:
+        parts = []
+        for op in topic.partitions:
+            p = int(op.partition)
+            entry: dict[str, Any] = {"partition": p}
+            try:
+                log = _partition_log(broker, topic.topic, p)
+            except TopicError as e:
+                entry["error_code"] = e.code
+                parts.append(entry)
+                continue
+            cache = log.leader_epochs
+            requested = int(op.leader_epoch)
+            if cache is None or not cache.entries or cache.latest_epoch <= LEADER_EPOCH <= requested:
+                # this broker's leadership began at epoch 0, as a Kafka leader's cache records it
+                epoch, end = (LEADER_EPOCH, log.log_end_offset) if requested >= 0 else (-1, -1)
+            else:
+                epoch, end = cache.end_offset_for(requested, log.log_end_offset)
+            entry.update(error_code=E.NONE, leader_epoch=epoch, end_offset=end)
+            parts.append(entry)
+        topics.append({"topic": topic.topic, "partitions": parts})
+    return {"topics": topics}
+
+
+async def delete_records(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    topics = []
+    for topic in body.topics:
+        parts = []
+        for dp in topic.partitions:
+            p = int(dp.partition_index)
+            entry: dict[str, Any] = {"partition_index": p, "low_watermark": -1}
+            try:
+                log = _partition_log(broker, topic.name, p)
+                offset = int(dp.offset)
+                if offset == -1:
+                    offset = log.log_end_offset
+                if offset < 0 or offset > log.log_end_offset:
+                    raise TopicError(E.OFFSET_OUT_OF_RANGE, f"offset {offset} is out of range")
+                log.increment_log_start_offset(offset)
+                entry.update(error_code=E.NONE, low_watermark=log.log_start_offset)
+            except TopicError as e:
+                entry["error_code"] = e.code
+            parts.append(entry)
+        topics.append({"name": topic.name, "partitions": parts})
+    broker.registry.logdir.checkpoint()
+    return {"topics": topics}

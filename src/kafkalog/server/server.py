@@ -1,0 +1,255 @@
+"""The asyncio listener: frames in, handlers, frames out; and ways to run it.
+
+Each connection is served in order, one request at a time, as a Kafka broker mutes a channel
+while its request is in flight. A frame is bounded by ``socket.request.max.bytes`` before a
+byte of it is buffered; anything that does not parse, an unknown API key or an unsupported
+version closes that connection (ApiVersions answers UNSUPPORTED_VERSION first, as Kafka does),
+and an unexpected error in a handler is logged and closes only that connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from types import TracebackType
+from typing import Any
+
+from kafkalog.server.broker import HANDLERS, JOIN_GROUP, Broker
+from kafkalog.server.codec import (
+    API_VERSIONS_KEY,
+    ProtocolError,
+    build,
+    decode_request,
+    encode_response,
+    is_supported,
+    peek_header,
+    response_type,
+    unsupported_api_versions_response,
+)
+from kafkalog.server.config import ServerConfig
+from kafkalog.server.offset_store import OffsetRecordCodec
+
+log = logging.getLogger("kafkalog.server")
+PRODUCE = 0
+
+
+class KafkaServer:
+    """A single-node Kafka broker over a kafkalog data directory (asyncio API).
+
+    ``await start()`` binds (``port=0`` picks a free one: see :attr:`port`), ``await stop()``
+    closes every connection, flushes the logs and marks the directory cleanly shut down.
+    """
+
+    def __init__(
+        self,
+        data_dir: str,
+        config: ServerConfig | None = None,
+        *,
+        offset_codec: OffsetRecordCodec | None = None,
+    ) -> None:
+        self.data_dir = str(data_dir)
+        self.config = config if config is not None else ServerConfig()
+        self._offset_codec = offset_codec
+        self.broker: Broker | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+        self.port = self.config.port
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for a client's ``bootstrap.servers``."""
+        host = self.config.advertised_host or self.config.host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    async def start(self) -> None:
+        self.config.check_listener()
+        broker = Broker(self.data_dir, self.config, offset_codec=self._offset_codec)
+        try:
+            self._server = await asyncio.start_server(
+                self._connection, self.config.host, self.config.port, reuse_address=True
+            )
+        except BaseException:
+            broker.close()
+            raise
+        self.port = self._server.sockets[0].getsockname()[1]
+        broker.advertised = (self.config.advertised_host or self.config.host, self.port)
+        broker.groups.start()
+        self.broker = broker
+        log.info("kafkalog serving %s on %s", self.data_dir, self.bootstrap)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        if self.broker is not None:
+            await self.broker.groups.stop()
+            self.broker.close()
+            self.broker = None
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        try:
+            await self._serve(reader, writer, where)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away
+        except ProtocolError as e:
+            log.info("closing connection from %s: %s", where, e)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an unexpected error", where)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str
+    ) -> None:
+        limit = self.config.socket_request_max_bytes
+        position = 0
+        while True:
+            head = await reader.readexactly(4)
+            size = int.from_bytes(head, "big", signed=True)
+            if size < 0 or size > limit:
+                raise ProtocolError(
+                    f"{where} at byte {position}: a request of {size} bytes (the limit, "
+                    f"socket.request.max.bytes, is {limit})"
+                )
+            frame = await reader.readexactly(size)
+            position += 4 + size
+            reply = await self._handle(frame, where)
+            if reply is not None:
+                writer.write(reply)
+                await writer.drain()
+
+    async def _handle(self, frame: bytes, where: str) -> bytes | None:
+        broker = self.broker
+        assert broker is not None
+        key, version, correlation = peek_header(frame)
+        if key == API_VERSIONS_KEY and not is_supported(key, version):
+            return unsupported_api_versions_response(correlation)
+        request = decode_request(frame)
+        if key == JOIN_GROUP:
+            result = await broker.groups.join(
+                request.body, version, request.client_id or "", where.rsplit(":", 1)[0]
+            )
+        else:
+            result = await HANDLERS[key](broker, request.body, version)
+        if key == PRODUCE and int(request.body.acks) == 0:
+            return None  # acks=0: the producer reads no response
+        return encode_response(key, version, correlation, build(response_type(key, version), result))
+
+
+class ServerThread:
+    """A :class:`KafkaServer` on its own event loop in a background thread: for tests and for
+    programs that are not asyncio. ``with ServerThread(dir) as s: ... s.bootstrap``."""
+
+    def __init__(
+        self,
+        data_dir: str,
+        config: ServerConfig | None = None,
+        *,
+        offset_codec: OffsetRecordCodec | None = None,
+    ) -> None:
+        if config is None:
+            config = ServerConfig(port=0)
+        self.server = KafkaServer(data_dir, config, offset_codec=offset_codec)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Event | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.server.bootstrap
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def start(self) -> ServerThread:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        async def main() -> None:
+            self._stopped = asyncio.Event()
+            try:
+                await self.server.start()
+            except BaseException as e:
+                failure.append(e)
+                ready.set()
+                return
+            ready.set()
+            try:
+                await self._stopped.wait()
+            finally:
+                await self.server.stop()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(main())
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="kafkalog-server", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        """Close the listener and every connection, flush and close the data directory."""
+        loop, stopped, thread = self._loop, self._stopped, self._thread
+        if thread is None or loop is None or stopped is None:
+            return
+        if thread.is_alive():
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                loop.call_soon_threadsafe(stopped.set)
+            thread.join()
+        self._thread = None
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+async def serve(data_dir: str, config: ServerConfig | None = None) -> None:
+    """Serve until cancelled (``kafkalog serve``); the directory is closed cleanly on the way
+    out."""
+    server = KafkaServer(data_dir, config)
+    await server.start()
+    try:
+        assert server._server is not None
+        await server._server.serve_forever()
+    finally:
+        await server.stop()
