@@ -22,11 +22,23 @@ examples:
   kafkalog ingest events.jsonl --data ./data --topic events --key-field user
   kafkalog timeline /var/lib/kafka/data --png timeline.png
   kafkalog query data "select topic, count(*) from kafka group by topic"
+  kafkalog serve --data ./data --listen 127.0.0.1:9092   Kafka clients produce/consume
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kafkalog.cli import demo, dump, ingest, job, lookup, query, rebuild, timeline, verify
+    from kafkalog.cli import (
+        demo,
+        dump,
+        ingest,
+        job,
+        lookup,
+        query,
+        rebuild,
+        serve,
+        timeline,
+        verify,
+    )
 
     parser = argparse.ArgumentParser(
         prog="kafkalog",
@@ -44,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_parser(sub)
     timeline.add_parser(sub)
     demo.add_parser(sub)
+    serve.add_parser(sub)
     return parser
 
 

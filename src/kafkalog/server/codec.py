@@ -81,8 +81,8 @@ def is_supported(api_key: int, api_version: int) -> bool:
 def decode_request(frame: bytes | memoryview) -> Request:
     """Parse a whole request frame (without its size prefix).
 
-    Raises :class:`ProtocolError` for an API or version this server does not answer, for bytes
-    that do not parse, and for bytes left over after the body (Kafka refuses those too).
+    Raises :class:`ProtocolError` for an API or version this server does not answer and for
+    bytes that do not parse.
     """
     key, version, correlation = peek_header(frame)
     if not is_supported(key, version):
@@ -96,11 +96,8 @@ def decode_request(frame: bytes | memoryview) -> Request:
         raise ProtocolError(
             f"API key {key} version {version}: malformed request ({type(e).__name__}: {e})"
         ) from None
-    if used + size != len(data):
-        raise ProtocolError(
-            f"API key {key} version {version}: {len(data) - used - size} bytes after the request "
-            f"body at byte {used + size}"
-        )
+    # bytes after the body are ignored, as Kafka's own parser ignores them
+    del size
     return Request(key, version, correlation, getattr(header, "client_id", None), body)
 
 

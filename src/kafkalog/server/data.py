@@ -105,7 +105,7 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
             try:
                 log = _partition_log(broker, topic.topic, p)
             except TopicError as e:
-                entry.update(error_code=e.code, high_watermark=-1, records=None)
+                entry.update(error_code=e.code, high_watermark=-1)
                 errored = True
                 parts.append(entry)
                 continue
@@ -115,7 +115,7 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
             entry["log_start_offset"] = log.log_start_offset
             offset = int(fp.fetch_offset)
             if offset < log.log_start_offset or offset > hw:
-                entry.update(error_code=E.OFFSET_OUT_OF_RANGE, records=None)
+                entry["error_code"] = E.OFFSET_OUT_OF_RANGE  # with empty records, as Kafka
                 errored = True
                 parts.append(entry)
                 continue
