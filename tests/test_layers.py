@@ -1,5 +1,6 @@
 """The package's layers import only the layers before them (the developers' guide):
-``records`` -> ``index`` -> ``log`` -> ``spark`` -> ``server`` -> ``cli``, all over ``errors`` and ``files``.
+``records`` -> ``index`` -> ``log`` -> ``spark`` -> ``server`` -> ``cli``, all over ``errors``
+and ``files``.
 Imports inside functions count too: a lazy import is still a dependency."""
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
+from tests.server.conftest import config, consumer_settings, rdkafka
 
 from kafkalog.server import ListenerRefusedError, ServerConfig, ServerThread
 from kafkalog.server.codec import SUPPORTED
-from tests.server.conftest import config, consumer_settings, rdkafka
 
 
 def frame(api_key: int, version: int, correlation: int, body: Any) -> bytes:
@@ -106,8 +106,9 @@ def test_a_newer_api_versions_gets_unsupported_version_and_the_ranges(
 
 
 def test_unknown_api_key_or_version_closes_only_that_connection(server: ServerThread) -> None:
-    body = MetadataRequest(topics=(), allow_auto_topic_creation=False,
-                           include_topic_authorized_operations=False)
+    body = MetadataRequest(
+        topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
     for key, version in [(3, 13), (3, 99), (250, 0), (-1, 0)]:
         with connect(server) as sock:
             raw = bytearray(frame(3, 12, 1, body))

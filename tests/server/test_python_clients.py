@@ -39,7 +39,9 @@ def test_kafka_python_produce_consume_and_offsets_for_times(
             key = f"{codec}-{i}".encode()
             value = None if i == 3 else f"v{i}".encode() * 20
             ts = base + (n * 20 + i) * 10
-            producer.send("kp", key=key, value=value, headers=[("i", str(i).encode())], timestamp_ms=ts)
+            producer.send(
+                "kp", key=key, value=value, headers=[("i", str(i).encode())], timestamp_ms=ts
+            )
             expected.append((key, value, ts))
         producer.flush()
         producer.close()

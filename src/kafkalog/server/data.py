@@ -147,7 +147,7 @@ async def fetch(broker: Broker, body: Any, version: int) -> dict[str, Any]:
         waiter = broker.append_waiter()
         responses, total, errored = _fetch_once(broker, body, version)
         remaining = deadline - loop.time()
-        if errored or total >= min_bytes or total > 0 and min_bytes <= 1 or remaining <= 0:
+        if errored or total >= min_bytes or (total > 0 and min_bytes <= 1) or remaining <= 0:
             return {"responses": responses}
         try:
             await asyncio.wait_for(waiter.wait(), remaining)
@@ -204,7 +204,11 @@ async def offset_for_leader_epoch(broker: Broker, body: Any, version: int) -> di
                 continue
             cache = log.leader_epochs
             requested = int(op.leader_epoch)
-            if cache is None or not cache.entries or cache.latest_epoch <= LEADER_EPOCH <= requested:
+            if (
+                cache is None
+                or not cache.entries
+                or cache.latest_epoch <= LEADER_EPOCH <= requested
+            ):
                 # this broker's leadership began at epoch 0, as a Kafka leader's cache records it
                 epoch, end = (LEADER_EPOCH, log.log_end_offset) if requested >= 0 else (-1, -1)
             else:

@@ -10,6 +10,7 @@ offsets go to an :class:`OffsetStore` (``__consumer_offsets``) and are read back
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -86,10 +87,8 @@ class GroupCoordinator:
     async def stop(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
-            except asyncio.CancelledError:
-                pass
         for group in self.groups.values():
             if group.timer is not None:
                 group.timer.cancel()
@@ -116,13 +115,18 @@ class GroupCoordinator:
                 if expired:
                     self._member_left(group)
 
-    # -- join ----------------------------------------------------------------------------------------
+    # -- join ------------------------------------------------------------------------------------
     async def join(self, body: Any, version: int, client_id: str, host: str) -> dict[str, Any]:
         session = body.session_timeout.total_seconds()
         rebalance = getattr(body, "rebalance_timeout", body.session_timeout).total_seconds()
         if rebalance <= 0:
             rebalance = session
-        fail = {"generation_id": -1, "protocol_name": None, "leader": "", "members": []}
+        fail: dict[str, Any] = {
+            "generation_id": -1,
+            "protocol_name": None,
+            "leader": "",
+            "members": [],
+        }
         if not self.min_session_timeout <= session <= self.max_session_timeout:
             return {**fail, "error_code": E.INVALID_SESSION_TIMEOUT, "member_id": body.member_id}
         group = self.groups.get(body.group_id)
@@ -136,7 +140,11 @@ class GroupCoordinator:
                 or not self._candidates(group, {n for n, _ in protocols})
             )
         ):
-            return {**fail, "error_code": E.INCONSISTENT_GROUP_PROTOCOL, "member_id": body.member_id}
+            return {
+                **fail,
+                "error_code": E.INCONSISTENT_GROUP_PROTOCOL,
+                "member_id": body.member_id,
+            }
         member_id = body.member_id
         if member_id == "":
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
@@ -325,7 +333,9 @@ class GroupCoordinator:
 
     async def leave(self, body: Any, version: int) -> dict[str, Any]:
         group = self.groups.get(body.group_id)
-        ids = [body.member_id] if hasattr(body, "member_id") else [m.member_id for m in body.members]
+        ids = (
+            [body.member_id] if hasattr(body, "member_id") else [m.member_id for m in body.members]
+        )
         results = []
         left = False
         for mid in ids:

@@ -157,7 +157,9 @@ class KafkaServer:
             result = await HANDLERS[key](broker, request.body, version)
         if key == PRODUCE and int(request.body.acks) == 0:
             return None  # acks=0: the producer reads no response
-        return encode_response(key, version, correlation, build(response_type(key, version), result))
+        return encode_response(
+            key, version, correlation, build(response_type(key, version), result)
+        )
 
 
 class ServerThread:
