@@ -14,17 +14,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Producer
-
-from kafkalog.log import LogDir
 from tests.clirun import kafkalog
 from tests.server.conftest import rdkafka
+
+from kafkalog.log import LogDir
+
+LISTEN = ("--listen", "127.0.0.1:0")
 
 
 @contextmanager
 def serve(data_dir: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     child = subprocess.Popen(
-        [sys.executable, "-m", "kafkalog", "serve", "--data", str(data_dir)]
-        + ["--listen", "127.0.0.1:0", *extra],
+        [sys.executable, "-m", "kafkalog", "serve", "--data", str(data_dir), *LISTEN, *extra],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -51,7 +52,8 @@ def produce_acks_all(bootstrap: str, count: int) -> None:
     producer = Producer(rdkafka(bootstrap, acks="all"))
     acked: list[object] = []
     for i in range(count):
-        producer.produce("durable", value=f"r{i}".encode(), on_delivery=lambda e, m: acked.append(e))
+        value = f"r{i}".encode()
+        producer.produce("durable", value=value, on_delivery=lambda e, m: acked.append(e))
     assert producer.flush(15) == 0
     assert acked == [None] * count
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from kafkalog.log import LogDir
+from kafkalog.log import Log, LogDir
 from kafkalog.records import RecordBatch
 from kafkalog.server import admin, data
 from kafkalog.server import errors as E
@@ -57,6 +57,7 @@ class Broker:
             self.logdir.close()
             raise
         self._appended = asyncio.Event()
+        self._lso: dict[tuple[str, int], data.LastStableOffset] = {}
         self.advertised: tuple[str, int] = (config.advertised_host or config.host, config.port)
 
     # -- append notifications (the long poll) -------------------------------------------------
@@ -91,12 +92,20 @@ class Broker:
                 if isinstance(batch, RecordBatch):
                     yield batch
 
+    def last_stable_offset(self, log: Log) -> int:
+        key = (log.topic, log.partition)
+        tracker = self._lso.get(key)
+        if tracker is None:
+            tracker = self._lso[key] = data.LastStableOffset()
+        return tracker.of(log)
+
     def _partition_exists(self, topic: str, partition: int) -> bool:
         t = self.registry.get(topic)
         return t is not None and 0 <= partition < t.partitions
 
     def forget_topic(self, name: str) -> None:
         """Drop the committed offsets of a deleted topic, as Kafka's coordinator does."""
+        self._lso = {k: v for k, v in self._lso.items() if k[0] != name}
         for group in self.groups.groups.values():
             for tp in [tp for tp in group.offsets if tp[0] == name]:
                 del group.offsets[tp]

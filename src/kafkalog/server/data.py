@@ -7,11 +7,14 @@ the log's producer state); fetched bytes are the segment bytes as stored, never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log import LATEST_TIMESTAMP, Log
+from kafkalog.log.segment import TxnState
+from kafkalog.records import RecordBatch
 from kafkalog.server import errors as E
 from kafkalog.server.topics import TopicError
 
@@ -21,6 +24,30 @@ if TYPE_CHECKING:
 LEADER_EPOCH = 0  # the single broker's one leadership: stamped into every appended batch
 _BATCH_HEAD = struct.Struct(">qi")
 READ_COMMITTED = 1
+
+
+class LastStableOffset:
+    """A partition's last stable offset, kept up to date by reading only the batches appended
+    since the last call (``Log.last_stable_offset`` rescans the log each time, too slow for
+    every read_committed fetch, librdkafka's default). Once the log layer tracks producer state
+    itself (the ``logstate`` work), this defers to it."""
+
+    def __init__(self) -> None:
+        self.state = TxnState()
+        self.scanned_to: int | None = None
+
+    def of(self, log: Log) -> int:
+        tracked = getattr(log, "lso", None)  # the log's own producer state, when it has one
+        if isinstance(tracked, int):
+            return tracked
+        start = log.log_start_offset if self.scanned_to is None else self.scanned_to
+        if start < log.log_end_offset:
+            for batch in log.batches(start):
+                if isinstance(batch, RecordBatch) and batch.base_offset >= start:
+                    with contextlib.suppress(KafkalogError):
+                        self.state.update(batch, log.limits)
+        self.scanned_to = log.log_end_offset
+        return min(self.state.ongoing.values(), default=log.log_end_offset)
 
 
 def _partition_log(broker: Broker, topic: str, partition: int) -> Log:
@@ -110,7 +137,7 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
                 parts.append(entry)
                 continue
             hw = log.log_end_offset
-            lso = log.last_stable_offset() if isolation == READ_COMMITTED else hw
+            lso = broker.last_stable_offset(log) if isolation == READ_COMMITTED else hw
             entry.update(high_watermark=hw, last_stable_offset=lso)
             entry["log_start_offset"] = log.log_start_offset
             offset = int(fp.fetch_offset)
@@ -172,7 +199,7 @@ async def list_offsets(broker: Broker, body: Any, version: int) -> dict[str, Any
                 continue
             ts = int(lp.timestamp)
             if ts == LATEST_TIMESTAMP and isolation == READ_COMMITTED:
-                entry.update(offset=log.last_stable_offset(), leader_epoch=LEADER_EPOCH)
+                entry.update(offset=broker.last_stable_offset(log), leader_epoch=LEADER_EPOCH)
             else:
                 try:
                     found = log.offsets_for_times(ts)
