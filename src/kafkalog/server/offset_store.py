@@ -70,7 +70,23 @@ class _Cursor:
         return int(v)
 
     def string(self) -> str | None:
-        n = self.take(">h")
+        return self._text(self.take(">h"))
+
+    def compact_string(self) -> str | None:
+        """A flexible version's string: unsigned varint length + 1 (0 is null)."""
+        n = shift = 0
+        while True:
+            if self.pos >= len(self.data) or shift > 28:
+                raise KafkalogError(f"offset record varint cut short at byte {self.pos}")
+            b = self.data[self.pos]
+            self.pos += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        return self._text(n - 1)
+
+    def _text(self, n: int) -> str | None:
         if n < 0:
             return None
         if self.pos + n > len(self.data):
@@ -83,7 +99,7 @@ class _Cursor:
 class KafkaOffsetCodec:
     """``OffsetCommitKey`` version 1 and ``OffsetCommitValue`` version 3 (non-flexible), the
     formats Kafka's group coordinator writes for classic groups; reads key versions 0/1 and
-    value versions 0..3."""
+    value versions 0..4 (4 is flexible: compact metadata string, tagged fields after)."""
 
     def encode_key(self, group: str, topic: str, partition: int) -> bytes:
         return struct.pack(">h", 1) + _string(group) + _string(topic) + struct.pack(">i", partition)
@@ -111,8 +127,8 @@ class KafkaOffsetCodec:
         vv = v.take(">h")
         offset = v.take(">q")
         epoch = v.take(">i") if vv >= 3 else -1
-        metadata = v.string()
-        ts = v.take(">q") if vv <= 3 else -1
+        metadata = v.compact_string() if vv >= 4 else v.string()
+        ts = v.take(">q")  # v0 timestamp, v1..4 commit timestamp
         return group, (topic, partition), CommittedOffset(offset, epoch, metadata, ts)
 
 

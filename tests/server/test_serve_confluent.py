@@ -18,9 +18,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
-from tests.clirun import kafkalog
-from tests.server.conftest import config, consumer_settings, rdkafka
 
+from clirun import kafkalog
+from kafka_clients import config, consumer_settings, rdkafka
 from kafkalog.log import LogDir
 from kafkalog.server import ServerThread
 

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Producer
-from tests.clirun import kafkalog
-from tests.server.conftest import rdkafka
 
+from clirun import kafkalog
+from kafka_clients import rdkafka
 from kafkalog.log import LogDir
 
 LISTEN = ("--listen", "127.0.0.1:0")

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from tests.server.conftest import config, consumer_settings
 
+from kafka_clients import config, consumer_settings
 from kafkalog.log import LogDir
 from kafkalog.records import ControlType, Record, encode_batch, encode_control_batch
 from kafkalog.server import ServerThread

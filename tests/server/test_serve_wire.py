@@ -19,8 +19,8 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
-from tests.server.conftest import config, consumer_settings, rdkafka
 
+from kafka_clients import config, consumer_settings, rdkafka
 from kafkalog.server import ListenerRefusedError, ServerConfig, ServerThread
 from kafkalog.server.codec import SUPPORTED
 
