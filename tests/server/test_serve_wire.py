@@ -242,3 +242,41 @@ def test_fuzzed_requests_never_stop_the_server(
     # every bad request was refused as bad input, none reached a handler as a crash
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len([r for r in caplog.records if "closing connection" in r.getMessage()]) > 500
+
+
+def test_a_damaged_partition_is_offline_and_the_rest_served(
+    data_dir: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with ServerThread(str(data_dir), config()) as server:
+        producer = Producer(rdkafka(server.bootstrap, **{"linger.ms": 0}))
+        for i in range(3):
+            producer.produce("damaged", str(i).encode())
+            producer.flush(10)  # one batch each
+    segment = data_dir / "damaged-0" / "00000000000000000000.log"
+    raw = bytearray(segment.read_bytes())
+    first = struct.unpack_from(">i", raw, 8)[0]
+    struct.pack_into(">i", raw, 12 + first + 8, 0x7FFFFF00)  # the second batch's length lies
+    segment.write_bytes(bytes(raw))
+
+    caplog.set_level(logging.INFO, logger="kafkalog.server")
+    with ServerThread(str(data_dir), config()) as server:
+        consumer = Consumer(consumer_settings(server.bootstrap, "unused"))
+        consumer.assign([TopicPartition("damaged", 0, 2)])
+        for _ in range(5):
+            consumer.poll(0.1)
+        consumer.close()
+        messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        assert any(f"{segment} at byte " in m and "entry size" in m for m in messages), messages
+        producer = Producer(rdkafka(server.bootstrap))
+        producer.produce("healthy", b"fine")
+        assert producer.flush(10) == 0
+        consumer = Consumer(consumer_settings(server.bootstrap, "unused"))
+        consumer.assign([TopicPartition("healthy", 0, OFFSET_BEGINNING)])
+        got = None
+        for _ in range(50):
+            got = consumer.poll(0.1)
+            if got is not None:
+                break
+        consumer.close()
+        assert got is not None and got.value() == b"fine"
+    assert segment.read_bytes() == bytes(raw)  # nothing was "repaired" behind the operator

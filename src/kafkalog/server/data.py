@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,8 @@ from kafkalog.server.topics import TopicError
 if TYPE_CHECKING:
     from kafkalog.server.broker import Broker
 
+_logger = logging.getLogger("kafkalog.server")
+log_error = _logger.error
 LEADER_EPOCH = 0  # the single broker's one leadership: stamped into every appended batch
 _BATCH_HEAD = struct.Struct(">qi")
 READ_COMMITTED = 1
@@ -54,7 +57,13 @@ def _partition_log(broker: Broker, topic: str, partition: int) -> Log:
     t = broker.registry.get(topic)
     if t is None or not 0 <= partition < t.partitions:
         raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{partition}")
-    return broker.registry.log(t, partition)
+    try:
+        return broker.registry.log(t, partition)
+    except TopicError:
+        raise
+    except (KafkalogError, OSError) as e:  # a log that cannot be opened: offline, as Kafka's
+        log_error("cannot open %s-%d: %s", topic, partition, e)
+        raise TopicError(E.KAFKA_STORAGE_ERROR, f"{topic}-{partition}: {e}") from None
 
 
 async def produce(broker: Broker, body: Any, version: int) -> dict[str, Any]:
@@ -84,6 +93,10 @@ def _produce_partition(broker: Broker, topic: str, partition: int, records: Any)
         return out
     except KafkalogError as e:
         out.update(error_code=E.append_error_code(e), error_message=str(e))
+        return out
+    except OSError as e:  # the disk refused: nothing was acknowledged
+        log_error("append to %s-%d failed: %s", topic, partition, e)
+        out.update(error_code=E.KAFKA_STORAGE_ERROR, error_message=str(e))
         return out
     out["error_code"] = E.NONE
     out["base_offset"] = info.first_offset
@@ -151,10 +164,19 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
                 entry["aborted_transactions"] = []
             if offset < upper and budget > 0:
                 limit = min(int(fp.partition_max_bytes), budget)
-                data = log.read(offset, limit, min_one_message=total == 0)
-                if isolation == READ_COMMITTED:
-                    data = _cut_at(data, upper)
-                    entry["aborted_transactions"] = _aborted(log, offset, upper)
+                try:
+                    data = log.read(offset, limit, min_one_message=total == 0)
+                    if isolation == READ_COMMITTED:
+                        data = _cut_at(data, upper)
+                        entry["aborted_transactions"] = _aborted(log, offset, upper)
+                except (KafkalogError, OSError) as e:
+                    # a damaged segment or index: this partition answers an error, the others
+                    # and the connection carry on
+                    log_error("fetch from %s-%d at offset %d failed: %s", topic.topic, p, offset, e)
+                    entry.update(error_code=E.KAFKA_STORAGE_ERROR, records=b"")
+                    errored = True
+                    parts.append(entry)
+                    continue
                 entry["records"] = data
                 total += len(data)
                 budget -= len(data)
