@@ -40,9 +40,8 @@ class LastStableOffset:
         self.scanned_to: int | None = None
 
     def of(self, log: Log) -> int:
-        tracked = getattr(log, "lso", None)  # the log's own producer state, when it has one
-        if isinstance(tracked, int):
-            return tracked
+        if getattr(log, "producer_state", None) is not None:
+            return log.last_stable_offset()  # the log keeps its own producer state: O(1)
         start = log.log_start_offset if self.scanned_to is None else self.scanned_to
         if start < log.log_end_offset:
             for batch in log.batches(start):
