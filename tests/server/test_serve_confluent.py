@@ -305,3 +305,31 @@ def test_group_rebalances_and_offsets_survive_a_restart(data_dir: Path) -> None:
             assert sum(tp.offset for tp in committed) == 60
         finally:
             consumer.close()
+
+
+def test_spark_reads_exactly_what_the_clients_produced(data_dir: Path, spark: Any) -> None:
+    expected = {}
+    with ServerThread(str(data_dir), config()) as server:
+        admin = _admin(server.bootstrap)
+        admin.create_topics([NewTopic("sparked", 2, 1)])["sparked"].result(10)
+        messages = []
+        for i in range(100):
+            value = None if i % 9 == 0 else f"value-{i}".encode()
+            messages.append({"key": f"k{i}".encode(), "value": value, "partition": i % 2})
+        reports = produce(server.bootstrap, "sparked", messages, **{"compression.type": "zstd"})
+        for err, msg in reports:
+            assert err is None
+            expected[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+    rows = (
+        spark.read.format("kafkalog")
+        .option("path", str(data_dir))
+        .option("subscribe", "sparked")
+        .load()
+        .select("partition", "offset", "key", "value")
+        .collect()
+    )
+    got = {
+        (r.partition, r.offset): (bytes(r.key), None if r.value is None else bytes(r.value))
+        for r in rows
+    }
+    assert got == expected
