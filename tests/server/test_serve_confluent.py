@@ -333,3 +333,40 @@ def test_spark_reads_exactly_what_the_clients_produced(data_dir: Path, spark: An
         for r in rows
     }
     assert got == expected
+
+
+def test_auto_create_off_refuses_unknown_topics(data_dir: Path) -> None:
+    with ServerThread(str(data_dir), config(auto_create_topics_enable=False)) as server:
+        reports = produce(
+            server.bootstrap,
+            "nowhere",
+            [{"value": b"x"}],
+            **{"message.timeout.ms": 1500, "topic.metadata.propagation.max.ms": 200},
+        )
+        ((err, _),) = reports
+        assert err is not None
+        assert err.code() in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError._UNKNOWN_TOPIC,
+            KafkaError._MSG_TIMED_OUT,
+        )
+        assert "nowhere" not in _admin(server.bootstrap).list_topics(timeout=10).topics
+    assert not (data_dir / "nowhere-0").exists()
+
+
+def test_groups_are_listed_and_described(server: ServerThread) -> None:
+    produce(server.bootstrap, "listed", [{"value": b"x"}])
+    consumer = Consumer(consumer_settings(server.bootstrap, "visible"))
+    consumer.subscribe(["listed"])
+    try:
+        assert len(consume(consumer, 1)) == 1
+        admin = _admin(server.bootstrap)
+        listed = admin.list_consumer_groups().result(10)
+        assert [g.group_id for g in listed.valid] == ["visible"]
+        described = admin.describe_consumer_groups(["visible"])["visible"].result(10)
+        assert str(described.state).endswith("STABLE")
+        (member,) = described.members
+        assert [tp.topic for tp in member.assignment.topic_partitions] == ["listed"]
+        assert described.partition_assignor == "range"
+    finally:
+        consumer.close()

@@ -280,3 +280,73 @@ def test_a_damaged_partition_is_offline_and_the_rest_served(
         consumer.close()
         assert got is not None and got.value() == b"fine"
     assert segment.read_bytes() == bytes(raw)  # nothing was "repaired" behind the operator
+
+
+def call(server: ServerThread, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+    """One request built from ``fields`` at ``version``, its parsed response."""
+    from kio.index import load_request_schema, load_response_schema
+
+    from kafkalog.server.codec import build
+
+    body = build(load_request_schema(api_key, version), fields)
+    with connect(server) as sock:
+        sock.sendall(frame(api_key, version, 11, body))
+        reply = read_frame(sock)
+    schema = load_response_schema(api_key, version)
+    start = 4 + (1 if schema.__flexible__ else 0)  # correlation id (+ tagged fields)
+    parsed, _ = entity_reader(schema)(reply, start)
+    return parsed
+
+
+def test_list_offsets_max_timestamp_and_offset_for_leader_epoch(server: ServerThread) -> None:
+    producer = Producer(rdkafka(server.bootstrap, **{"linger.ms": 0}))
+    for i, ts in enumerate([5000, 9000, 7000]):
+        producer.produce("epochs", str(i).encode(), timestamp=ts)
+        producer.flush(10)
+
+    def list_offsets(timestamp: int) -> tuple[int, int, int]:
+        response = call(
+            server,
+            2,
+            8,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": "epochs",
+                        "partitions": [{"partition_index": 0, "timestamp": timestamp}],
+                    }
+                ],
+            },
+        )
+        part = response.topics[0].partitions[0]
+        assert part.error_code == 0
+        return part.timestamp, part.offset, part.leader_epoch
+
+    assert list_offsets(-3) == (9000, 1, 0)  # MAX_TIMESTAMP: the record holding the largest
+    assert list_offsets(-2)[1] == 0 and list_offsets(-1)[1] == 3
+    assert list_offsets(6000) == (9000, 1, 0)  # the first record at or after 6000 by offset
+    assert list_offsets(10_000)[1] == -1
+
+    def end_for(epoch: int) -> tuple[int, int]:
+        response = call(
+            server,
+            23,
+            4,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {
+                        "topic": "epochs",
+                        "partitions": [{"partition": 0, "leader_epoch": epoch}],
+                    }
+                ],
+            },
+        )
+        part = response.topics[0].partitions[0]
+        assert part.error_code == 0
+        return part.leader_epoch, part.end_offset
+
+    assert end_for(0) == (0, 3)  # the current epoch ends at the log end
+    assert end_for(3) == (-1, -1)  # an epoch this partition never had

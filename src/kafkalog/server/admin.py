@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
 from kafkalog.server import errors as E
 from kafkalog.server.codec import SUPPORTED
-from kafkalog.server.data import LEADER_EPOCH
 from kafkalog.server.topics import Topic, TopicError, check_topic_name
 
 if TYPE_CHECKING:
@@ -42,7 +41,7 @@ def _topic_metadata(broker: Broker, topic: Topic) -> dict[str, Any]:
                 "error_code": E.NONE,
                 "partition_index": p,
                 "leader_id": node,
-                "leader_epoch": LEADER_EPOCH,
+                "leader_epoch": broker.registry.leader_epoch(topic.name, p),
                 "replica_nodes": [node],
                 "isr_nodes": [node],
             }

@@ -80,7 +80,8 @@ class Broker:
 
     def _append_offsets(self, partition: int, batch: bytes) -> None:
         topic = self._offsets_topic()
-        self.registry.log(topic, partition).append(batch, leader_epoch=data.LEADER_EPOCH)
+        epoch = self.registry.leader_epoch(topic.name, partition)
+        self.registry.log(topic, partition).append(batch, leader_epoch=epoch)
 
     def _read_offsets(self) -> Iterator[RecordBatch]:
         topic = self.registry.get(OFFSETS_TOPIC)

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger("kafkalog.server")
 log_error = _logger.error
-LEADER_EPOCH = 0  # the single broker's one leadership: stamped into every appended batch
 _BATCH_HEAD = struct.Struct(">qi")
 READ_COMMITTED = 1
 
@@ -86,7 +85,7 @@ def _produce_partition(broker: Broker, topic: str, partition: int, records: Any)
         out["log_start_offset"] = log.log_start_offset
         if records is None or len(records) == 0:
             raise TopicError(E.INVALID_RECORD, "a produce request without records")
-        info = log.append(records, leader_epoch=LEADER_EPOCH)
+        info = log.append(records, leader_epoch=broker.registry.leader_epoch(topic, partition))
     except TopicError as e:
         out.update(error_code=e.code, error_message=str(e))
         return out
@@ -220,7 +219,8 @@ async def list_offsets(broker: Broker, body: Any, version: int) -> dict[str, Any
                 continue
             ts = int(lp.timestamp)
             if ts == LATEST_TIMESTAMP and isolation == READ_COMMITTED:
-                entry.update(offset=broker.last_stable_offset(log), leader_epoch=LEADER_EPOCH)
+                epoch = broker.registry.leader_epoch(topic.name, p)
+                entry.update(offset=broker.last_stable_offset(log), leader_epoch=epoch)
             else:
                 try:
                     found = log.offsets_for_times(ts)
@@ -252,13 +252,10 @@ async def offset_for_leader_epoch(broker: Broker, body: Any, version: int) -> di
                 continue
             cache = log.leader_epochs
             requested = int(op.leader_epoch)
-            if (
-                cache is None
-                or not cache.entries
-                or cache.latest_epoch <= LEADER_EPOCH <= requested
-            ):
-                # this broker's leadership began at epoch 0, as a Kafka leader's cache records it
-                epoch, end = (LEADER_EPOCH, log.log_end_offset) if requested >= 0 else (-1, -1)
+            if cache is None or not cache.entries:
+                # nothing appended yet: this broker's leadership is the only epoch there is
+                current = broker.registry.leader_epoch(topic.topic, p)
+                epoch, end = (current, log.log_end_offset) if requested == current else (-1, -1)
             else:
                 epoch, end = cache.end_offset_for(requested, log.log_end_offset)
             entry.update(error_code=E.NONE, leader_epoch=epoch, end_offset=end)

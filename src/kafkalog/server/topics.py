@@ -75,6 +75,7 @@ class TopicRegistry:
             overrides = dict(saved.get(name, {}).get("configs", {}))
             count = max(count, int(saved.get(name, {}).get("partitions", 0)))
             self.topics[name] = Topic(name, self._topic_id_on_disk(name), count, overrides)
+        self._epochs: dict[tuple[str, int], int] = {}
         self._next_pid = int(self._state.get("next_producer_id", 0))
         self._pid_limit = self._next_pid
 
@@ -125,6 +126,24 @@ class TopicRegistry:
         pid = self._next_pid
         self._next_pid += 1
         return pid
+
+    # -- leadership ------------------------------------------------------------------------------
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """This broker's leader epoch for a partition: the latest one its
+        ``leader-epoch-checkpoint`` records (a directory a Kafka broker wrote keeps its epochs
+        increasing), else 0. Stamped into appended batches and told to clients in Metadata."""
+        key = (topic, partition)
+        epoch = self._epochs.get(key)
+        if epoch is None:
+            from kafkalog.log.checkpoints import LeaderEpochCheckpoint
+
+            path = os.path.join(self.logdir.path, f"{topic}-{partition}", "leader-epoch-checkpoint")
+            try:
+                entries = LeaderEpochCheckpoint.read(path)
+            except (OSError, KafkalogError):
+                entries = []
+            epoch = self._epochs[key] = max((e.epoch for e in entries), default=0)
+        return epoch
 
     # -- topics ----------------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:
@@ -187,6 +206,7 @@ class TopicRegistry:
     def delete(self, topic: Topic) -> None:
         for p in range(topic.partitions):
             self.logdir.remove_partition(topic.name, p)
+            self._epochs.pop((topic.name, p), None)
         del self.topics[topic.name]
         self._write_state()
         self.logdir.checkpoint()
