@@ -247,9 +247,7 @@ async def describe_configs(broker: Broker, body: Any, version: int) -> dict[str,
 
 async def init_producer_id(broker: Broker, body: Any, version: int) -> dict[str, Any]:
     """A fresh producer id at epoch 0 for an idempotent producer (Kafka's answer when there is
-    no transactional id). Transactions are not served yet: a transactional id is refused."""
-    if body.transactional_id is not None:
-        return {"error_code": E.UNSUPPORTED_VERSION, "producer_id": -1, "producer_epoch": -1}
+    no transactional id; the transaction coordinator answers the others)."""
     return {
         "error_code": E.NONE,
         "producer_id": broker.registry.next_producer_id(),

@@ -43,6 +43,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     21: (0, 2),  # DeleteRecords
     22: (0, 4),  # InitProducerId
     23: (2, 4),  # OffsetForLeaderEpoch
+    24: (0, 3),  # AddPartitionsToTxn (v4+ is the brokers' batched form)
+    25: (0, 3),  # AddOffsetsToTxn
+    26: (0, 4),  # EndTxn
+    28: (0, 3),  # TxnOffsetCommit
     32: (1, 4),  # DescribeConfigs
     37: (0, 3),  # CreatePartitions
 }

@@ -32,6 +32,7 @@ class ServerConfig:
     auto_create_topics_enable: bool = True  # auto.create.topics.enable
     num_partitions: int = 1  # num.partitions
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    transaction_state_num_partitions: int = 50  # transaction.state.log.num.partitions
     group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000 // 10  # group.min.session.timeout.ms (lowered)
     group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms

@@ -381,11 +381,16 @@ class GroupCoordinator:
                 parts.append({"partition_index": p.partition_index, "error_code": pcode})
             topics.append({"name": t.name, "partitions": parts})
         if accepted:
-            self.store.commit(body.group_id, accepted)
-            if group is None:
-                group = self.groups[body.group_id] = Group(body.group_id)
-            group.offsets.update(accepted)
+            self.apply_commit(body.group_id, accepted)
         return {"topics": topics}
+
+    def apply_commit(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        """Store committed offsets (an OffsetCommit, or a committed transaction's)."""
+        self.store.commit(group_id, offsets)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        group.offsets.update(offsets)
 
     async def fetch_offsets(self, body: Any, version: int) -> dict[str, Any]:
         group = self.groups.get(body.group_id)
