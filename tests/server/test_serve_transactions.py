@@ -61,7 +61,7 @@ def test_commit_and_abort_with_both_isolation_levels(data_dir: Path) -> None:
         committed = [b"committed-0", b"committed-1", b"committed-2", b"last"]
         assert read(server.bootstrap, "txns", "read_committed", 4) == committed
         everything = read(server.bootstrap, "txns", "read_uncommitted", 7)
-        assert everything == committed[:3] + [b"aborted-0", b"aborted-1", b"aborted-2", b"last"]
+        assert everything == [*committed[:3], b"aborted-0", b"aborted-1", b"aborted-2", b"last"]
     with LogDir(str(data_dir)) as logdir:
         log = logdir.log("txns", 0)
         (aborted,) = [t for seg in log.segments for t in seg.txn_index.all_aborted_txns()]

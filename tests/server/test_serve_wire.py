@@ -350,3 +350,48 @@ def test_list_offsets_max_timestamp_and_offset_for_leader_epoch(server: ServerTh
 
     assert end_for(0) == (0, 3)  # the current epoch ends at the log end
     assert end_for(3) == (-1, -1)  # an epoch this partition never had
+
+
+def test_idempotent_retries_are_answered_once_and_gaps_refused(server: ServerThread) -> None:
+    """A retried batch (same producer id, epoch and sequence) gets its first offsets and is not
+    written again; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER (the log's producer state)."""
+    from kafkalog.records import Record, encode_batch
+
+    pid_reply = call(server, 22, 4, {"transactional_id": None, "transaction_timeout": 60000})
+    assert pid_reply.error_code == 0
+    pid, epoch = pid_reply.producer_id, pid_reply.producer_epoch
+
+    def produce(sequence: int, values: list[bytes]) -> tuple[int, int]:
+        batch = encode_batch(
+            [Record.of(v, timestamp=1000) for v in values],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+        )
+        fields = {
+            "acks": -1,
+            "timeout": 5000,
+            "topic_data": [{"name": "idem", "partition_data": [{"index": 0, "records": batch}]}],
+        }
+        reply = call(server, 0, 9, fields)
+        part = reply.responses[0].partition_responses[0]
+        return int(part.error_code), int(part.base_offset)
+
+    call(server, 3, 12, {"topics": [{"name": "idem"}], "allow_auto_topic_creation": True})
+    assert produce(0, [b"a", b"b"]) == (0, 0)
+    assert produce(2, [b"c"]) == (0, 2)
+    assert produce(0, [b"a", b"b"]) == (0, 0)  # a retry: the first answer, nothing written
+    assert produce(2, [b"c"]) == (0, 2)
+    assert produce(9, [b"gap"])[0] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce(3, [b"d"]) == (0, 3)
+    end = call(
+        server,
+        2,
+        8,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": "idem", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+        },
+    )
+    assert end.topics[0].partitions[0].offset == 4
