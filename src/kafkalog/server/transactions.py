@@ -148,12 +148,16 @@ class TransactionCoordinator:
             meta = TxnMetadata(txn_id, self._next_producer_id(), 0, timeout_ms)
             self.txns[txn_id] = meta
         else:
-            if meta.state == ONGOING:
-                self._end(meta, commit=False)  # a new incarnation aborts what the old left open
             if meta.producer_epoch >= 32766:  # epoch exhausted: a fresh producer id
+                if meta.state == ONGOING:
+                    self._end(meta, commit=False)
                 meta.producer_id, meta.producer_epoch = self._next_producer_id(), 0
             else:
                 meta.producer_epoch += 1
+                if meta.state == ONGOING:
+                    # a new incarnation aborts what the old one left open, its markers carrying
+                    # the new epoch: the old producer is fenced from that moment
+                    self._end(meta, commit=False)
             meta.timeout_ms = timeout_ms
         meta.state = EMPTY
         meta.partitions.clear()
