@@ -126,3 +126,44 @@ def test_a_new_producer_fences_the_old_and_survives_a_restart(data_dir: Path) ->
             b"from the new producer",
             b"after the restart",
         ]
+
+
+def test_a_transaction_left_open_by_a_restart_is_aborted_by_the_next_producer(
+    data_dir: Path,
+) -> None:
+    cfg = config(transaction_state_num_partitions=3)
+    with ServerThread(str(data_dir), cfg) as server:
+        first = transactional(server.bootstrap, "interrupted")
+        first.begin_transaction()
+        first.produce("open", b"never committed")
+        first.flush(10)
+        # the server stops with the transaction open
+    with ServerThread(str(data_dir), cfg) as server:
+        assert read(server.bootstrap, "open", "read_committed", 0) == []  # held back by the LSO
+        second = transactional(server.bootstrap, "interrupted")  # aborts the open one
+        second.begin_transaction()
+        second.produce("open", b"committed")
+        second.commit_transaction(10)
+        assert read(server.bootstrap, "open", "read_committed", 1) == [b"committed"]
+        assert read(server.bootstrap, "open", "read_uncommitted", 2) == [
+            b"never committed",
+            b"committed",
+        ]
+
+
+def test_transaction_state_records_round_trip() -> None:
+    from kafkalog.server.transactions import (
+        ONGOING,
+        TxnMetadata,
+        decode_txn,
+        encode_txn_key,
+        encode_txn_value,
+    )
+
+    meta = TxnMetadata("tx", 42, 3, 60000, ONGOING, {("a", 0), ("a", 2), ("b", 1)}, {}, 1234)
+    key, value = encode_txn_key("tx"), encode_txn_value(meta, 5678)
+    assert key == b"\x00\x00\x00\x02tx"
+    assert value[:17] == bytes.fromhex("0000000000000000002a00030000ea6001")
+    found = decode_txn(key, value)
+    assert found is not None and found[1] == meta
+    assert decode_txn(key, None) == ("tx", None)

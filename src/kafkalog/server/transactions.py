@@ -64,8 +64,9 @@ def encode_txn_value(meta: TxnMetadata, now: int) -> bytes:
     return b"".join(out)
 
 
-def decode_txn(key: bytes, value: bytes | None) -> tuple[str, tuple[int, int, int] | None] | None:
-    """``(transactional id, (producer id, epoch, timeout) or None for a tombstone)``."""
+def decode_txn(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | None] | None:
+    """``(transactional id, its metadata or None for a tombstone)``; None for other records.
+    Reads value version 0 (version 1 is the same fields, flexible, after Kafka 3.x)."""
     try:
         (kv, n) = struct.unpack_from(">hh", key, 0)
         if kv != 0:
@@ -73,12 +74,26 @@ def decode_txn(key: bytes, value: bytes | None) -> tuple[str, tuple[int, int, in
         txn_id = key[4 : 4 + n].decode("utf-8")
         if value is None:
             return txn_id, None
-        (vv, pid, epoch, timeout) = struct.unpack_from(">hqhi", value, 0)
-        if vv > 1:
+        (vv, pid, epoch, timeout, status) = struct.unpack_from(">hqhib", value, 0)
+        if vv != 0:
             return None
+        pos = 17
+        (topics,) = struct.unpack_from(">i", value, pos)
+        pos += 4
+        partitions: set[TopicPartition] = set()
+        for _ in range(max(topics, 0)):
+            (tn,) = struct.unpack_from(">h", value, pos)
+            topic = value[pos + 2 : pos + 2 + tn].decode("utf-8")
+            pos += 2 + tn
+            (count,) = struct.unpack_from(">i", value, pos)
+            pos += 4
+            for i in range(count):
+                partitions.add((topic, struct.unpack_from(">i", value, pos + 4 * i)[0]))
+            pos += 4 * count
+        (_, started) = struct.unpack_from(">qq", value, pos)
     except (struct.error, UnicodeDecodeError) as e:
         raise KafkalogError(f"unreadable __transaction_state record: {e}") from None
-    return txn_id, (pid, epoch, timeout)
+    return txn_id, TxnMetadata(txn_id, pid, epoch, timeout, status, partitions, {}, started)
 
 
 class TransactionCoordinator:
@@ -111,12 +126,20 @@ class TransactionCoordinator:
                 found = decode_txn(rec.key, rec.value)
                 if found is None:
                     continue
-                txn_id, state = found
-                if state is None:
+                txn_id, meta = found
+                if meta is None:
                     self.txns.pop(txn_id, None)
                 else:
-                    pid, epoch, timeout = state
-                    self.txns[txn_id] = TxnMetadata(txn_id, pid, epoch, timeout)
+                    self.txns[txn_id] = meta
+        for meta in self.txns.values():
+            # a transaction the last run left half-ended is finished as it was decided; one
+            # left open stays open until its producer is re-initialised (which aborts it)
+            if meta.state == PREPARE_COMMIT:
+                meta.state = ONGOING
+                self._end(meta, commit=True)
+            elif meta.state == PREPARE_ABORT:
+                meta.state = ONGOING
+                self._end(meta, commit=False)
 
     def _persist(self, meta: TxnMetadata) -> None:
         now = int(time.time() * 1000)
