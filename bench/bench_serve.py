@@ -49,7 +49,7 @@ def kafkalog_serve() -> Iterator[str]:
     try:
         assert child.stderr is not None
         for line in child.stderr:
-            found = re.search(r"serving .* on (\S+)$", line.strip())
+            found = re.search(r"serving .* on (\S+) \(\w+\)$", line.strip())
             if found:
                 break
         else:
@@ -203,7 +203,7 @@ def main() -> None:
         f"librdkafka {__import__('confluent_kafka').libversion()[0]}, "
         f"{args.records:,} x 100 B and {max(args.records // 4, 1):,} x 1 KiB records, "
         f"{args.latency_samples} latency samples; one partition, acks=all (librdkafka's "
-        "default), lz4 off"
+        "default), no compression"
     )
     print(f"{'measure':28} {'kafkalog serve':>15} {'Kafka 0.9.0.1':>15} {'ours/peer':>10}")
     for key in ours:

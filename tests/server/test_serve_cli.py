@@ -34,7 +34,7 @@ def serve(data_dir: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], 
         assert child.stderr is not None
         bootstrap = None
         for line in child.stderr:
-            found = re.search(r"serving .* on (\S+)$", line.strip())
+            found = re.search(r"serving .* on (\S+) \(\w+\)$", line.strip())
             if found:
                 bootstrap = found.group(1)
                 break

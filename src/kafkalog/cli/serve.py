@@ -50,6 +50,16 @@ def add_parser(sub: Any) -> None:
         default=3000,
         help="group.initial.rebalance.delay.ms",
     )
+    p.add_argument("--ssl-certfile", help="TLS: the server certificate chain (PEM)")
+    p.add_argument("--ssl-keyfile", help="TLS: its private key (PEM)")
+    p.add_argument(
+        "--ssl-cafile", help="TLS: CA certificates clients must present one of (client auth)"
+    )
+    p.add_argument(
+        "--sasl-plain-users",
+        metavar="FILE",
+        help="SASL/PLAIN: a file of user=password lines; clients must authenticate",
+    )
     p.add_argument(
         "--allow-plaintext-non-loopback",
         action="store_true",
@@ -61,6 +71,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kafkalog.server import KafkaServer, ServerConfig, parse_listen
+    from kafkalog.server.config import read_plain_users
 
     host, port = parse_listen(args.listen)
     defaults = {}
@@ -78,6 +89,12 @@ def run(args: argparse.Namespace) -> int:
         topic_defaults=defaults,
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         allow_plaintext_non_loopback=args.allow_plaintext_non_loopback,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        ssl_cafile=args.ssl_cafile,
+        sasl_plain_users=(
+            read_plain_users(args.sasl_plain_users) if args.sasl_plain_users else None
+        ),
     )
     config.check_listener()
     os.makedirs(args.data, exist_ok=True)
@@ -86,7 +103,12 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         server = KafkaServer(args.data, config)
         await server.start()
-        print(f"kafkalog: serving {args.data} on {server.bootstrap}", file=sys.stderr, flush=True)
+        print(
+            f"kafkalog: serving {args.data} on {server.bootstrap} "
+            f"({config.security_protocol})",
+            file=sys.stderr,
+            flush=True,
+        )
         done = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

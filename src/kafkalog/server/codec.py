@@ -37,6 +37,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 4),  # ListGroups
+    17: (1, 1),  # SaslHandshake (v0's unframed tokens are not served)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
@@ -48,6 +49,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     26: (0, 4),  # EndTxn
     28: (0, 3),  # TxnOffsetCommit
     32: (1, 4),  # DescribeConfigs
+    36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 from dataclasses import dataclass, field
 
 from kafkalog.errors import KafkalogError
@@ -40,9 +41,40 @@ class ServerConfig:
     topic_defaults: dict[str, str] = field(default_factory=dict)
     allow_plaintext_non_loopback: bool = False
     advertised_host: str | None = None  # advertised.listeners' host
+    ssl_certfile: str | None = None  # ssl.keystore: the server's certificate chain (PEM)
+    ssl_keyfile: str | None = None  # its private key (PEM)
+    ssl_cafile: str | None = None  # ssl.truststore: with it, clients must present a certificate
+    sasl_plain_users: dict[str, str] | None = None  # SASL/PLAIN user -> password
+
+    @property
+    def security_protocol(self) -> str:
+        """The listener's ``security.protocol``, as Kafka names it."""
+        tls = self.ssl_certfile is not None
+        sasl = self.sasl_plain_users is not None
+        return {
+            (False, False): "PLAINTEXT",
+            (True, False): "SSL",
+            (False, True): "SASL_PLAINTEXT",
+            (True, True): "SASL_SSL",
+        }[(tls, sasl)]
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if self.ssl_certfile is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+        if self.ssl_cafile is not None:  # ssl.client.auth=required
+            context.load_verify_locations(self.ssl_cafile)
+            context.verify_mode = ssl.CERT_REQUIRED
+        return context
 
     def check_listener(self) -> None:
-        """Refuse a plaintext listener that other machines could reach (no TLS or SASL yet)."""
+        """Refuse a listener other machines could reach without TLS or SASL, unless allowed."""
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise ListenerRefusedError("a TLS key without a certificate (--ssl-certfile)")
+        if self.security_protocol != "PLAINTEXT":
+            return
         if self.allow_plaintext_non_loopback or _is_loopback(self.host):
             return
         raise ListenerRefusedError(
@@ -63,6 +95,25 @@ def _is_loopback(host: str) -> bool:
         except OSError:
             return False
         return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def read_plain_users(path: str) -> dict[str, str]:
+    """SASL/PLAIN users from a file of ``user=password`` lines (Java properties syntax: ``#``
+    comments, blank lines skipped), as a JAAS ``PlainLoginModule``'s ``user_<name>`` options
+    would list them."""
+    users: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            text = line.strip()
+            if not text or text.startswith(("#", "!")):
+                continue
+            name, sep, password = text.partition("=")
+            if not sep or not name.strip():
+                raise KafkalogError(f"{path} line {number}: expected user=password")
+            users[name.strip()] = password.strip()
+    if not users:
+        raise KafkalogError(f"{path}: no SASL/PLAIN users")
+    return users
 
 
 def parse_listen(text: str) -> tuple[str, int]:

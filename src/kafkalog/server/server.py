@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
+import ssl
 import threading
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -33,6 +36,40 @@ from kafkalog.server.offset_store import OffsetRecordCodec
 
 log = logging.getLogger("kafkalog.server")
 PRODUCE = 0
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+ILLEGAL_SASL_STATE = 34
+UNSUPPORTED_SASL_MECHANISM = 33
+SASL_AUTHENTICATION_FAILED = 58
+
+
+@dataclass
+class Session:
+    """One connection's SASL state: nothing but ApiVersions and the SASL exchange is served
+    before it is authenticated (Kafka's SaslServerAuthenticator)."""
+
+    where: str
+    authenticated: bool
+    mechanism: str | None = None
+    user: str | None = None
+    close_after_reply: bool = False
+
+
+def check_plain(users: dict[str, str], token: bytes) -> str | None:
+    """The user a SASL/PLAIN token (``authzid NUL user NUL password``, RFC 4616) authenticates,
+    or None. An authorization id, if given, must be the user itself, as Kafka requires."""
+    parts = token.split(b"\0")
+    if len(parts) != 3:
+        return None
+    try:
+        authzid, user, password = (p.decode("utf-8") for p in parts)
+    except UnicodeDecodeError:
+        return None
+    expected = users.get(user)
+    if expected is None or (authzid and authzid != user):
+        hmac.compare_digest(password, password)  # the same work as a wrong password
+        return None
+    return user if hmac.compare_digest(expected.encode(), password.encode()) else None
 
 
 class KafkaServer:
@@ -68,7 +105,11 @@ class KafkaServer:
         broker = Broker(self.data_dir, self.config, offset_codec=self._offset_codec)
         try:
             self._server = await asyncio.start_server(
-                self._connection, self.config.host, self.config.port, reuse_address=True
+                self._connection,
+                self.config.host,
+                self.config.port,
+                reuse_address=True,
+                ssl=self.config.ssl_context(),
             )
         except BaseException:
             broker.close()
@@ -112,6 +153,8 @@ class KafkaServer:
             pass  # the client went away
         except ProtocolError as e:
             log.info("closing connection from %s: %s", where, e)
+        except ssl.SSLError as e:
+            log.info("closing connection from %s: TLS: %s", where, e)
         except asyncio.CancelledError:
             pass
         except Exception:
@@ -127,6 +170,7 @@ class KafkaServer:
     ) -> None:
         limit = self.config.socket_request_max_bytes
         position = 0
+        session = Session(where, authenticated=self.config.sasl_plain_users is None)
         while True:
             head = await reader.readexactly(4)
             size = int.from_bytes(head, "big", signed=True)
@@ -137,19 +181,30 @@ class KafkaServer:
                 )
             frame = await reader.readexactly(size)
             position += 4 + size
-            reply = await self._handle(frame, where)
+            reply = await self._handle(frame, session)
             if reply is not None:
                 writer.write(reply)
                 await writer.drain()
+            if session.close_after_reply:
+                raise ProtocolError(f"{where}: SASL authentication failed")
 
-    async def _handle(self, frame: bytes, where: str) -> bytes | None:
+    async def _handle(self, frame: bytes, session: Session) -> bytes | None:
         broker = self.broker
         assert broker is not None
+        where = session.where
         key, version, correlation = peek_header(frame)
         if key == API_VERSIONS_KEY and not is_supported(key, version):
             return unsupported_api_versions_response(correlation)
+        if not session.authenticated and key not in (
+            API_VERSIONS_KEY,
+            SASL_HANDSHAKE,
+            SASL_AUTHENTICATE,
+        ):
+            raise ProtocolError(f"{where}: API key {key} before SASL authentication")
         request = decode_request(frame)
-        if key == JOIN_GROUP:
+        if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            result = self._sasl(key, request.body, session)
+        elif key == JOIN_GROUP:
             result = await broker.groups.join(
                 request.body, version, request.client_id or "", where.rsplit(":", 1)[0]
             )
@@ -160,6 +215,29 @@ class KafkaServer:
         return encode_response(
             key, version, correlation, build(response_type(key, version), result)
         )
+
+    def _sasl(self, key: int, body: Any, session: Session) -> dict[str, Any]:
+        users = self.config.sasl_plain_users
+        if key == SASL_HANDSHAKE:
+            if users is None or session.authenticated:
+                return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
+            if body.mechanism != "PLAIN":
+                return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["PLAIN"]}
+            session.mechanism = "PLAIN"
+            return {"error_code": 0, "mechanisms": ["PLAIN"]}
+        if users is None or session.mechanism is None or session.authenticated:
+            session.close_after_reply = True
+            return {"error_code": ILLEGAL_SASL_STATE, "error_message": "no SASL handshake"}
+        user = check_plain(users, bytes(body.auth_bytes))
+        if user is None:
+            log.info("SASL/PLAIN authentication failed from %s", session.where)
+            session.close_after_reply = True
+            return {
+                "error_code": SASL_AUTHENTICATION_FAILED,
+                "error_message": "Authentication failed: Invalid username or password",
+            }
+        session.authenticated, session.user = True, user
+        return {"error_code": 0, "auth_bytes": b"", "session_lifetime": 0}
 
 
 class ServerThread:
