@@ -104,8 +104,7 @@ def run(args: argparse.Namespace) -> int:
         server = KafkaServer(args.data, config)
         await server.start()
         print(
-            f"kafkalog: serving {args.data} on {server.bootstrap} "
-            f"({config.security_protocol})",
+            f"kafkalog: serving {args.data} on {server.bootstrap} ({config.security_protocol})",
             file=sys.stderr,
             flush=True,
         )
