@@ -167,3 +167,30 @@ def test_transaction_state_records_round_trip() -> None:
     found = decode_txn(key, value)
     assert found is not None and found[1] == meta
     assert decode_txn(key, None) == ("tx", None)
+
+
+def test_an_abandoned_transaction_is_aborted_after_its_timeout(data_dir: Path) -> None:
+    cfg = config(transaction_state_num_partitions=3)
+    with ServerThread(str(data_dir), cfg) as server:
+        producer = Producer(
+            rdkafka(
+                server.bootstrap,
+                **{
+                    "transactional.id": "slow",
+                    "transaction.timeout.ms": 1500,
+                    "socket.timeout.ms": 1500,
+                    "message.timeout.ms": 1500,
+                },
+            )
+        )
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.produce("abandoned", b"left open")
+        producer.flush(10)
+        plain = Producer(rdkafka(server.bootstrap))
+        plain.produce("abandoned", b"after it")
+        assert plain.flush(10) == 0
+        # held back by the open transaction, then released by its abort after ~1.5 s
+        assert read(server.bootstrap, "abandoned", "read_committed", 1) == [b"after it"]
+        with pytest.raises(KafkaException):
+            producer.commit_transaction(5)  # fenced: its epoch was bumped by the abort

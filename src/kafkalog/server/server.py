@@ -15,6 +15,7 @@ import hmac
 import logging
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -92,6 +93,7 @@ class KafkaServer:
         self.broker: Broker | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
+        self._timers: asyncio.Task[None] | None = None
         self.port = self.config.port
 
     @property
@@ -118,9 +120,26 @@ class KafkaServer:
         broker.advertised = (self.config.advertised_host or self.config.host, self.port)
         broker.groups.start()
         self.broker = broker
+        self._timers = asyncio.get_running_loop().create_task(self._expire_transactions())
         log.info("kafkalog serving %s on %s", self.data_dir, self.bootstrap)
 
+    async def _expire_transactions(self) -> None:
+        """transaction.abort.timed.out.transaction.cleanup.interval.ms, at 1 s."""
+        while True:
+            await asyncio.sleep(1.0)
+            broker = self.broker
+            if broker is None:
+                return
+            for txn_id in broker.transactions.expire(int(time.time() * 1000)):
+                log.info("aborted transaction %s: open longer than its timeout", txn_id)
+                broker.appended()
+
     async def stop(self) -> None:
+        if self._timers is not None:
+            self._timers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timers
+            self._timers = None
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):

@@ -266,6 +266,18 @@ class TransactionCoordinator:
         self._end(meta, commit)
         return E.NONE
 
+    def expire(self, now_ms: int) -> list[str]:
+        """Abort every transaction open longer than its timeout, as Kafka's coordinator does:
+        the epoch is bumped first, so the producer that abandoned it is fenced."""
+        expired = []
+        for meta in self.txns.values():
+            if meta.state == ONGOING and now_ms - meta.started_ms > meta.timeout_ms:
+                if meta.producer_epoch < 32766:
+                    meta.producer_epoch += 1
+                self._end(meta, commit=False)
+                expired.append(meta.transactional_id)
+        return expired
+
     def _end(self, meta: TxnMetadata, commit: bool) -> None:
         meta.state = PREPARE_COMMIT if commit else PREPARE_ABORT
         self._persist(meta)
