@@ -88,8 +88,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     done: set[str] = set()
+    # a module may register several commands (lookup: lookup and cat): load it whole
+    wanted = {module_name for name, module_name, _ in COMMANDS if name == command}
     for name, module_name, help_line in COMMANDS:
-        if command is None or name == command:
+        if command is None or module_name in wanted:
             if module_name not in done:
                 _register(sub, module_name)
                 done.add(module_name)
