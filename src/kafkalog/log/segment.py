@@ -213,6 +213,28 @@ class SegmentFile:
         finally:
             users.leave()
 
+    def read_into(self, buffer: memoryview, position: int) -> int:
+        """Fill ``buffer`` from ``position`` (up to the logical end); the bytes read."""
+        users = self._users
+        if users.closed:
+            raise ClosedError(self.path)
+        length = max(0, min(len(buffer), self.size - position))
+        if not length:
+            return 0
+        users.enter(self.path)
+        try:
+            if self.fd >= 0:
+                done = 0
+                while done < length:
+                    n = os.preadv(self.fd, [buffer[done:length]], position + done)
+                    if n <= 0:
+                        break
+                    done += n
+                return done
+            return self._handle().pread_into(buffer[:length], position)
+        finally:
+            users.leave()
+
     def read_handle(self) -> files.ReadHandle:
         """This file as a :class:`~kafkalog.files.ReadHandle` that reads through
         :meth:`read` (so it stops with ClosedError when the segment is closed); closing the
@@ -318,6 +340,9 @@ class _SegmentReadHandle:
 
     def pread(self, length: int, position: int) -> bytes:
         return self._file.read(position, length)
+
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        return self._file.read_into(buffer, position)
 
     def identity(self) -> tuple[int, int] | None:
         return None
