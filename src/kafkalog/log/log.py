@@ -9,7 +9,6 @@ expected (a cut-off trailing batch is simply the end, for now).
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import struct
 import time
@@ -26,7 +25,6 @@ from kafkalog.errors import (
 )
 from kafkalog.log.deletion import SegmentDeleter
 from kafkalog.log.layout import (
-    DELETED_SUFFIX,
     SNAPSHOT_SUFFIX,
     is_segment_log,
     new_partition_dir_name,

@@ -113,9 +113,7 @@ def segment_reads(seg: LogSegment) -> dict[str, Callable[[], Any]]:
         ),
         "segment fetch_upper_bound_offset": lambda: seg.fetch_upper_bound_offset(0, 5_000),
         "segment batches": lambda: sum(1 for _ in seg.entries(0)),
-        "segment records": lambda: sum(
-            len(list(b.records(seg.limits))) for b in seg.entries(0)
-        ),
+        "segment records": lambda: sum(len(list(b.records(seg.limits))) for b in seg.entries(0)),
     }
 
 
@@ -224,9 +222,10 @@ def main() -> None:
         result["log after close"] = run(lreads, log_expected)
     else:
         retain(log)
-        result["renamed"] = all(p.endswith(".deleted") and os.path.exists(p) for p in
-                                [seg.log.path, seg.offset_index.path, seg.time_index.path,
-                                 seg.txn_index.path])
+        result["renamed"] = all(
+            p.endswith(".deleted") and os.path.exists(p)
+            for p in [seg.log.path, seg.offset_index.path, seg.time_index.path, seg.txn_index.path]
+        )
         if scenario == "delay":
             result["during"] = run(seg_reads, expected)
             result["gone"] = wait_gone(
