@@ -733,3 +733,34 @@ def test_truncate_to_matches_model(txns: list[AbortedTxn], offset: int) -> None:
             assert idx.last_offset == (txns[cut - 1].last_offset if cut else None)
             assert path.stat().st_size == cut * SIZE
         idx.close()
+
+
+def test_a_read_racing_a_rename_finds_the_file_under_its_new_name(tmp_path: Path) -> None:
+    # issue 11: retention renames a segment's files ``.deleted`` while readers hold it; a read
+    # that lost the race to the rename used to take the missing old name for "no aborted
+    # transactions" and answer empty, so read_committed passed aborted records
+    import threading
+
+    path = tmp_path / "00000000000000000000.txnindex"
+    with TransactionIndex(path, 0) as writer:
+        for i in range(3):
+            writer.append(AbortedTxn(i, 10 * i, 10 * i + 5, 10 * i + 6))
+    idx = TransactionIndex(path, 0)  # no write descriptor: reads open the file by name
+    names = [str(path), str(path) + ".deleted"]
+    stop = threading.Event()
+
+    def rename() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            idx.rename_to(names[n % 2])
+
+    mover = threading.Thread(target=rename)
+    mover.start()
+    try:
+        counts = [len(idx.all_aborted_txns()) for _ in range(3000)]
+    finally:
+        stop.set()
+        mover.join()
+    assert set(counts) == {3}
+    idx.close()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -188,6 +189,10 @@ class TransactionIndex:
         self._fd: int | None = None  # write descriptor; only ever set when writable
         self._last_offset: int | None = None
         self._users = files.HandleUsers()  # reads through ``_fd`` in flight (module doc)
+        # held across a rename's move and path update, so a read that found no file can tell
+        # "renamed under me" from "no file" (taken only on that error path)
+        self._renaming = threading.Lock()
+        self._renames = 0  # moves so far: a read compares it, not the path (A -> B -> A)
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -232,11 +237,17 @@ class TransactionIndex:
         self._check_open()
         if self._fd is not None:
             return _GuardedHandle(self).size()
-        try:
-            return files.getsize(self._path)
-        except FileNotFoundError:
-            self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
-            return 0
+        while True:
+            renames, path = self._renames, self._path  # this order: see rename_to
+            try:
+                return files.getsize(path)
+            except FileNotFoundError:
+                self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
+                with self._renaming:  # a rename in progress has finished
+                    moved = self._renames != renames
+                if not moved:
+                    return 0
+                # renamed under us (``.deleted``, a swap): the file is under its new name
 
     @contextmanager
     def _reader(self) -> Iterator[files.ReadHandle | None]:
@@ -250,12 +261,19 @@ class TransactionIndex:
         if self._fd is not None:
             yield _GuardedHandle(self)
             return
-        try:
-            handle = files.open_read(self._path)
-        except FileNotFoundError:
-            self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
-            yield None
-            return
+        while True:
+            renames, path = self._renames, self._path  # this order: see rename_to
+            try:
+                handle = files.open_read(path)
+                break
+            except FileNotFoundError:
+                self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
+                with self._renaming:  # a rename in progress has finished
+                    moved = self._renames != renames
+                if not moved:
+                    yield None
+                    return
+                # renamed under us (``.deleted``, a swap): open it under its new name
         try:
             yield handle
         finally:
@@ -435,11 +453,13 @@ class TransactionIndex:
         """
         self._require_writable("rename")
         target = os.fspath(new_path)
-        try:
-            if os.path.lexists(self._path):
-                os.replace(self._path, target)
-        finally:
-            self._path = target
+        with self._renaming:
+            try:
+                if os.path.lexists(self._path):
+                    os.replace(self._path, target)
+            finally:
+                self._path = target
+                self._renames += 1
 
     # -- protocol ------------------------------------------------------------------------------
     def __enter__(self) -> Self:
