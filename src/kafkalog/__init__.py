@@ -2,6 +2,7 @@
 
 from kafkalog.errors import (
     BatchTooLargeError,
+    ClosedError,
     CompressionError,
     CorruptRecordError,
     IncompleteTailError,
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BatchTooLargeError",
+    "ClosedError",
     "CompressionError",
     "CorruptRecordError",
     "IncompleteTailError",

@@ -101,6 +101,20 @@ class InvalidTopicError(KafkalogError, ValueError):
     data directory (``..``, ``/``), so nothing is created under it."""
 
 
+class ClosedError(KafkalogError, ValueError):
+    """Use of an index, a segment or a log after its final close (a segment's delayed deletion
+    closes it too). Raised instead of reading memory that may no longer be mapped or a file
+    descriptor whose number may belong to another file by now; names the file."""
+
+    def __init__(self, path: str, action: str = "read") -> None:
+        self.path = path
+        self.action = action
+        super().__init__(f"cannot {action} {path}: it is closed (or its segment was deleted)")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.path, self.action))
+
+
 class ProducerStateError(KafkalogError):
     """An append that the partition's producer state refuses, as a broker would (Kafka's
     ProducerStateManager): nothing of the append was written."""

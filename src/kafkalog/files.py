@@ -23,9 +23,10 @@ import threading
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import ClosedError, KafkalogError
 
 __all__ = [
+    "HandleUsers",
     "ReadHandle",
     "RemoteLocationError",
     "exists",
@@ -116,6 +117,47 @@ class _BorrowedHandle(_LocalHandle):
 
     def close(self) -> None:
         pass
+
+
+class HandleUsers:
+    """Counts the reads in flight on a descriptor its owner may close from another thread.
+
+    Why: closing a descriptor while another thread is about to ``pread`` it is worse than an
+    error: the number is reused by the next ``open`` anywhere in the process, and the read then
+    returns another file's bytes. A read enters (refused with :class:`ClosedError` once the
+    owner closed) and leaves around each single call, never across a ``yield``; ``close`` marks
+    the owner closed and waits for the reads in flight before the owner releases the
+    descriptor. Two short lock round trips per read of at least a 64 KiB chunk.
+    """
+
+    __slots__ = ("_changed", "_users", "closed")
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition(threading.Lock())
+        self._users = 0
+        self.closed = False
+
+    def enter(self, path: str) -> None:
+        with self._changed:
+            if self.closed:
+                raise ClosedError(path)
+            self._users += 1
+
+    def leave(self) -> None:
+        with self._changed:
+            self._users -= 1
+            if not self._users:
+                self._changed.notify_all()
+
+    def close(self) -> bool:
+        """Refuse new reads and wait for those in flight; False if already closed."""
+        with self._changed:
+            if self.closed:
+                return False
+            self.closed = True
+            while self._users:
+                self._changed.wait()
+            return True
 
 
 def borrowed(fd: int) -> ReadHandle:

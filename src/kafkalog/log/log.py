@@ -9,7 +9,6 @@ expected (a cut-off trailing batch is simply the end, for now).
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import struct
 import time
@@ -24,8 +23,8 @@ from kafkalog.errors import (
     KafkalogError,
     ReadOnlyError,
 )
+from kafkalog.log.deletion import SegmentDeleter
 from kafkalog.log.layout import (
-    DELETED_SUFFIX,
     SNAPSHOT_SUFFIX,
     is_segment_log,
     new_partition_dir_name,
@@ -127,6 +126,7 @@ class Log:
         self._fast_config: object = None
         self._fast_limits: object = None
         self._fast_params: _FastParams | None = None
+        self._deleter = SegmentDeleter()  # segments renamed .deleted, removed after the delay
         self.last_flush_ms = int(clock() * 1000)
         if writable and files.is_remote(self.directory):
             raise files.RemoteLocationError(
@@ -690,7 +690,7 @@ class Log:
             if upper <= start or seg.base_offset >= end:
                 continue
             found = seg.translate_offset(start) if start > seg.base_offset else None
-            handle = files.open_read(seg.log.path)
+            handle = seg.log.read_handle()  # ClosedError, not a reopen, once the log is closed
             try:
                 for batch in decode_file(
                     handle,
@@ -887,24 +887,15 @@ class Log:
         return len(doomed)
 
     def _delete_segment(self, seg: LogSegment) -> None:
-        """Remove from the map, rename every file ``.deleted``; deleted for real right away when
-        ``file.delete.delay.ms`` is 0, else at the next open (Kafka deletes them asynchronously)."""
+        """Remove from the map, rename every file ``.deleted`` and remove them
+        ``file.delete.delay.ms`` later, with the segment's producer snapshot
+        (UnifiedLog.deleteProducerSnapshots); a reader holding the segment keeps reading it
+        until then (:mod:`kafkalog.log.deletion`)."""
         if seg.base_offset in self._segments:
             self._bases.remove(seg.base_offset)
             del self._segments[seg.base_offset]
-        if not seg.has_suffix(DELETED_SUFFIX):
-            seg.change_file_suffixes("", DELETED_SUFFIX)
-        if self.config.file_delete_delay_ms == 0:
-            seg.delete_if_exists()
-        else:
-            seg.close_handlers()
-        # the segment's producer snapshot goes with it (UnifiedLog.deleteProducerSnapshots)
         snapshot = segment_file(self.directory, seg.base_offset, SNAPSHOT_SUFFIX)
-        with contextlib.suppress(FileNotFoundError):
-            if self.config.file_delete_delay_ms == 0:
-                os.remove(snapshot)
-            else:
-                os.replace(snapshot, snapshot + DELETED_SUFFIX)
+        self._deleter.delete([seg], [snapshot], self.config.file_delete_delay_ms)
 
     def increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start forward (segments below go at the next retention)."""
@@ -995,6 +986,9 @@ class Log:
         self.leader_epochs.write(os.path.join(self.directory, "leader-epoch-checkpoint"))
 
     def close(self) -> None:
+        """Flush, close every segment (final: later reads raise ClosedError) and drop the
+        deletions still waiting for their delay (their ``.deleted`` files go at the next open,
+        as after a broker's shutdown)."""
         if self.writable and self._lock is not None:
             # Kafka's UnifiedLog.close: a snapshot at the log end, so the next open (after this
             # clean shutdown) loads it and replays nothing
@@ -1003,6 +997,7 @@ class Log:
             self.flush()
         for seg in self._segments.values():
             seg.close()
+        self._deleter.close()
         self._release_lock()
 
     def __enter__(self) -> Log:
