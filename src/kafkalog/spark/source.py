@@ -24,6 +24,7 @@ from kafkalog import files
 from kafkalog.spark.options import ReadOptions, parse_read_options
 from kafkalog.spark.plan import Split, make_splits, resolve_ranges, task_count
 from kafkalog.spark.pushdown import Bounds, bounds_from_filters
+from kafkalog.spark.stats import ReadStats, recorded
 from kafkalog.spark.task import aborted_transactions, read_split
 
 SCHEMA = (
@@ -50,7 +51,7 @@ class SplitPartition(InputPartition):
         self.location = location
         self.fail_on_data_loss = fail_on_data_loss
 
-    def read(self, include_headers: bool) -> Iterator[Any]:
+    def read(self, include_headers: bool, stats: ReadStats | None = None) -> Iterator[Any]:
         if files.is_remote(self.location):
             files.resolve(self.location)  # this worker process learns the store's settings
         for split in self.splits:
@@ -59,6 +60,7 @@ class SplitPartition(InputPartition):
                 include_headers=include_headers,
                 aborted=self.aborted.get(split.directory, []),
                 fail_on_data_loss=self.fail_on_data_loss,
+                stats=stats,
             )
 
 
@@ -127,7 +129,10 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, SplitPartition)
-        return partition.read(self.opts.include_headers)
+        if self.opts.stats_dir is None:
+            return partition.read(self.opts.include_headers)
+        stats = ReadStats()
+        return recorded(partition.read(self.opts.include_headers, stats), stats, self.opts.stats_dir)
 
 
 class PushdownReader(KafkaLogReader):
@@ -135,7 +140,8 @@ class PushdownReader(KafkaLogReader):
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         filters = list(filters)
-        self.bounds = bounds_from_filters(filters)
+        if self.opts.pushdown:  # pushdown=false: a real full scan, the filters left to Spark
+            self.bounds = bounds_from_filters(filters)
         # Spark still evaluates every filter on the rows read: pruning only needs to be safe
         return filters
 

@@ -18,6 +18,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.arrow_read import CHUNK_BYTES, decode_file, keep_rows, offsets_within
 from kafkalog.log.layout import DELETED_SUFFIX
 from kafkalog.spark.plan import DataLossError, Split
+from kafkalog.spark.stats import ReadStats
 
 AbortedRange = tuple[int, int, int]  # producer id, first offset, last offset
 
@@ -35,13 +36,17 @@ def read_split(
     aborted: Sequence[AbortedRange] = (),
     chunk_bytes: int = CHUNK_BYTES,
     fail_on_data_loss: bool = True,
+    stats: ReadStats | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns."""
+    """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns
+    (with ``stats``, the segment bytes read are counted there)."""
     committed_only = bool(aborted)
     metadata = ["producerId", "isTransactional"] if committed_only else []
     handle = _open_segment(split, fail_on_data_loss)  # a local file or a pyarrow.fs URI
     if handle is None:
         return
+    if stats is not None:
+        handle = stats.counting(handle)
     try:
         size = handle.size()
         if split.end_position > size and size < split.planned_size and fail_on_data_loss:
