@@ -5,8 +5,13 @@ from kafkalog.errors import (
     CompressionError,
     CorruptRecordError,
     IncompleteTailError,
+    InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     KafkalogError,
+    OutOfOrderSequenceError,
+    ProducerStateError,
+    TransactionCoordinatorFencedError,
 )
 
 __version__ = "0.1.0"
@@ -16,7 +21,12 @@ __all__ = [
     "CompressionError",
     "CorruptRecordError",
     "IncompleteTailError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "KafkalogError",
+    "OutOfOrderSequenceError",
+    "ProducerStateError",
+    "TransactionCoordinatorFencedError",
     "__version__",
 ]

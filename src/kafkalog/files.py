@@ -57,6 +57,12 @@ class ReadHandle(Protocol):
 
     def pread(self, length: int, position: int) -> bytes: ...
 
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        """Fill ``buffer`` from ``position`` on; the bytes read (fewer at the end of the file).
+        A reader going through a file chunk by chunk reuses one buffer this way instead of
+        faulting in fresh memory for every chunk."""
+        ...
+
     def identity(self) -> tuple[int, int] | None: ...
 
     def close(self) -> None: ...
@@ -79,6 +85,15 @@ class _LocalHandle:
 
     def pread(self, length: int, position: int) -> bytes:
         return os.pread(self.fd, length, position) if length > 0 else b""
+
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        done = 0
+        while done < len(buffer):  # a regular file returns short reads only at its end
+            n = os.preadv(self.fd, [buffer[done:]], position + done)
+            if n <= 0:
+                break
+            done += n
+        return done
 
     def identity(self) -> tuple[int, int] | None:
         st = os.fstat(self.fd)
@@ -143,6 +158,11 @@ class _ArrowHandle:
             raise RemoteLocationError(
                 f"cannot read {length} bytes at byte {position} of {self._shown}: {e}"
             ) from e
+
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        data = self.pread(len(buffer), position)
+        buffer[: len(data)] = data
+        return len(data)
 
     def identity(self) -> tuple[int, int] | None:
         return None  # object stores replace objects whole; nothing stable to compare

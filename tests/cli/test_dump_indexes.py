@@ -486,7 +486,13 @@ def test_json_variants() -> None:
     snap = IDEMPOTENT / "00000000000000000037.snapshot"
     result = kafkalog("dump", "--json", "--files", f"{idx},{ti},{txn},{snap}")
     assert result.returncode == 0 and result.stderr == ""
-    out = {k: [json.loads(line) for line in v] for k, v in sections(result.stdout).items()}
+    # JSON only (no "Dumping" text line): each object names its type and file
+    out: dict[str, list[dict[str, object]]] = {}
+    for line in result.stdout.splitlines():
+        obj = json.loads(line)
+        kind, name = obj.pop("type"), obj.pop("file")
+        if kind != "file":
+            out.setdefault(name, []).append(obj)
     assert out[str(idx)][0] == {"offset": 5, "position": 191}
     assert len(out[str(idx)]) == 4
     assert out[str(ti)][0] == {"timestamp": 1700000000102, "offset": 5}

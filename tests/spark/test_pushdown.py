@@ -11,7 +11,10 @@ import pytest
 
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
-from pushdown_rows import CONF, rows_where
+from kafkalog.spark import register
+from kafkalog.spark.options import parse_read_options
+from kafkalog.spark.source import KafkaLogReader, PushdownReader
+from pushdown_rows import CONF, rows_where, set_pushdown
 
 T0 = 1_767_225_600_000
 
@@ -68,7 +71,7 @@ def test_randomized_queries_samerows_where(pushdown: Any, data: Path) -> None:
 
 
 def test_pruning_reads_less(pushdown: Any, data: Path) -> None:
-    pushdown.conf.set(CONF, "true")
+    set_pushdown(pushdown, True)
     narrow = (
         pushdown.read.format("kafkalog")
         .option("path", str(data))
@@ -92,3 +95,56 @@ def test_lateness_allowance_prunes_upper_bounds(pushdown: Any, data: Path) -> No
     exact = rows_where(pushdown, data, where, False)
     allowed = rows_where(pushdown, data, where, True, maxTimestampLatenessMs="60000")
     assert allowed == exact  # lateness in this data is at most 60 s
+
+
+def test_register_follows_the_pushdown_setting(spark: Any, data: Path) -> None:
+    """On: the filters reach the source, which plans fewer bytes; off: nothing is pushed (the
+    same tasks as without the filter), the same rows. ``register`` learns the setting (PySpark
+    tells a data source nothing of it) or sets it; ``pushdown=False`` reads without pushdown
+    whatever the setting, without the planning error PySpark raises for a pushdown reader."""
+    where = "topic = 'a' and partition = 1 and offset >= 1000 and offset < 1010"
+
+    def frame() -> Any:
+        reader = spark.read.format("kafkalog").option("path", str(data))
+        return reader.option("maxBytesPerSplit", "4000").load()
+
+    everything = frame().rdd.getNumPartitions()
+    want = list(range(1000, 1010))
+    for setting, pushed in ((True, True), (False, False)):
+        set_pushdown(spark, setting)
+        narrow = frame().where(where)
+        tasks = narrow.rdd.getNumPartitions()
+        assert (tasks <= 2 < everything) if pushed else tasks == everything
+        assert sorted(r.offset for r in narrow.collect()) == want
+    spark.conf.unset(CONF)
+    register(spark, pushdown=True)
+    assert spark.conf.get(CONF) == "true"
+    assert frame().where(where).rdd.getNumPartitions() <= 2
+    register(spark, pushdown=False)
+    narrow = frame().where(where)
+    assert narrow.rdd.getNumPartitions() == everything
+    assert sorted(r.offset for r in narrow.collect()) == want
+
+
+def test_pushed_filters_plan_fewer_bytes(data: Path) -> None:
+    """The readers without Spark: the one Spark pushes filters to plans only the bytes the
+    bounds allow; the other has no ``pushFilters`` of its own (PySpark's default keeps every
+    filter), so PySpark never refuses it when pushdown is off."""
+    from pyspark.sql.datasource import DataSourceReader, EqualTo, GreaterThanOrEqual, LessThan
+
+    opts = parse_read_options({"path": str(data)})
+    filters = [
+        EqualTo(("topic",), "a"),
+        EqualTo(("partition",), 1),
+        GreaterThanOrEqual(("offset",), 1000),
+        LessThan(("offset",), 1010),
+    ]
+
+    def planned(reader: Any) -> int:
+        return sum(s.size for t in reader.partitions() for s in t.splits)
+
+    pushing = PushdownReader(opts)
+    assert list(pushing.pushFilters(filters)) == filters  # Spark still checks every row
+    plain = KafkaLogReader(opts)
+    assert type(plain).pushFilters is DataSourceReader.pushFilters
+    assert 0 < planned(pushing) * 20 < planned(plain)

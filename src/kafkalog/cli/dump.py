@@ -23,16 +23,23 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from kafkalog.cli import progress
 from kafkalog.cli.args import int_between
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError
-from kafkalog.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
-from kafkalog.index.base import MappedIndex
-from kafkalog.log.producer_snapshot import ProducerEntry, read_snapshot
 from kafkalog.records import DEFAULT_LIMITS, LegacyEntry, LogReader, Record, RecordBatch
+from kafkalog.records.model import parse_control_record
 from kafkalog.records.reader import LogEntry, read_only_buffer
+
+if TYPE_CHECKING:
+    from kafkalog.cli.internal_decoders import Parser
+    from kafkalog.index import AbortedTxn
+    from kafkalog.index.base import MappedIndex
+    from kafkalog.log.producer_snapshot import ProducerEntry
+
+# The index and log layers (numba kernels) are imported where an index or a snapshot is dumped:
+# dumping a .log, the common case, starts without them.
 
 DECODERS = ("string", "hex", "json", "base64")
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # kafka-dump-log.sh's --max-message-size default
@@ -93,8 +100,26 @@ def add_parser(sub: Any) -> None:
         help="bytes of .log read at each .index entry to verify it "
         f"(default {DEFAULT_MAX_MESSAGE_SIZE})",
     )
+    for name, what in (
+        ("offsets", "__consumer_offsets"),
+        ("transaction-log", "__transaction_state"),
+        ("cluster-metadata", "__cluster_metadata (and KRaft snapshot .checkpoint files)"),
+        ("remote-log-metadata", "__remote_log_metadata"),
+        ("share-group-state", "__share_group_state"),
+    ):
+        p.add_argument(
+            f"--{name}-decoder",
+            dest="internal_decoder",
+            action="store_const",
+            const=name,
+            default=None,
+            help=f"decode the records of {what} (implies --print-data-log)",
+        )
     p.add_argument(
-        "--json", action="store_true", help="one JSON object per batch/record/index entry line"
+        "--json",
+        action="store_true",
+        help="only JSON objects, one per line, each with a 'type' and the 'file' it is from "
+        "(fields in the README)",
     )
     p.set_defaults(run=run)
 
@@ -146,7 +171,36 @@ def batch_line(entry: RecordBatch | LegacyEntry, position: int) -> str:
 
 def _prints_data(args: argparse.Namespace) -> bool:
     """Kafka's ``shouldPrintDataLog``: ``--print-data-log`` or either decoder option."""
-    return bool(args.print_data_log or args.key_decoder or args.value_decoder)
+    return bool(
+        args.print_data_log
+        or args.key_decoder
+        or args.value_decoder
+        or getattr(args, "internal_decoder", None)
+    )
+
+
+def _parser(args: argparse.Namespace) -> Parser | None:
+    name = getattr(args, "internal_decoder", None)
+    if name is None:
+        return None
+    from kafkalog.cli.internal_decoders import PARSERS
+
+    return PARSERS[name]
+
+
+def control_text(rec: Record) -> str:
+    """The control part of a record line, read from the record's own key as Kafka does (a
+    KRaft snapshot batch holds a header, a version and a voters record in one batch)."""
+    marker = parse_control_record(rec.key, rec.value)
+    if marker.is_transaction_marker:
+        return f" endTxnMarker: {marker.type.name} coordinatorEpoch: {marker.coordinator_epoch}"
+    from kafkalog.records.internal_topics import CONTROL_SCHEMAS, decode_control
+
+    label = CONTROL_SCHEMAS.get(marker.type_id, ("", ""))[0]
+    if marker.type_id >= 3 and label and rec.value is not None:
+        message = decode_control(marker.type_id, rec.value)
+        return f" {label} {message.to_json()}"
+    return f" controlType: {marker.type.name}({marker.type_id})"
 
 
 def record_line(
@@ -174,30 +228,35 @@ def record_line(
                 f" sequence: {rec.sequence} headerKeys: [{','.join(h.key for h in rec.headers)}]"
             )
             if entry.is_control:
-                marker = entry.control_record()
-                if marker.is_transaction_marker:
-                    parts.append(
-                        f" endTxnMarker: {marker.type.name} "
-                        f"coordinatorEpoch: {marker.coordinator_epoch}"
-                    )
-                else:
-                    parts.append(f" controlType: {marker.type.name}({marker.type_id})")
+                parts.append(control_text(rec))
         else:
             valid = "true" if inner is None or inner.is_valid() else "false"
             crc = None if inner is None else inner.crc
             parts.append(f" isValid: {valid} crc: {crc}}}")
     printing = _prints_data(args) and not (isinstance(entry, RecordBatch) and entry.is_control)
     if printing:
-        key_dec = args.key_decoder or "string"
-        val_dec = args.value_decoder or "string"
+        key_text, payload_text = _key_and_payload(rec, args)
         # Kafka prints its "| " indent only in front of the key (or of the metadata): with
         # --skip-record-metadata and a null key the line starts with " payload:".
-        if rec.key is not None:
+        if key_text is not None:
             lead = f"{prefix} " if args.skip_record_metadata else " "
-            parts.append(f"{lead}key: {_decode(rec.key, key_dec)}")
-        if rec.value is not None:
-            parts.append(f" payload: {_decode(rec.value, val_dec)}")
+            parts.append(f"{lead}key: {key_text}")
+        if payload_text is not None:
+            parts.append(f" payload: {payload_text}")
     return "".join(parts)
+
+
+def _key_and_payload(rec: Record, args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The key and payload texts: an internal topic's decoder, else the key/value decoders."""
+    parser = _parser(args)
+    if parser is not None:
+        return parser(rec)
+    key_dec = args.key_decoder or "string"
+    val_dec = args.value_decoder or "string"
+    return (
+        None if rec.key is None else _decode(rec.key, key_dec),
+        None if rec.value is None else _decode(rec.value, val_dec),
+    )
 
 
 def dump_log(
@@ -214,9 +273,18 @@ def dump_log(
     name = os.path.basename(path)
     buffer = read_only_buffer(path)
     end = len(buffer) if args.max_bytes is None else min(len(buffer), args.max_bytes)
-    stem = name.split(".")[0]
-    # a name that is not <offset>.log (a renamed copy, a non-UTF-8 name) starts at 0
-    print(f"Log starting offset: {int(stem) if _BASE_OFFSET_RE.fullmatch(stem) else 0}", file=out)
+    start = _log_start(path)
+    if args.json:
+        emit(out, "file", path, start)
+    elif "logStartOffset" in start:
+        print(f"Log starting offset: {start['logStartOffset']}", file=out)
+    elif start.get("bootstrap"):
+        print("KRaft bootstrap snapshot", file=out)
+    else:
+        print(
+            f"Snapshot end offset: {start['snapshotEndOffset']}, epoch: {start['snapshotEpoch']}",
+            file=out,
+        )
     deep = args.deep_iteration or _prints_data(args)
     reader = LogReader(buffer, path=path, end=end)
     previous: int | None = None
@@ -226,7 +294,7 @@ def dump_log(
         done(reader.end_position - walked)
         walked = reader.end_position
         if args.json:
-            print(json.dumps(_batch_json(entry)), file=out)
+            emit(out, "batch", path, _batch_json(entry))
         else:
             print(batch_line(entry, entry.position), file=out)
         if not deep:
@@ -248,13 +316,16 @@ def dump_log(
                 gaps.append((previous, rec.offset))
             previous = rec.offset
             if args.json:
-                print(json.dumps(_record_json(rec, args)), file=out)
+                emit(out, "record", path, _record_json(entry, rec, args))
             else:
                 print(record_line(entry, rec, args, inner_entry), file=out)
     remaining = end - reader.end_position
     # Kafka tests maxBytes == Integer.MAX_VALUE (its default), not whether the option was given
     if remaining > 0 and (args.max_bytes is None or args.max_bytes == INT32_MAX):
-        print(f"Found {remaining} invalid bytes at the end of {name}", file=out)
+        if args.json:
+            emit(out, "invalidBytes", path, {"bytes": remaining})
+        else:
+            print(f"Found {remaining} invalid bytes at the end of {name}", file=out)
     if gaps:
         if report is not None:
             report.non_consecutive.setdefault(java_absolute_path(path), []).extend(gaps)
@@ -262,6 +333,28 @@ def dump_log(
         print(f"Non-consecutive offsets in {java_absolute_path(path)}", file=err)
         for a, b in reversed(gaps):
             print(f"  {a} is followed by {b}", file=err)
+
+
+_SNAPSHOT_NAME_RE = re.compile(r"([0-9]{20})-([0-9]{10})\.checkpoint")
+
+
+def _log_start(path: str) -> dict[str, Any]:
+    """What Kafka prints before the batches: the base offset of a segment, or the end offset
+    and epoch of a KRaft snapshot (``<20-digit offset>-<10-digit epoch>.checkpoint``)."""
+    name = os.path.basename(path)
+    if name.endswith(".checkpoint"):
+        if name == "bootstrap.checkpoint":
+            return {"bootstrap": True}
+        m = _SNAPSHOT_NAME_RE.fullmatch(name)
+        if m is None:
+            raise KafkalogError(
+                f"{path}: not a KRaft snapshot name (<20-digit end offset>-<10-digit "
+                "epoch>.checkpoint)"
+            )
+        return {"snapshotEndOffset": int(m.group(1)), "snapshotEpoch": int(m.group(2))}
+    stem = name.split(".")[0]
+    # a name that is not <offset>.log (a renamed copy, a non-UTF-8 name) starts at 0
+    return {"logStartOffset": int(stem) if _BASE_OFFSET_RE.fullmatch(stem) else 0}
 
 
 def _batch_json(entry: RecordBatch | LegacyEntry) -> dict[str, Any]:
@@ -290,13 +383,41 @@ def _batch_json(entry: RecordBatch | LegacyEntry) -> dict[str, Any]:
     return base
 
 
-def _record_json(rec: Record, args: argparse.Namespace) -> dict[str, Any]:
+def _json_line(kind: str, path: str, fields: dict[str, Any]) -> str:
+    """One line of ``--json``: its ``type``, the ``file`` it comes from, then its fields."""
+    return json.dumps({"type": kind, "file": java_path(path), **fields}, ensure_ascii=False)
+
+
+def emit(out: IO[str], kind: str, path: str, fields: dict[str, Any]) -> None:
+    print(_json_line(kind, path, fields), file=out)
+
+
+def _json_value(text: str | None) -> Any:
+    """A decoder's text as JSON: the object itself when it is one (the internal topics'
+    decoders print JSON), else the text."""
+    if text is not None and text.startswith("{"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _record_json(
+    entry: RecordBatch | LegacyEntry, rec: Record, args: argparse.Namespace
+) -> dict[str, Any]:
     out: dict[str, Any] = {"offset": rec.offset, "timestamp": rec.timestamp}
-    if _prints_data(args):
-        out["key"] = None if rec.key is None else _decode(rec.key, args.key_decoder or "string")
-        out["value"] = (
-            None if rec.value is None else _decode(rec.value, args.value_decoder or "string")
-        )
+    out["keySize"] = -1 if rec.key is None else len(rec.key)
+    out["valueSize"] = -1 if rec.value is None else len(rec.value)
+    if isinstance(entry, RecordBatch):
+        out["sequence"] = rec.sequence
+        out["headerKeys"] = [h.key for h in rec.headers]
+        if entry.is_control:
+            out["control"] = control_text(rec).strip()
+    if _prints_data(args) and not (isinstance(entry, RecordBatch) and entry.is_control):
+        key_text, payload_text = _key_and_payload(rec, args)
+        out["key"] = _json_value(key_text) if _parser(args) else key_text
+        out["value"] = _json_value(payload_text) if _parser(args) else payload_text
         out["headers"] = [
             [h.key, None if h.value is None else _decode(h.value, "string")] for h in rec.headers
         ]
@@ -397,6 +518,8 @@ def _first_batch(
     log: memoryview, log_path: str, position: int, size: int, index_path: str, n: int
 ) -> LogEntry:
     """The first batch of ``FileRecords.slice(position, size)`` (Kafka's index verification)."""
+    from kafkalog.index import OffsetIndex
+
     what = f"entry {n}"
     _check_slice_start(index_path, what, n * OffsetIndex.ENTRY_SIZE, position, log_path, len(log))
     end = min(len(log), position + size)
@@ -445,6 +568,8 @@ def _require_file(path: str) -> None:
 def dump_index(
     path: str, args: argparse.Namespace, out: IO[str], err: IO[str], report: DumpReport
 ) -> None:
+    from kafkalog.index import OffsetIndex
+
     base = _base_offset(path)
     _require_file(path)
     log_path = _sibling(path, ".log")
@@ -452,12 +577,18 @@ def dump_index(
     index = OffsetIndex(path, base, writable=False)
     try:
         if index.entries == 0:
-            print(f"{java_path(path)} is empty.", file=out)
+            if args.json:
+                emit(out, "empty", path, {})
+            else:
+                print(f"{java_path(path)} is empty.", file=out)
             _warn_unread_slots(index, err)
             return
         if getattr(args, "index_sanity_check", False):
             index.sanity_check()
-            print(f"{java_path(path)} passed sanity check.", file=out)
+            if args.json:
+                emit(out, "sanityCheck", path, {"passed": True})
+            else:
+                print(f"{java_path(path)} passed sanity check.", file=out)
             return
         verify_only = getattr(args, "verify_index_only", False)
         size = getattr(args, "max_message_size", DEFAULT_MAX_MESSAGE_SIZE)
@@ -472,7 +603,7 @@ def dump_index(
             if verify_only:
                 continue
             if args.json:
-                print(json.dumps({"offset": entry.offset, "position": entry.position}), file=out)
+                emit(out, "indexEntry", path, {"offset": entry.offset, "position": entry.position})
             else:
                 print(f"offset: {entry.offset} position: {entry.position}", file=out)
         _warn_unread_slots(index, err)
@@ -484,6 +615,8 @@ def dump_index(
 def dump_time_index(
     path: str, args: argparse.Namespace, out: IO[str], err: IO[str], report: DumpReport
 ) -> None:
+    from kafkalog.index import OffsetIndex, TimeIndex
+
     base = _base_offset(path)
     _require_file(path)
     log_path = _sibling(path, ".log")
@@ -495,7 +628,10 @@ def dump_time_index(
     try:
         if getattr(args, "index_sanity_check", False):
             time_index.sanity_check()
-            print(f"{java_path(path)} passed sanity check.", file=out)
+            if args.json:
+                emit(out, "sanityCheck", path, {"passed": True})
+            else:
+                print(f"{java_path(path)} passed sanity check.", file=out)
             return
         verify_only = getattr(args, "verify_index_only", False)
         key = java_absolute_path(path)
@@ -524,7 +660,11 @@ def dump_time_index(
                     report.time_out_of_order.setdefault(key, []).append(pair)
             if not verify_only:
                 if args.json:
-                    line = json.dumps({"timestamp": entry.timestamp, "offset": entry.offset})
+                    line = _json_line(
+                        "timeIndexEntry",
+                        path,
+                        {"timestamp": entry.timestamp, "offset": entry.offset},
+                    )
                 else:
                     line = f"timestamp: {entry.timestamp} offset: {entry.offset}"
                 print(line, file=out)
@@ -549,10 +689,12 @@ def _txn_json(txn: AbortedTxn) -> dict[str, Any]:
 
 def dump_txn_index(path: str, args: argparse.Namespace, out: IO[str]) -> None:
     """One line per aborted transaction; a missing file has none (Kafka creates it lazily)."""
+    from kafkalog.index import TransactionIndex
+
     index = TransactionIndex(path, _base_offset(path), writable=False)
     for txn in index.all_aborted_txns():
         if args.json:
-            print(json.dumps(_txn_json(txn)), file=out)
+            emit(out, "abortedTxn", path, _txn_json(txn))
         else:
             print(
                 f"version: {txn.version} producerId: {txn.producer_id} "
@@ -616,13 +758,18 @@ def snapshot_line(e: ProducerEntry) -> str:
 
 
 def dump_snapshot(path: str, args: argparse.Namespace, out: IO[str], err: IO[str]) -> None:
+    from kafkalog.log.producer_snapshot import read_snapshot
+
     try:
         entries = read_snapshot(path)
     except CorruptRecordError as error:  # Kafka prints a corrupt snapshot's message, goes on
         print(error, file=err)
         return
     for entry in entries:
-        print(json.dumps(_snapshot_json(entry)) if args.json else snapshot_line(entry), file=out)
+        if args.json:
+            emit(out, "producer", path, _snapshot_json(entry))
+        else:
+            print(snapshot_line(entry), file=out)
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -654,10 +801,13 @@ def _dump_file(
     report: DumpReport,
     done: Callable[[int], object],
 ) -> None:
-    print(f"Dumping {java_path(path)}", file=out)
     name = os.path.basename(java_path(path))
     suffix = name[name.rfind(".") :] if "." in name else ""
-    if suffix == ".log" or not suffix:
+    if not args.json:
+        print(f"Dumping {java_path(path)}", file=out)
+    elif suffix not in (".log", ".checkpoint", ""):
+        emit(out, "file", path, {})
+    if suffix in (".log", ".checkpoint") or not suffix:
         walked = 0
 
         def step(n: int) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from kafkalog.errors import KafkalogError
 
@@ -22,12 +24,62 @@ examples:
   kafkalog ingest events.jsonl --data ./data --topic events --key-field user
   kafkalog timeline /var/lib/kafka/data --png timeline.png
   kafkalog query data "select topic, count(*) from kafka group by topic"
+  kafkalog groups /var/lib/kafka/data --json
+  kafkalog groups data --offsets-for-time 2026-01-01T12:00:00Z > reset.csv
+  kafkalog retention data/orders-3
+  kafkalog serve --data ./data --listen 127.0.0.1:9092   Kafka clients produce/consume
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from kafkalog.cli import demo, dump, ingest, job, lookup, query, rebuild, timeline, verify
+# (command, module under kafkalog.cli, the help line of ``kafkalog --help``). Only the module of
+# the command being run is imported: numba, pyarrow and Spark load where a command needs them,
+# so ``kafkalog --help`` and the light commands answer at once. tests/cli/test_cli_fast.py
+# checks that each help line is the one the module registers.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("job", "job", "the main pipeline on a sample it writes: seek one hour by time on Spark"),
+    ("dump", "dump", "print the batches and records of segment files, as kafka-dump-log.sh does"),
+    ("verify", "verify", "check batches, CRCs, indexes and checkpoints of partitions (read-only)"),
+    (
+        "rebuild-index",
+        "rebuild",
+        "rebuild .index/.timeindex/.txnindex from the log (Kafka's recovery)",
+    ),
+    ("lookup", "lookup", "find the segment, position and first record at an offset or a time"),
+    ("cat", "lookup", "records as JSON Lines from an offset or a time"),
+    ("ingest", "ingest", "JSON Lines, CSV or Parquet into a topic-partition directory"),
+    ("query", "query", "SQL over a data directory's topics, each a table (local Spark)"),
+    (
+        "timeline",
+        "timeline",
+        "records and bytes over time per partition, from the indexes only (PNG + summary)",
+    ),
+    ("demo", "demo", "write a sample Kafka partition and dump it (no broker needed)"),
+    (
+        "groups",
+        "groups",
+        "consumer groups' committed offsets and lag from __consumer_offsets (no broker)",
+    ),
+    (
+        "retention",
+        "retention",
+        "what the next retention pass would delete, and what keeps each segment alive",
+    ),
+    ("serve", "serve", "serve a data directory to Kafka clients over Kafka's wire protocol"),
+)
 
+
+def _register(sub: Any, module_name: str) -> None:
+    module = importlib.import_module(f"kafkalog.cli.{module_name}")
+    if hasattr(module, "add_parsers"):
+        module.add_parsers(sub)
+    else:
+        module.add_parser(sub)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; every command's own parser when ``command`` is None, else that command's
+    only (the others, all of them for ``""``, are listed with their help line without
+    importing them)."""
     parser = argparse.ArgumentParser(
         prog="kafkalog",
         description="Read, verify and write Apache Kafka log directories.",
@@ -35,23 +87,54 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    job.add_parser(sub)
-    dump.add_parser(sub)
-    verify.add_parser(sub)
-    rebuild.add_parser(sub)
-    lookup.add_parsers(sub)
-    ingest.add_parser(sub)
-    query.add_parser(sub)
-    timeline.add_parser(sub)
-    demo.add_parser(sub)
+    done: set[str] = set()
+    # a module may register several commands (lookup: lookup and cat): load it whole
+    wanted = {module_name for name, module_name, _ in COMMANDS if name == command}
+    for name, module_name, help_line in COMMANDS:
+        if command is None or module_name in wanted:
+            if module_name not in done:
+                _register(sub, module_name)
+                done.add(module_name)
+        elif not (module_name in done and _registered(sub, name)):
+            sub.add_parser(name, help=help_line, add_help=False)
     return parser
 
 
+def _registered(sub: Any, name: str) -> bool:
+    return name in sub.choices
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line (the first word that is not an option)."""
+    names = {c[0] for c in COMMANDS}
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in names else None
+    return None
+
+
+def _quiet_broken_pipe() -> int:
+    """A reader that went away (``kafkalog dump ... | head``): end quietly, as Unix tools do.
+    Python would complain again when flushing stdout at exit, so stdout is pointed at
+    /dev/null first."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a Unix tool killed by the pipe
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = _command(words)
+    parser = build_parser(command or "")  # no command named: every command a stub
+    args = parser.parse_args(words)
     try:
         return int(args.run(args))
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except KafkalogError as e:
         print(f"kafkalog: error: {e}", file=sys.stderr)
         return 2

@@ -39,7 +39,8 @@ from kafkalog.log.layout import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
-from kafkalog.records import ControlType, LogReader, RecordBatch
+from kafkalog.log.producer_state import ProducerStateManager
+from kafkalog.records import LogReader, RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
@@ -113,33 +114,19 @@ class RollParams:
     now: int
 
 
-class TxnState:
-    """Just enough producer state to rebuild ``.txnindex`` entries while recovering (spec §5.1,
-    §6.5): the first offset of each producer's open transaction, carried across segments."""
+class TxnState(ProducerStateManager):
+    """A producer state held in memory only (no snapshot files): what :meth:`LogSegment.recover`
+    needs to rebuild ``.txnindex`` entries when it recovers segments one after another (spec
+    §5.1, §6.5). Kept for callers that recover segments by hand; the log's loader passes its
+    :class:`ProducerStateManager` rebuilt up to each segment's base offset."""
 
     def __init__(self) -> None:
-        self.ongoing: dict[int, int] = {}
+        super().__init__("", writable=False)
 
-    def update(
-        self, batch: RecordBatch, limits: Limits, base_offset: int | None = None
-    ) -> AbortedTxn | None:
-        """``base_offset`` overrides the batch's own (an append stamps offsets afterwards)."""
-        pid = batch.producer_id
-        if not batch.is_transactional or pid < 0:
-            return None
-        base = batch.base_offset if base_offset is None else base_offset
-        last = base + batch.last_offset_delta
-        if not batch.is_control:
-            self.ongoing.setdefault(pid, base)
-            return None
-        marker = batch.control_record(limits)
-        first = self.ongoing.pop(pid, None)
-        if marker.type is not ControlType.ABORT:
-            return None
-        # LSO when the abort was written: the earliest other open transaction, or just past it
-        others = list(self.ongoing.values())
-        lso = min(others) if others else last + 1
-        return AbortedTxn(pid, base if first is None else first, last, lso)
+    @property
+    def ongoing(self) -> dict[int, int]:
+        """Open transactions: producer id -> first offset."""
+        return self.ongoing_transactions()
 
 
 class SegmentFile:
@@ -624,9 +611,16 @@ class LogSegment:
         return None if found is None else found.offset
 
     # -- recovery and truncation ---------------------------------------------------------------
-    def recover(self, leader_epochs: Any = None, txn_state: TxnState | None = None) -> int:
+    def recover(
+        self,
+        leader_epochs: Any = None,
+        txn_state: ProducerStateManager | None = None,
+    ) -> int:
         """Rebuild all three indexes from the log and cut it at the first invalid batch (spec
-        §6.5); returns the bytes truncated."""
+        §6.5); returns the bytes truncated. ``txn_state`` is the producer state as of the
+        segment's base offset (Kafka's recover takes the ProducerStateManager): each batch
+        updates it, and the ABORT markers of its open transactions become ``.txnindex``
+        entries with their true first offset and LSO."""
         self._require_writable("recover")
         offset_index = self.offset_index.get()
         time_index = self.time_index.get()
@@ -675,6 +669,31 @@ class LogSegment:
         time_index.trim_to_valid_size()
         self.bytes_since_last_index_entry = valid - last_index_entry
         return truncated
+
+    def rebuild_time_index(self) -> None:
+        """Rebuild only the ``.timeindex`` from the log (it was missing), with the entries
+        :meth:`recover` would write; the ``.log``, ``.index`` and ``.txnindex`` are left as
+        they are, since nothing says they are wrong."""
+        self._require_writable("rebuild the time index of")
+        time_index = self.time_index.get()
+        time_index.reset()
+        valid = 0
+        last_index_entry = 0
+        max_ts = _UNKNOWN
+        try:
+            for batch in self.log.entries(0, limits=self.limits):
+                batch.ensure_valid()
+                if batch.max_timestamp > max_ts.timestamp:
+                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if valid - last_index_entry > self.index_interval_bytes:
+                    time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                    last_index_entry = valid
+                valid += batch.size_in_bytes
+        except CorruptRecordError:
+            pass  # recovery (past the recovery point) decides what to cut
+        self._max_ts_and_offset = max_ts
+        time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        time_index.trim_to_valid_size()
 
     def valid_size(self) -> int:
         """Where :meth:`recover` would cut the ``.log``, found without cutting it: the end of

@@ -69,7 +69,12 @@ class OptionError(KafkalogError, ValueError):
     """A read or write option that is unknown, malformed or contradicts another."""
 
 
-DEFAULT_MAX_BYTES_PER_SPLIT = 256 * 1024 * 1024
+#: the largest task by default: a Spark task of a Python source costs ~0.1 s to start whatever
+#: it reads, so tasks are large (bench/RESULTS.md: 4 tasks of 390 MB read a 1.5 GiB topic
+#: ~20% faster than 8 of 195 MB); ``minPartitions`` asks for more where there are more cores
+DEFAULT_MAX_BYTES_PER_SPLIT = 1024 * 1024 * 1024
+#: below this much per task, fewer tasks rather than the floor of four (see ``task_count``)
+MIN_TASK_BYTES = 64 * 1024 * 1024
 
 OffsetSpec = dict[str, dict[int, int]]  # topic -> partition -> offset (or -1/-2)
 

@@ -51,6 +51,11 @@ class _CountingHandle:
         self._stats.bytes_read += len(data)
         return data
 
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        done = self._handle.pread_into(buffer, position)
+        self._stats.bytes_read += done
+        return done
+
     def identity(self) -> tuple[int, int] | None:
         return self._handle.identity()
 
