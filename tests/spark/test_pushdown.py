@@ -148,3 +148,47 @@ def test_pushed_filters_plan_fewer_bytes(data: Path) -> None:
     plain = KafkaLogReader(opts)
     assert type(plain).pushFilters is DataSourceReader.pushFilters
     assert 0 < planned(pushing) * 20 < planned(plain)
+
+
+def test_pushdown_false_reads_everything_and_stats_dir_counts_what_tasks_read(
+    spark: Any, data: Path, tmp_path: Path
+) -> None:
+    """``pushdown=false`` turns pushdown off for one query (a real full scan, Spark still
+    filters), and ``statsDir`` sums what the tasks really read: every byte of every ``.log``
+    for the full scan, a small part of them for the pushed query."""
+    from kafkalog.spark.stats import collect
+
+    where = "topic = 'a' and partition = 1 and offset >= 1000 and offset < 1010"
+    total_bytes = sum(f.stat().st_size for f in data.glob("*/*.log"))
+    total_records = 5 * 3000
+    set_pushdown(spark, True)
+    try:
+        got = {}
+        for pushdown in ("true", "false"):
+            stats = tmp_path / pushdown
+            df = (
+                spark.read.format("kafkalog")
+                .option("path", str(data))
+                .option("pushdown", pushdown)
+                .option("statsDir", str(stats))
+                .load()
+                .where(where)
+            )
+            assert sorted(r.offset for r in df.collect()) == list(range(1000, 1010))
+            got[pushdown] = collect(str(stats))
+        assert got["false"].bytes_read == total_bytes  # the whole topic, nothing skipped
+        assert got["false"].records == total_records
+        assert 0 < got["true"].bytes_read * 20 < total_bytes  # one partition's index seek
+        assert got["true"].records == 10
+        assert got["true"].segments >= 1
+    finally:
+        set_pushdown(spark, False)
+        spark.conf.unset(CONF)
+
+
+def test_pushdown_option_must_be_a_boolean(spark: Any, data: Path) -> None:
+    from pyspark.errors import PySparkException
+
+    reader = spark.read.format("kafkalog").option("path", str(data)).option("pushdown", "maybe")
+    with pytest.raises(PySparkException, match="pushdown"):
+        reader.load().count()

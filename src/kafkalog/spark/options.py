@@ -38,6 +38,9 @@ KNOWN_OPTIONS = {
     "maxoffsetspertrigger",
     "maxbytespersplit",
     "maxtimestamplatenessms",
+    # kafkalog's own: turn filter pushdown off for one query, and count the bytes tasks read
+    "pushdown",
+    "statsdir",
 }
 # accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker.
 # Every ``kafka.``-prefixed option is accepted too (Spark hands them to its consumer), except
@@ -100,6 +103,12 @@ class ReadOptions:
     extra: dict[str, str] = field(default_factory=dict)
     #: ``path`` as given (a URI keeps its query string): executors resolve its filesystem again
     location: str = ""
+    #: ``pushdown=false``: this query ignores the filters Spark offers (a real full scan, with
+    #: Spark still filtering the rows), whatever ``spark.sql.python.filterPushdown.enabled`` says
+    pushdown: bool = True
+    #: ``statsDir``: a local directory (seen by every executor) where each task leaves a small
+    #: JSON file with the bytes it read (see :mod:`kafkalog.spark.stats`)
+    stats_dir: str | None = None
 
 
 def _bool(name: str, value: str) -> bool:
@@ -275,6 +284,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             if "maxtimestamplatenessms" in opts
             else None
         ),
+        pushdown=_bool("pushdown", opts.get("pushdown", "true")),
+        stats_dir=local_path(opts["statsdir"], "statsDir") if opts.get("statsdir") else None,
     )
 
 

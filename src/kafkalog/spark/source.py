@@ -25,6 +25,7 @@ from kafkalog.spark.columns import HEADERS, SCHEMA, Columns, choose_columns, ful
 from kafkalog.spark.options import ReadOptions, parse_read_options
 from kafkalog.spark.plan import Split, plan_read, task_count
 from kafkalog.spark.pushdown import Bounds, bounds_from_filters
+from kafkalog.spark.stats import ReadStats, recorded
 from kafkalog.spark.task import aborted_transactions, read_split
 
 #: the configuration that lets Spark push filters to a Python data source
@@ -48,7 +49,12 @@ class SplitPartition(InputPartition):
         self.location = location
         self.fail_on_data_loss = fail_on_data_loss
 
-    def read(self, include_headers: bool, columns: Columns | None = None) -> Iterator[Any]:
+    def read(
+        self,
+        include_headers: bool,
+        columns: Columns | None = None,
+        stats: ReadStats | None = None,
+    ) -> Iterator[Any]:
         if files.is_remote(self.location):
             files.resolve(self.location)  # this worker process learns the store's settings
         for split in self.splits:
@@ -58,6 +64,7 @@ class SplitPartition(InputPartition):
                 columns=columns,
                 aborted=self.aborted.get(split.directory, []),
                 fail_on_data_loss=self.fail_on_data_loss,
+                stats=stats,
             )
 
 
@@ -136,7 +143,11 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, SplitPartition)
-        return partition.read(self.opts.include_headers, self.columns)
+        if self.opts.stats_dir is None:
+            return partition.read(self.opts.include_headers, self.columns)
+        stats = ReadStats()
+        rows = partition.read(self.opts.include_headers, self.columns, stats)
+        return recorded(rows, stats, self.opts.stats_dir)
 
 
 class PushdownReader(KafkaLogReader):
@@ -145,7 +156,8 @@ class PushdownReader(KafkaLogReader):
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         filters = list(filters)
-        self.bounds = bounds_from_filters(filters)
+        if self.opts.pushdown:  # pushdown=false: a real full scan, the filters left to Spark
+            self.bounds = bounds_from_filters(filters)
         # Spark still evaluates every filter on the rows read: pruning only needs to be safe
         return filters
 

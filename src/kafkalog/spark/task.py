@@ -19,6 +19,7 @@ from kafkalog.log.arrow_read import CHUNK_BYTES, decode_file, keep_rows, offsets
 from kafkalog.log.layout import DELETED_SUFFIX
 from kafkalog.spark.columns import Columns
 from kafkalog.spark.plan import DataLossError, Split
+from kafkalog.spark.stats import ReadStats
 
 AbortedRange = tuple[int, int, int]  # producer id, first offset, last offset
 
@@ -37,16 +38,19 @@ def read_split(
     chunk_bytes: int = CHUNK_BYTES,
     fail_on_data_loss: bool = True,
     columns: Columns | None = None,
+    stats: ReadStats | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns, or
     in ``columns`` (a schema the user gave): only those are decoded, plus the offsets the
-    split's range is cut by."""
+    split's range is cut by. With ``stats``, the segment bytes read are counted there."""
     committed_only = bool(aborted)
     decoded_columns = None if columns is None else columns.sources | {"offset"}
     metadata = ["producerId", "isTransactional"] if committed_only else []
     handle = _open_segment(split, fail_on_data_loss)  # a local file or a pyarrow.fs URI
     if handle is None:
         return
+    if stats is not None:
+        handle = stats.counting(handle)
     try:
         size = handle.size()
         if split.end_position > size and size < split.planned_size and fail_on_data_loss:
