@@ -25,7 +25,7 @@ def s3_store() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
+def spark_session() -> Iterator[object]:
     """One local SparkSession for every test that needs Spark (starting one costs seconds)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -45,3 +45,15 @@ def spark() -> Iterator[object]:
     kafkalog.spark.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture()
+def spark(spark_session: Any) -> Iterator[Any]:
+    """The shared session, put back after the test as every test expects it: filter pushdown
+    at Spark's default (off) and the kafkalog source registered for it (``register`` picks the
+    reader by that setting, so a test that switched it registered again)."""
+    yield spark_session
+    spark_session.conf.unset("spark.sql.python.filterPushdown.enabled")
+    import kafkalog.spark
+
+    kafkalog.spark.register(spark_session)

@@ -1,5 +1,6 @@
 """The package's layers import only the layers before them (the developers' guide):
-``records`` -> ``index`` -> ``log`` -> ``spark`` -> ``cli``, all over ``errors`` and ``files``.
+``records`` -> ``index`` -> ``log`` -> ``spark`` -> ``server`` -> ``cli``, all over ``errors``
+and ``files``.
 Imports inside functions count too: a lazy import is still a dependency."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kafkalog"
-ORDER = ["errors", "files", "records", "index", "log", "spark", "cli"]
+ORDER = ["errors", "files", "records", "index", "log", "spark", "server", "cli"]
 
 
 def _layer(module: str) -> str | None:

@@ -2,21 +2,33 @@
 
 from kafkalog.errors import (
     BatchTooLargeError,
+    ClosedError,
     CompressionError,
     CorruptRecordError,
     IncompleteTailError,
+    InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     KafkalogError,
+    OutOfOrderSequenceError,
+    ProducerStateError,
+    TransactionCoordinatorFencedError,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BatchTooLargeError",
+    "ClosedError",
     "CompressionError",
     "CorruptRecordError",
     "IncompleteTailError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "KafkalogError",
+    "OutOfOrderSequenceError",
+    "ProducerStateError",
+    "TransactionCoordinatorFencedError",
     "__version__",
 ]

@@ -99,3 +99,47 @@ class ReadOnlyError(KafkalogError, PermissionError):
 class InvalidTopicError(KafkalogError, ValueError):
     """A topic name Kafka would refuse; as a directory name it could also point outside the
     data directory (``..``, ``/``), so nothing is created under it."""
+
+
+class ClosedError(KafkalogError, ValueError):
+    """Use of an index, a segment or a log after its final close (a segment's delayed deletion
+    closes it too). Raised instead of reading memory that may no longer be mapped or a file
+    descriptor whose number may belong to another file by now; names the file."""
+
+    def __init__(self, path: str, action: str = "read") -> None:
+        self.path = path
+        self.action = action
+        super().__init__(f"cannot {action} {path}: it is closed (or its segment was deleted)")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.path, self.action))
+
+
+class ProducerStateError(KafkalogError):
+    """An append that the partition's producer state refuses, as a broker would (Kafka's
+    ProducerStateManager): nothing of the append was written."""
+
+    def __init__(self, reason: str, *, producer_id: int, offset: int | None = None) -> None:
+        self.producer_id = producer_id
+        self.offset = offset
+        super().__init__(reason)
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """An idempotent batch whose first sequence does not follow the producer's last one
+    (Kafka's OutOfOrderSequenceException)."""
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """A batch or transaction marker from an older, fenced producer epoch (Kafka's
+    InvalidProducerEpochException)."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """A non-transactional batch from a producer whose transaction is open (Kafka's
+    InvalidTxnStateException)."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A transaction marker from an older coordinator epoch than the producer's last one
+    (Kafka's TransactionCoordinatorFencedException)."""

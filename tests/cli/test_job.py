@@ -28,12 +28,23 @@ def test_job_seeks_one_hour_through_the_indexes(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    seek = next(line for line in lines if line.strip().startswith("index seek"))
-    scan = next(line for line in lines if line.strip().startswith("full scan"))
-    seek_rows, seek_bytes = (int(x.replace(",", "")) for x in seek.split()[2:4])
-    scan_rows, scan_bytes = (int(x.replace(",", "")) for x in scan.split()[2:4])
-    assert seek_rows == scan_rows > 0
+
+    def row(label: str) -> tuple[int, int]:
+        line = next(line for line in lines if line.strip().startswith(label))
+        rows, read = line.split()[-3:-1]
+        return int(rows.replace(",", "")), int(read.replace(",", ""))
+
+    scan_rows, scan_bytes = row("full scan")
+    pushed_rows, pushed_bytes = row("pushed where")
+    seek_rows, seek_bytes = row("index seek")
+    assert seek_rows == scan_rows == pushed_rows > 0
+    # bytes actually read by the tasks: the full scan reads the whole topic, every byte of it
+    topic_bytes = sum(f.stat().st_size for f in (tmp_path / "data").glob("clicks-*/*.log"))
+    assert scan_bytes == topic_bytes
     assert seek_bytes * 5 < scan_bytes  # one hour of a day reads a small part of the topic
-    assert "same aggregate from both: yes" in result.stdout
+    assert seek_bytes <= pushed_bytes < scan_bytes  # a where's lower bound is sought too
+    assert "same aggregate from all three: yes" in result.stdout
+    takeaway = next(line for line in lines if line.startswith("takeaway: "))
+    assert "x fewer bytes" in takeaway and "faster" in takeaway
     assert list((tmp_path / "out").glob("*.parquet"))
     assert (tmp_path / "data" / "clicks-0" / "00000000000000000000.index").exists()

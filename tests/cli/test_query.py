@@ -16,6 +16,7 @@ from kafkalog.cli.query import run
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log, LogDir, TopicConfig
 from kafkalog.records import Record
+from kafkalog.spark import register
 
 T0 = 1_767_268_800_000  # 2026-01-01T12:00:00Z
 CONF = "spark.sql.python.filterPushdown.enabled"
@@ -61,6 +62,7 @@ def _query(spark: Any, data: Path, sql: str, *options: str, **kw: Any) -> str:
             spark.conf.unset(CONF)
         else:
             spark.conf.set(CONF, before)
+        register(spark)  # the source as the setting put back wants it
     return out.getvalue()
 
 

@@ -241,3 +241,35 @@ def test_lazy_index_maps_nothing_until_used(tmp_path: Path) -> None:
     assert os.path.getsize(lazy.path) == 8
     ro = LazyIndex(lazy.path, 0, OffsetIndex, writable=False)
     assert list(ro.get()) == [(3, 30)]
+
+
+def test_every_use_after_close_raises_closed_error(tmp_path: Path) -> None:
+    # issue 11: a closed index used to answer from a stale view (garbage offsets, or SIGSEGV
+    # once its pages were unmapped); now every public path refuses, naming the file
+    from kafkalog.errors import ClosedError, KafkalogError
+    from kafkalog.index import TimeIndex
+
+    oi = make(tmp_path, [])
+    ti = TimeIndex(tmp_path / "0.timeindex", 0, max_index_size=4096)
+    for i in range(1, 100):
+        oi.append(i * 10, i * 100)
+        ti.maybe_append(1_000 + i, i * 10)
+    assert oi.lookup(505) == OffsetPosition(500, 5000)
+    oi.close()
+    ti.close()
+    calls = {
+        "offset lookup": lambda: oi.lookup(505),
+        "offset lookup_many": lambda: oi.lookup_many(np.array([15, 505], dtype=np.int64)),
+        "offset lookup_ceiling": lambda: oi.lookup_ceiling(505),
+        "offset entry": lambda: oi.entry(3),
+        "offset to_numpy": lambda: oi.to_numpy(),
+        "offset append": lambda: oi.append(10_000, 100_000),
+        "time lookup": lambda: ti.lookup(1_050),
+        "time lookup_many": lambda: ti.lookup_many(np.array([1_010], dtype=np.int64)),
+        "time entry": lambda: ti.entry(3),
+        "time to_numpy": lambda: ti.to_numpy(),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ClosedError, match=r"\.(time)?index") as info:
+            call()
+        assert isinstance(info.value, KafkalogError), name

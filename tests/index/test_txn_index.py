@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.errors import (
+    ClosedError,
     CorruptIndexError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -304,19 +305,32 @@ def test_append_after_partial_tail_goes_to_end_of_file(tmp_path: Path) -> None:
     assert idx.trailing_bytes == 4
 
 
-def test_close_then_append_reopens(tmp_path: Path) -> None:
+def test_close_is_final(tmp_path: Path) -> None:
+    # issue 11: a closed index (its segment closed or deleted) refuses every use with a
+    # kafkalog error naming the file, instead of reading a deleted file as "no aborted txn"
     path = tmp_path / "x.txnindex"
     idx = TransactionIndex(path, 0)
     idx.append(AbortedTxn(1, 0, 10, 11))
     idx.close()
     idx.close()  # idempotent
-    assert idx.all_aborted_txns() == [AbortedTxn(1, 0, 10, 11)]
-    with pytest.raises(InvalidOffsetError):
-        idx.append(AbortedTxn(1, 0, 10, 11))  # last offset survives close
-    idx.append(AbortedTxn(2, 0, 20, 21))
-    idx.flush()
-    idx.close()
-    assert len(TransactionIndex(path, 0, writable=False)) == 2
+    idx.flush()  # nothing left to flush
+    uses: list[Callable[[], object]] = [
+        idx.all_aborted_txns,
+        lambda: idx.collect_aborted_txns(0, 100),
+        idx.sanity_check,
+        lambda: len(idx),
+        lambda: idx.trailing_bytes,
+        lambda: idx.append(AbortedTxn(2, 0, 20, 21)),
+        lambda: idx.truncate_to(0),
+        idx.reset,
+        lambda: idx.rename_to(tmp_path / "y.txnindex"),
+    ]
+    for use in uses:
+        with pytest.raises(ClosedError, match=r"x\.txnindex"):
+            use()
+    assert len(TransactionIndex(path, 0, writable=False)) == 1  # the file is untouched
+    assert idx.delete_if_exists()  # a closed index's file can still be deleted
+    assert not path.exists()
 
 
 def test_appends_visible_to_a_concurrent_reader(tmp_path: Path) -> None:
@@ -492,13 +506,17 @@ def test_rename_failure_still_updates_path(tmp_path: Path) -> None:
 
 def test_delete_if_exists(tmp_path: Path) -> None:
     path = tmp_path / "x.txnindex"
+    assert TransactionIndex(path, 0).delete_if_exists() is False  # lazy creation: no file
     idx = TransactionIndex(path, 0)
-    assert idx.delete_if_exists() is False
     idx.append(AbortedTxn(1, 0, 10, 11))
     assert idx.delete_if_exists() is True
     assert not path.exists()
     assert idx.delete_if_exists() is False
-    assert idx.all_aborted_txns() == []
+    with pytest.raises(ClosedError):  # final, as close: "no file" must not read as "empty"
+        idx.all_aborted_txns()
+    with pytest.raises(ClosedError):
+        idx.append(AbortedTxn(2, 0, 20, 21))
+    assert not path.exists()
 
 
 def test_context_manager_and_repr(tmp_path: Path) -> None:
@@ -715,3 +733,34 @@ def test_truncate_to_matches_model(txns: list[AbortedTxn], offset: int) -> None:
             assert idx.last_offset == (txns[cut - 1].last_offset if cut else None)
             assert path.stat().st_size == cut * SIZE
         idx.close()
+
+
+def test_a_read_racing_a_rename_finds_the_file_under_its_new_name(tmp_path: Path) -> None:
+    # issue 11: retention renames a segment's files ``.deleted`` while readers hold it; a read
+    # that lost the race to the rename used to take the missing old name for "no aborted
+    # transactions" and answer empty, so read_committed passed aborted records
+    import threading
+
+    path = tmp_path / "00000000000000000000.txnindex"
+    with TransactionIndex(path, 0) as writer:
+        for i in range(3):
+            writer.append(AbortedTxn(i, 10 * i, 10 * i + 5, 10 * i + 6))
+    idx = TransactionIndex(path, 0)  # no write descriptor: reads open the file by name
+    names = [str(path), str(path) + ".deleted"]
+    stop = threading.Event()
+
+    def rename() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            idx.rename_to(names[n % 2])
+
+    mover = threading.Thread(target=rename)
+    mover.start()
+    try:
+        counts = [len(idx.all_aborted_txns()) for _ in range(3000)]
+    finally:
+        stop.set()
+        mover.join()
+    assert set(counts) == {3}
+    idx.close()

@@ -143,9 +143,11 @@ def test_truncate_fully_and_start_at_clears_the_leader_epoch_cache(tmp_path: Pat
 
 
 def test_truncation_and_retention_remove_producer_snapshots(tmp_path: Path) -> None:
-    # ProducerStateManager.truncateAndReload deletes snapshots past the new log end;
+    # ProducerStateManager.truncateAndReload deletes snapshots past the new log end (and
+    # those at or below the log start), rebuildProducerState takes one at the new end;
     # truncateFullyAndStartAt deletes them all; retention takes each deleted segment's own
-    # (UnifiedLog.deleteProducerSnapshots)
+    # (UnifiedLog.deleteProducerSnapshots). The unreadable (empty) snapshots planted here are
+    # deleted when recovery tries them, and recovery writes one at each recovered base.
     directory = tmp_path / "t-0"
     bases = build(directory)
     for offset in (*bases, 30):
@@ -156,12 +158,13 @@ def test_truncation_and_retention_remove_producer_snapshots(tmp_path: Path) -> N
     def snapshots() -> list[int]:
         return sorted(int(n[:20]) for n in os.listdir(directory) if n.endswith(".snapshot"))
 
+    assert snapshots() == [*bases[1:], 30]
     log.truncate_to(bases[3] + 1)
-    assert snapshots() == bases[:4]
+    assert snapshots() == [*bases[1:4], bases[3] + 1]
     log.increment_log_start_offset(bases[2])
     log.delete_old_segments()
     assert [s.base_offset for s in log.segments] == bases[2:4]
-    assert snapshots() == bases[2:4]
+    assert snapshots() == [*bases[2:4], bases[3] + 1]
     log.truncate_fully_and_start_at(100)
     assert snapshots() == []
     log.close()

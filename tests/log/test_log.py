@@ -168,11 +168,18 @@ def test_truncate_into_the_middle_of_a_batch(tmp_path: Path) -> None:
     log = make(tmp_path, segment_bytes=800)
     fill(log, 30, per_batch=3)
     log.truncate_to(16)  # batch 15..17 goes whole
-    assert log.log_end_offset == 15
+    # Kafka's LocalLog.truncateTo: updateLogEndOffset(targetOffset), whatever the cut left;
+    # the next append continues at the target and offset 15 stays a gap
+    assert log.log_end_offset == 16
+    assert log.recovery_point <= 16
     assert [r.offset for r in log.records()] == list(range(15))
-    fill(log, 3, start=15)
-    assert [r.offset for r in log.records()][-3:] == [15, 16, 17]
+    fill(log, 3, start=16)
+    assert [r.offset for r in log.records()][-3:] == [16, 17, 18]
+    assert log.log_end_offset == 19
     log.close()
+    with Log(tmp_path / "events-0", TopicConfig(segment_bytes=800)) as again:
+        assert again.log_end_offset == 19
+        assert [r.offset for r in again.records()] == [*range(15), 16, 17, 18]
 
 
 def test_recovery_cuts_a_corrupt_tail_and_rebuilds_indexes(tmp_path: Path) -> None:
@@ -388,3 +395,33 @@ def test_partition_lookups_stay_inside_the_data_directory(tmp_path: Path) -> Non
         with pytest.raises(InvalidTopicError, match="not >= 0"):
             LogDir(tmp_path / "data", writable=True).log("t", -1, create=True)
     assert Log(tmp_path / "data" / "Legal.name_x-3").partition == 3  # Kafka's alphabet is fine
+
+
+def test_flush_of_a_removed_partition_directory_is_no_error(tmp_path: Path) -> None:
+    # Kafka's LocalLog.flush syncs the directory through Utils.flushDirIfExists
+    import shutil
+
+    log = make(tmp_path)
+    fill(log, 5)
+    shutil.rmtree(tmp_path / "events-0")
+    log.flush()
+    assert log.recovery_point == 5
+    fill(log, 2, start=5)
+    log.close()
+
+
+def test_truncate_fully_only_lowers_the_recovery_point(tmp_path: Path) -> None:
+    # LocalLog.truncateFullyAndStartAt -> updateLogEndOffset: the recovery point comes down
+    # to the new log end if above it, never up (nothing past it was flushed)
+    log = make(tmp_path)
+    fill(log, 10)
+    log.flush(5)
+    assert log.recovery_point == 5
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (100, 100, 5)
+    fill(log, 3, start=100)
+    log.flush()
+    assert log.recovery_point == 103
+    log.truncate_fully_and_start_at(50)
+    assert (log.log_end_offset, log.recovery_point) == (50, 50)
+    log.close()

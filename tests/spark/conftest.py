@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from pushdown_rows import CONF
+from pushdown_rows import CONF, set_pushdown
 
 
 @pytest.fixture()
 def pushdown(spark: Any) -> Iterator[Any]:
     before = spark.conf.get(CONF, "false")
     yield spark
-    spark.conf.set(CONF, before)
+    set_pushdown(spark, before == "true")

@@ -21,9 +21,12 @@ TASK = DEFAULT_MAX_BYTES_PER_SPLIT
     [
         (0, {}, 1),
         (5 * MB, {}, 1),
-        (TASK, {}, 1),
-        (TASK + 1, {}, 2),
-        (3 * TASK, {}, 4),  # three tasks would leave a core idle on 2 or 4 cores
+        (100 * MB, {}, 1),  # tasks of at least 64 MiB
+        (130 * MB, {}, 2),
+        (200 * MB, {}, 4),  # three tasks would leave a core idle on 2 or 4 cores
+        (TASK, {}, 4),  # at least four tasks
+        (TASK + 1, {}, 4),
+        (3 * TASK, {}, 4),
         (5 * TASK, {}, 8),
         (9 * TASK, {}, 16),
         (17 * TASK, {}, 24),

@@ -11,7 +11,10 @@ import pytest
 
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
-from pushdown_rows import CONF, rows_where
+from kafkalog.spark import register
+from kafkalog.spark.options import parse_read_options
+from kafkalog.spark.source import KafkaLogReader, PushdownReader
+from pushdown_rows import CONF, rows_where, set_pushdown
 
 T0 = 1_767_225_600_000
 
@@ -68,7 +71,7 @@ def test_randomized_queries_samerows_where(pushdown: Any, data: Path) -> None:
 
 
 def test_pruning_reads_less(pushdown: Any, data: Path) -> None:
-    pushdown.conf.set(CONF, "true")
+    set_pushdown(pushdown, True)
     narrow = (
         pushdown.read.format("kafkalog")
         .option("path", str(data))
@@ -92,3 +95,100 @@ def test_lateness_allowance_prunes_upper_bounds(pushdown: Any, data: Path) -> No
     exact = rows_where(pushdown, data, where, False)
     allowed = rows_where(pushdown, data, where, True, maxTimestampLatenessMs="60000")
     assert allowed == exact  # lateness in this data is at most 60 s
+
+
+def test_register_follows_the_pushdown_setting(spark: Any, data: Path) -> None:
+    """On: the filters reach the source, which plans fewer bytes; off: nothing is pushed (the
+    same tasks as without the filter), the same rows. ``register`` learns the setting (PySpark
+    tells a data source nothing of it) or sets it; ``pushdown=False`` reads without pushdown
+    whatever the setting, without the planning error PySpark raises for a pushdown reader."""
+    where = "topic = 'a' and partition = 1 and offset >= 1000 and offset < 1010"
+
+    def frame() -> Any:
+        reader = spark.read.format("kafkalog").option("path", str(data))
+        return reader.option("maxBytesPerSplit", "4000").load()
+
+    everything = frame().rdd.getNumPartitions()
+    want = list(range(1000, 1010))
+    for setting, pushed in ((True, True), (False, False)):
+        set_pushdown(spark, setting)
+        narrow = frame().where(where)
+        tasks = narrow.rdd.getNumPartitions()
+        assert (tasks <= 2 < everything) if pushed else tasks == everything
+        assert sorted(r.offset for r in narrow.collect()) == want
+    spark.conf.unset(CONF)
+    register(spark, pushdown=True)
+    assert spark.conf.get(CONF) == "true"
+    assert frame().where(where).rdd.getNumPartitions() <= 2
+    register(spark, pushdown=False)
+    narrow = frame().where(where)
+    assert narrow.rdd.getNumPartitions() == everything
+    assert sorted(r.offset for r in narrow.collect()) == want
+
+
+def test_pushed_filters_plan_fewer_bytes(data: Path) -> None:
+    """The readers without Spark: the one Spark pushes filters to plans only the bytes the
+    bounds allow; the other has no ``pushFilters`` of its own (PySpark's default keeps every
+    filter), so PySpark never refuses it when pushdown is off."""
+    from pyspark.sql.datasource import DataSourceReader, EqualTo, GreaterThanOrEqual, LessThan
+
+    opts = parse_read_options({"path": str(data)})
+    filters = [
+        EqualTo(("topic",), "a"),
+        EqualTo(("partition",), 1),
+        GreaterThanOrEqual(("offset",), 1000),
+        LessThan(("offset",), 1010),
+    ]
+
+    def planned(reader: Any) -> int:
+        return sum(s.size for t in reader.partitions() for s in t.splits)
+
+    pushing = PushdownReader(opts)
+    assert list(pushing.pushFilters(filters)) == filters  # Spark still checks every row
+    plain = KafkaLogReader(opts)
+    assert type(plain).pushFilters is DataSourceReader.pushFilters
+    assert 0 < planned(pushing) * 20 < planned(plain)
+
+
+def test_pushdown_false_reads_everything_and_stats_dir_counts_what_tasks_read(
+    spark: Any, data: Path, tmp_path: Path
+) -> None:
+    """``pushdown=false`` turns pushdown off for one query (a real full scan, Spark still
+    filters), and ``statsDir`` sums what the tasks really read: every byte of every ``.log``
+    for the full scan, a small part of them for the pushed query."""
+    from kafkalog.spark.stats import collect
+
+    where = "topic = 'a' and partition = 1 and offset >= 1000 and offset < 1010"
+    total_bytes = sum(f.stat().st_size for f in data.glob("*/*.log"))
+    total_records = 5 * 3000
+    set_pushdown(spark, True)
+    try:
+        got = {}
+        for pushdown in ("true", "false"):
+            stats = tmp_path / pushdown
+            df = (
+                spark.read.format("kafkalog")
+                .option("path", str(data))
+                .option("pushdown", pushdown)
+                .option("statsDir", str(stats))
+                .load()
+                .where(where)
+            )
+            assert sorted(r.offset for r in df.collect()) == list(range(1000, 1010))
+            got[pushdown] = collect(str(stats))
+        assert got["false"].bytes_read == total_bytes  # the whole topic, nothing skipped
+        assert got["false"].records == total_records
+        assert 0 < got["true"].bytes_read * 20 < total_bytes  # one partition's index seek
+        assert got["true"].records == 10
+        assert got["true"].segments >= 1
+    finally:
+        set_pushdown(spark, False)
+        spark.conf.unset(CONF)
+
+
+def test_pushdown_option_must_be_a_boolean(spark: Any, data: Path) -> None:
+    from pyspark.errors import PySparkException
+
+    reader = spark.read.format("kafkalog").option("path", str(data)).option("pushdown", "maybe")
+    with pytest.raises(PySparkException, match="pushdown"):
+        reader.load().count()

@@ -14,7 +14,7 @@ import pytest
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
 from provenance import FIXTURES
-from pushdown_rows import CONF, rows_where
+from pushdown_rows import rows_where, set_pushdown
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -158,7 +158,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _all_rows(spark: Any, path: Path, **options: str) -> list[tuple[str, int, int, int]]:
-    spark.conf.set(CONF, "false")
+    set_pushdown(spark, False)
     reader = spark.read.format("kafkalog").option("path", str(path))
     for k, v in options.items():
         reader = reader.option(k, v)
@@ -221,7 +221,7 @@ def test_randomized_against_python_filter(pushdown: Any, mixed: Path) -> None:
         picked = [clause() for _ in range(rng.randint(1, 3))]
         where = " and ".join(f"({c[0]})" for c in picked)
         want = [r for r in everything if all(c[1](r) for c in picked)]
-        pushdown.conf.set(CONF, "true")
+        set_pushdown(pushdown, True)
         df = pushdown.read.format("kafkalog").option("path", str(mixed)).load().where(where)
         df = df.selectExpr("topic", "partition", "offset", "unix_micros(timestamp) as us")
         got = sorted((r.topic, r.partition, r.offset, r.us) for r in df.collect())

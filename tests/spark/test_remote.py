@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from provenance import FIXTURES
+from pushdown_rows import set_pushdown
 
 JAVA = "kafka-4.0-snapshot-javacode"
 T0 = 1700000000000
@@ -61,14 +62,14 @@ def test_s3_read_with_pushed_filters(spark: Any, s3_store: Any) -> None:
     local.createOrReplaceTempView("local_java")
     remote.createOrReplaceTempView("remote_java")
     for enabled in ("true", "false"):
-        spark.conf.set("spark.sql.python.filterPushdown.enabled", enabled)
+        set_pushdown(spark, enabled == "true")
         try:
             got = {
                 name: sorted(spark.sql(query.format(t=name, lo=T0 + 1000, hi=T0 + 3000)).collect())
                 for name in ("local_java", "remote_java")
             }
         finally:
-            spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+            set_pushdown(spark, False)
         assert got["local_java"] and got["remote_java"] == got["local_java"]
 
 

@@ -34,13 +34,14 @@ def add_parser(sub: Any) -> None:
         help="consumer groups' committed offsets and lag from __consumer_offsets (no broker)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
+        epilog="restore consumers from the CSV with:\n"
+        "  kafka-consumer-groups.sh --bootstrap-server ... --group orders-app --reset-offsets"
+        " --from-file reset.csv --execute\n\n"
+        "examples:\n"
         "  kafkalog groups /var/lib/kafka/data\n"
         "  kafkalog groups data --group orders-app --at 2026-01-01T12:00:00Z --json\n"
         "  kafkalog groups data --group orders-app --offsets-for-time 2026-01-01T12:00:00Z"
-        " > reset.csv\n"
-        "  kafka-consumer-groups.sh --bootstrap-server ... --group orders-app --reset-offsets"
-        " --from-file reset.csv --execute",
+        " > reset.csv",
     )
     p.add_argument("path", help="a Kafka data directory (holding __consumer_offsets-N)")
     p.add_argument("--group", action="append", default=None, help="only this group (repeatable)")

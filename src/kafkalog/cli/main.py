@@ -27,6 +27,7 @@ examples:
   kafkalog groups /var/lib/kafka/data --json
   kafkalog groups data --offsets-for-time 2026-01-01T12:00:00Z > reset.csv
   kafkalog retention data/orders-3
+  kafkalog serve --data ./data --listen 127.0.0.1:9092   Kafka clients produce/consume
 """
 
 
@@ -63,6 +64,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "retention",
         "what the next retention pass would delete, and what keeps each segment alive",
     ),
+    ("serve", "serve", "serve a data directory to Kafka clients over Kafka's wire protocol"),
 )
 
 
@@ -86,8 +88,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     done: set[str] = set()
+    # a module may register several commands (lookup: lookup and cat): load it whole
+    wanted = {module_name for name, module_name, _ in COMMANDS if name == command}
     for name, module_name, help_line in COMMANDS:
-        if command is None or name == command:
+        if command is None or module_name in wanted:
             if module_name not in done:
                 _register(sub, module_name)
                 done.add(module_name)

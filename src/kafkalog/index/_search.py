@@ -7,7 +7,11 @@ quirk of never examining the loop's initial ``lo``). The last ``8192`` bytes of 
 "warm" section) are searched first, so lookups of recent entries keep touching the same few
 pages however large the index grows.
 
-The compiled kernels read the mapped bytes directly (no copy of the index); the pure-Python
+The compiled kernels read the mapped bytes directly (no copy of the index) and never trust the
+entry count they are given: each bounds it by the buffer's own length first, so no caller mistake
+or race (an index closed or remapped by another thread between reading its buffer and its count)
+can make them read outside the buffer, which for an index of millions of entries meant a
+SIGSEGV. The buffer they are handed keeps its mapping alive until they return. The pure-Python
 :func:`search_reference` takes an entry reader, so tests can record which pages a search
 touches.
 """
@@ -39,7 +43,8 @@ def _field(buf, slot, entry_size, offset, width):  # type: ignore[no-untyped-def
 @njit(cache=True, nogil=True)
 def search(buf, entries, entry_size, offset, width, target, kind, warm_entries):  # type: ignore[no-untyped-def]
     """Kafka's ``indexSlotRangeFor``: the LLB or SUB slot for ``target``, or -1."""
-    if entries == 0:
+    entries = min(entries, buf.shape[0] // entry_size)  # never past the buffer (see module doc)
+    if entries <= 0:
         return -1
     first_hot = max(0, entries - 1 - warm_entries)
     if _field(buf, first_hot, entry_size, offset, width) < target:
@@ -116,6 +121,7 @@ def floor_sorted(buf, entries, entry_size, offset, width, targets, out):  # type
     agrees with :func:`search`; walking the index once in order turns a batch of random
     lookups from cache misses into a near-sequential scan.
     """
+    entries = min(entries, buf.shape[0] // entry_size)
     j = -1
     for i in range(targets.shape[0]):
         t = targets[i]
@@ -139,9 +145,17 @@ def floor_sorted(buf, entries, entry_size, offset, width, targets, out):  # type
 @njit(cache=True, nogil=True)
 def fields_at(buf, slots, entry_size, offset, width, out):  # type: ignore[no-untyped-def]
     """Gather one field of many entries (slot -1 gives -1)."""
+    available = buf.shape[0] // entry_size
     for i in range(slots.shape[0]):
         s = slots[i]
-        out[i] = -1 if s < 0 else _field(buf, s, entry_size, offset, width)
+        out[i] = -1 if s < 0 or s >= available else _field(buf, s, entry_size, offset, width)
+
+
+@njit(cache=True, nogil=True)
+def fields_at_slots(buf, entries, slots, entry_size, offset, width, out):  # type: ignore[no-untyped-def]
+    """:func:`fields_at` with the (buffer, entry count) head every other kernel has (the count
+    is not needed: a slot past the buffer gives -1 there)."""
+    fields_at(buf, slots, entry_size, offset, width, out)
 
 
 @njit(cache=True, nogil=True)
@@ -156,7 +170,8 @@ def valid_prefix(buf, max_entries, entry_size, key_off, key_width, val_off, val_
     in the log, or an offset relative to the base) are never negative: a corrupt entry with a
     negative one ends the prefix too, else a lookup would read the log before its first byte.
     """
-    if max_entries == 0:
+    max_entries = min(max_entries, buf.shape[0] // entry_size)
+    if max_entries <= 0:
         return 0
     prev_key = _field(buf, 0, entry_size, key_off, key_width)
     prev_val = _field(buf, 0, entry_size, val_off, val_width)

@@ -9,19 +9,34 @@ Two ways to open a file, because kafkalog has two kinds of users:
   is never created, resized, truncated or written, so its bytes and mtime stay as they were. A
   live broker's active index is preallocated with an all-zero tail, so the read-only open finds
   the real entries instead of trusting the file length (see ``valid_prefix``).
+
+Closing, and readers in other threads. ``close`` is final: every later read raises
+:class:`~kafkalog.errors.ClosedError` naming the file, and nothing reads the unmapped pages (a
+lookup on a closed index of millions of entries used to read far outside an empty buffer and
+die of SIGSEGV). Lookups take no lock, because they are the hot path (a lock costs as much as a
+sixth of a lookup): each hands the compiled kernel the buffer itself, which pins the mapping
+(``mmap.close`` refuses while a view of it exists) and bounds every read, and it checks a
+generation counter that every remap and the close move (odd while the mapping changes, and for
+good once closed). A lookup that raced with one redoes itself under the lock, where the mapping
+is stable, or raises ``ClosedError``. A remap waits for the lookups still inside the old mapping
+before it cuts the file, so none of them can touch a page past the new end (SIGBUS).
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import struct
+import threading
+import time
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from kafkalog import files
 from kafkalog.errors import (
+    ClosedError,
     CorruptIndexError,
     IndexFullError,
     IndexOffsetOverflowError,
@@ -32,6 +47,9 @@ from kafkalog.index import _search
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 _SORTED_BATCH = 64  # from this many targets on, sorting them first pays off
 INT32_MAX = 2**31 - 1
+_EMPTY = np.empty(0, np.uint8)
+_EMPTY.flags.writeable = False
+_PIN_WAIT_S = 5.0  # a remap waits this long at most for lookups still inside the old mapping
 
 
 def round_down(n: int, factor: int) -> int:
@@ -60,8 +78,11 @@ class MappedIndex:
         self.writable = writable
         self._file: object = None
         self._mm: mmap.mmap | None = None
-        self._buf: np.ndarray = np.empty(0, np.uint8)
+        self._buf: np.ndarray = _EMPTY
         self._closed = False
+        # even: the mapping is stable; odd: being remapped, or closed for good (module doc)
+        self._generation = 0
+        self._lock = threading.Lock()
         self._ordered_entries = -1
         self._keys_ordered = False
         self.warm_entries = _search.WARM_BYTES // self.ENTRY_SIZE
@@ -136,15 +157,47 @@ class MappedIndex:
 
     def _map(self, length: int) -> None:
         """(Re)map the first ``length`` bytes of the writable file."""
-        self._buf = np.empty(0, np.uint8)
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        self._unmap()
         if length:
             self._mm = mmap.mmap(self._file.fileno(), length)  # type: ignore[attr-defined]
             self._buf = np.frombuffer(self._mm, np.uint8)
         self._length = length
         self._max_entries = length // self.ENTRY_SIZE
+
+    def _unmap(self) -> None:
+        """Drop the buffer and close the mapping once no lookup still reads it.
+
+        A lookup running in another thread holds a view of the buffer, and ``mmap.close``
+        refuses (BufferError) while one exists: wait for it, briefly, since the caller may cut
+        the file next. A view still held after that (one kept by something else than a lookup)
+        keeps the mapping alive until it goes; only our reference is dropped.
+        """
+        self._buf = _EMPTY
+        mm, self._mm = self._mm, None
+        if mm is None:
+            return
+        deadline = time.monotonic() + _PIN_WAIT_S
+        pause = 1e-6
+        while True:
+            try:
+                mm.close()
+                return
+            except BufferError:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(pause)
+                pause = min(pause * 2, 1e-3)
+
+    def _begin_remap(self) -> None:
+        self._generation += 1  # odd: lookups from now on redo themselves under the lock
+
+    def _end_remap(self) -> None:
+        if not self._closed:
+            self._generation += 1
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(self._path)
 
     def _after_open(self) -> None:
         """Subclasses recompute their cached last entry here."""
@@ -192,18 +245,14 @@ class MappedIndex:
         off, width = (
             (self.KEY_OFFSET, self.KEY_WIDTH) if by_key else (self.VALUE_OFFSET, self.VALUE_WIDTH)
         )
-        return int(
-            _search.search(
-                self._buf,
-                self._entries,
-                self.ENTRY_SIZE,
-                off,
-                width,
-                target,
-                kind,
-                self.warm_entries,
-            )
-        )
+        args = (self.ENTRY_SIZE, off, width, target, kind, self.warm_entries)
+        generation = self._generation
+        slot = _search.search(self._buf, self._entries, *args)
+        if generation != self._generation or generation & 1:
+            with self._lock:
+                self._check_open()
+                slot = _search.search(self._buf, self._entries, *args)
+        return int(slot)
 
     def _slots(self, targets: np.ndarray, by_key: bool, kind: int) -> np.ndarray:
         off, width = (
@@ -215,14 +264,11 @@ class MappedIndex:
             # many floor lookups: answer them in key order in one pass over the index
             order = np.argsort(targets, kind="stable")
             slots = np.empty(len(targets), np.int64)
-            _search.floor_sorted(
-                self._buf, self._entries, self.ENTRY_SIZE, off, width, targets[order], slots
-            )
+            self._stable(_search.floor_sorted, self.ENTRY_SIZE, off, width, targets[order], slots)
             out[order] = slots
             return out
-        _search.search_many(
-            self._buf,
-            self._entries,
+        self._stable(
+            _search.search_many,
             self.ENTRY_SIZE,
             off,
             width,
@@ -233,6 +279,40 @@ class MappedIndex:
         )
         return out
 
+    def _stable(self, kernel: Any, *args: Any) -> Any:
+        """``kernel(buffer, entries, *args)`` over a mapping that did not change meanwhile (the
+        protocol of the module doc); kernels that fill ``out`` arrays simply fill them again."""
+        generation = self._generation
+        result = kernel(self._buf, self._entries, *args)
+        if generation != self._generation or generation & 1:
+            with self._lock:
+                self._check_open()
+                result = kernel(self._buf, self._entries, *args)
+        return result
+
+    def _entry_fields(self, fmt: struct.Struct, n: int) -> tuple[int, int]:
+        """The two fields of entry ``n`` (already checked to be < ``entries``)."""
+        generation = self._generation
+        try:
+            a, b = fmt.unpack_from(self._buf.data, n * self.ENTRY_SIZE)
+        except struct.error:  # the buffer was swapped for an empty one meanwhile
+            generation = -1
+        if generation != self._generation or generation & 1:
+            with self._lock:
+                self._check_open()
+                a, b = fmt.unpack_from(self._buf.data, n * self.ENTRY_SIZE)
+        return a, b
+
+    def _entry_bytes(self) -> np.ndarray:
+        """A copy of the valid entries' bytes (never a view of the mapping)."""
+        generation = self._generation
+        raw = self._buf[: self._entries * self.ENTRY_SIZE].copy()
+        if generation != self._generation or generation & 1:
+            with self._lock:
+                self._check_open()
+                raw = self._buf[: self._entries * self.ENTRY_SIZE].copy()
+        return raw
+
     def _floors(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Floor slots of many key targets with both fields of each found entry."""
         targets = np.ascontiguousarray(targets, np.int64)
@@ -240,9 +320,8 @@ class MappedIndex:
             order = np.argsort(targets)
             keys = np.empty(len(targets), np.int64)
             values = np.empty(len(targets), np.int64)
-            slots = _search.floor_sorted_fields(
-                self._buf,
-                self._entries,
+            slots = self._stable(
+                _search.floor_sorted_fields,
                 self.ENTRY_SIZE,
                 self.KEY_OFFSET,
                 self.KEY_WIDTH,
@@ -266,9 +345,8 @@ class MappedIndex:
         """Whether the keys strictly increase (true unless a crashed file was opened writable
         and its zero tail taken for entries, as Kafka does); checked once, then kept up."""
         if self._ordered_entries != self._entries:
-            valid = _search.valid_prefix(
-                self._buf,
-                self._entries,
+            valid = self._stable(
+                _search.valid_prefix,
                 self.ENTRY_SIZE,
                 self.KEY_OFFSET,
                 self.KEY_WIDTH,
@@ -284,7 +362,7 @@ class MappedIndex:
             (self.KEY_OFFSET, self.KEY_WIDTH) if by_key else (self.VALUE_OFFSET, self.VALUE_WIDTH)
         )
         out = np.empty(len(slots), np.int64)
-        _search.fields_at(self._buf, slots, self.ENTRY_SIZE, off, width, out)
+        self._stable(_search.fields_at_slots, slots, self.ENTRY_SIZE, off, width, out)
         return out
 
     # -- writing -------------------------------------------------------------------------------
@@ -292,7 +370,7 @@ class MappedIndex:
         if not self.writable:
             raise ReadOnlyError(f"cannot {what} {self._path}: the index was opened read-only")
         if self._closed:
-            raise ValueError(f"cannot {what} {self._path}: the index is closed")
+            raise ClosedError(self._path, what)
 
     def _check_room(self) -> None:
         if self.is_full():
@@ -304,12 +382,14 @@ class MappedIndex:
         rounded = round_down(new_size, self.ENTRY_SIZE)
         if rounded == self._length:
             return False
-        self._buf = np.empty(0, np.uint8)
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        self._file.truncate(rounded)  # type: ignore[attr-defined]
-        self._map(rounded)
+        with self._lock:
+            self._begin_remap()
+            try:
+                self._unmap()
+                self._file.truncate(rounded)  # type: ignore[attr-defined]
+                self._map(rounded)
+            finally:
+                self._end_remap()
         self._after_resize()
         return True
 
@@ -357,14 +437,20 @@ class MappedIndex:
         self._release()
 
     def _release(self) -> None:
-        self._buf = np.empty(0, np.uint8)
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        if self._file is not None:
-            self._file.close()  # type: ignore[attr-defined]
-            self._file = None
-        self._closed = True
+        """The final close: later reads raise ClosedError (module doc)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                if not self._generation & 1:
+                    self._generation += 1  # odd for good
+            self._unmap()
+            if self._file is not None:
+                self._file.close()  # type: ignore[attr-defined]
+                self._file = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def delete_if_exists(self) -> bool:
         self._release()

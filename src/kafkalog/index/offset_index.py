@@ -54,7 +54,7 @@ class OffsetIndex(MappedIndex):
     def entry(self, n: int) -> OffsetPosition:
         if not 0 <= n < self._entries:
             raise IndexError(f"entry {n} is out of range: {self._path} has {self._entries}")
-        rel, pos = _ENTRY.unpack_from(self._buf.data, n * 8)
+        rel, pos = self._entry_fields(_ENTRY, n)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
@@ -63,7 +63,7 @@ class OffsetIndex(MappedIndex):
 
     def to_numpy(self) -> tuple[np.ndarray, np.ndarray]:
         """All valid entries as (absolute offsets, positions) arrays."""
-        raw = self._buf[: self._entries * 8].view(">i4").reshape(-1, 2)
+        raw = self._entry_bytes().view(">i4").reshape(-1, 2)
         return raw[:, 0].astype(np.int64) + self.base_offset, raw[:, 1].astype(np.int64)
 
     # -- appending --------------------------------------------------------------------------------
@@ -88,9 +88,11 @@ class OffsetIndex(MappedIndex):
     # -- lookups ----------------------------------------------------------------------------------
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Greatest indexed offset <= target and its position, or (base offset, 0)."""
-        slot, rel, pos = _search.offset_floor(
-            self._buf, self._entries, target_offset - self.base_offset
-        )
+        target = target_offset - self.base_offset
+        generation = self._generation
+        slot, rel, pos = _search.offset_floor(self._buf, self._entries, target)
+        if generation != self._generation or generation & 1:  # raced a remap, or closed
+            slot, rel, pos = self._stable(_search.offset_floor, target)
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
         return OffsetPosition(self.base_offset + rel, pos)

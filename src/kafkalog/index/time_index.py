@@ -63,7 +63,7 @@ class TimeIndex(MappedIndex):
     def entry(self, n: int) -> TimestampOffset:
         if not 0 <= n < self._entries:
             raise IndexError(f"entry {n} is out of range: {self._path} has {self._entries}")
-        ts, rel = _ENTRY.unpack_from(self._buf.data, n * 12)
+        ts, rel = self._entry_fields(_ENTRY, n)
         return TimestampOffset(ts, self.base_offset + rel)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
@@ -72,7 +72,7 @@ class TimeIndex(MappedIndex):
 
     def to_numpy(self) -> tuple[np.ndarray, np.ndarray]:
         """All valid entries as (timestamps, absolute offsets) arrays."""
-        raw = self._buf[: self._entries * 12]
+        raw = self._entry_bytes()
         ts = raw.reshape(-1, 12)[:, :8].copy().view(">i8").ravel().astype(np.int64)
         rel = raw.reshape(-1, 12)[:, 8:].copy().view(">i4").ravel().astype(np.int64)
         return ts, rel + self.base_offset
@@ -103,7 +103,10 @@ class TimeIndex(MappedIndex):
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the greatest timestamp <= target, or (-1, base offset)."""
+        generation = self._generation
         slot, ts, rel = _search.time_floor(self._buf, self._entries, target_timestamp)
+        if generation != self._generation or generation & 1:  # raced a remap, or closed
+            slot, ts, rel = self._stable(_search.time_floor, target_timestamp)
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
         return TimestampOffset(ts, self.base_offset + rel)

@@ -21,8 +21,13 @@ File handling, and why:
   or :meth:`~TransactionIndex.collect_aborted_txns`.
 * **One write descriptor, opened on demand.** A writable index opens ``O_RDWR | O_APPEND`` on the
   first mutating call (``O_CREAT`` only for :meth:`~TransactionIndex.append`), so every append
-  lands at the end of the file exactly like Kafka's channel positioned at the end. ``close``
-  releases it; a later append reopens it.
+  lands at the end of the file exactly like Kafka's channel positioned at the end.
+* **``close`` is final.** Afterwards every read and write raises
+  :class:`~kafkalog.errors.ClosedError` naming the file: a closed index is one whose segment is
+  closed or deleted, and reading a deleted ``.txnindex`` as "no file, so no aborted
+  transaction" would hand a ``read_committed`` reader the records of aborted transactions.
+  Reads in other threads that use the write descriptor finish before it is closed, and none
+  starts after (:class:`~kafkalog.files.HandleUsers`).
 * **Read-only means read-only.** ``writable=False`` never opens the file for writing at all;
   every mutating method raises :class:`~kafkalog.errors.ReadOnlyError` naming the file.
 """
@@ -31,14 +36,21 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from kafkalog import files
-from kafkalog.errors import CorruptIndexError, InvalidOffsetError, InvalidRecordError, ReadOnlyError
+from kafkalog.errors import (
+    ClosedError,
+    CorruptIndexError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    ReadOnlyError,
+)
 
 __all__ = ["AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
 
@@ -176,6 +188,11 @@ class TransactionIndex:
         self._writable = writable
         self._fd: int | None = None  # write descriptor; only ever set when writable
         self._last_offset: int | None = None
+        self._users = files.HandleUsers()  # reads through ``_fd`` in flight (module doc)
+        # held across a rename's move and path update, so a read that found no file can tell
+        # "renamed under me" from "no file" (taken only on that error path)
+        self._renaming = threading.Lock()
+        self._renames = 0  # moves so far: a read compares it, not the path (A -> B -> A)
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -207,14 +224,30 @@ class TransactionIndex:
         """Number of complete 34-byte entries in the file (none of them parsed)."""
         return self._size() // AbortedTxn.SIZE
 
+    @property
+    def closed(self) -> bool:
+        return self._users.closed
+
+    def _check_open(self, action: str = "read") -> None:
+        if self._users.closed:
+            raise ClosedError(self._path, action)
+
     # -- reading -------------------------------------------------------------------------------
     def _size(self) -> int:
+        self._check_open()
         if self._fd is not None:
-            return os.fstat(self._fd).st_size
-        try:
-            return files.getsize(self._path)
-        except FileNotFoundError:
-            return 0
+            return _GuardedHandle(self).size()
+        while True:
+            renames, path = self._renames, self._path  # this order: see rename_to
+            try:
+                return files.getsize(path)
+            except FileNotFoundError:
+                self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
+                with self._renaming:  # a rename in progress has finished
+                    moved = self._renames != renames
+                if not moved:
+                    return 0
+                # renamed under us (``.deleted``, a swap): the file is under its new name
 
     @contextmanager
     def _reader(self) -> Iterator[files.ReadHandle | None]:
@@ -224,14 +257,23 @@ class TransactionIndex:
         see exactly what was appended through it) or a fresh read-only handle (a local file or
         a pyarrow.fs URI).
         """
+        self._check_open()
         if self._fd is not None:
-            yield files.borrowed(self._fd)
+            yield _GuardedHandle(self)
             return
-        try:
-            handle = files.open_read(self._path)
-        except FileNotFoundError:
-            yield None
-            return
+        while True:
+            renames, path = self._renames, self._path  # this order: see rename_to
+            try:
+                handle = files.open_read(path)
+                break
+            except FileNotFoundError:
+                self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
+                with self._renaming:  # a rename in progress has finished
+                    moved = self._renames != renames
+                if not moved:
+                    yield None
+                    return
+                # renamed under us (``.deleted``, a swap): open it under its new name
         try:
             yield handle
         finally:
@@ -309,6 +351,7 @@ class TransactionIndex:
             raise ReadOnlyError(
                 f"cannot {what} transaction index {self._path}: it was opened read-only"
             )
+        self._check_open(what)
 
     def _write_fd(self, create: bool) -> int | None:
         """The write descriptor, opening it if needed; ``None`` if there is no file to open and
@@ -378,10 +421,9 @@ class TransactionIndex:
             os.fsync(self._fd)
 
     def close(self) -> None:
-        """Release the write descriptor (idempotent).
-
-        The object stays usable: reads go to the disk and a later append reopens the file.
-        """
+        """The final close (idempotent): wait for reads in flight, release the write
+        descriptor; every later read or write raises :class:`ClosedError`."""
+        self._users.close()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
@@ -391,7 +433,10 @@ class TransactionIndex:
 
         Refused on a read-only index, whose point is never to change what it looks at.
         """
-        self._require_writable("delete")
+        if not self._writable:
+            raise ReadOnlyError(
+                f"cannot delete transaction index {self._path}: it was opened read-only"
+            )
         self.close()
         try:
             os.remove(self._path)
@@ -408,11 +453,13 @@ class TransactionIndex:
         """
         self._require_writable("rename")
         target = os.fspath(new_path)
-        try:
-            if os.path.lexists(self._path):
-                os.replace(self._path, target)
-        finally:
-            self._path = target
+        with self._renaming:
+            try:
+                if os.path.lexists(self._path):
+                    os.replace(self._path, target)
+            finally:
+                self._path = target
+                self._renames += 1
 
     # -- protocol ------------------------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -432,6 +479,46 @@ class TransactionIndex:
             f"TransactionIndex(path={self._path!r}, base_offset={self._base_offset}, "
             f"mode={mode!r}, last_offset={self._last_offset})"
         )
+
+
+class _GuardedHandle:
+    """Reads through the index's own write descriptor, each one counted so that ``close``
+    waits for it (and refused once the index is closed)."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: TransactionIndex) -> None:
+        self._index = index
+
+    def _call(self, read: Any) -> Any:
+        index = self._index
+        index._users.enter(index._path)
+        try:
+            fd = index._fd
+            if fd is None:  # closed between the check and here: enter() would have refused
+                raise ClosedError(index._path)
+            return read(fd)
+        finally:
+            index._users.leave()
+
+    def size(self) -> int:
+        return self._call(lambda fd: os.fstat(fd).st_size)  # type: ignore[no-any-return]
+
+    def pread(self, length: int, position: int) -> bytes:
+        if length <= 0:
+            return b""
+        return self._call(lambda fd: os.pread(fd, length, position))  # type: ignore[no-any-return]
+
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        data = self.pread(len(buffer), position)
+        buffer[: len(data)] = data
+        return len(data)
+
+    def identity(self) -> tuple[int, int] | None:
+        return self._call(lambda fd: (os.fstat(fd).st_dev, os.fstat(fd).st_ino))  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        pass  # the descriptor is the index's
 
 
 def _read_fully(handle: files.ReadHandle, length: int, offset: int) -> bytes:

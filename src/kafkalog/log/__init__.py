@@ -4,6 +4,8 @@
 directory: append, read, time lookups, roll, retention, truncation, recovery) and
 :class:`LogDir` (a broker-style data directory, opened read-only for live brokers), with the
 topic configuration (:class:`TopicConfig`) and checkpoint files in Kafka's formats.
+Loading and recovery live in :mod:`kafkalog.log.loader` (Kafka's LogLoader), producer state
+and its snapshots in :mod:`kafkalog.log.producer_state` (Kafka's ProducerStateManager).
 """
 
 from kafkalog.log.config import TopicConfig
@@ -17,6 +19,12 @@ from kafkalog.log.log import (
     Log,
 )
 from kafkalog.log.logdir import LogDir
+from kafkalog.log.producer_state import (
+    BatchMetadata,
+    ProducerAppendInfo,
+    ProducerStateEntry,
+    ProducerStateManager,
+)
 from kafkalog.log.segment import LogSegment, TimestampAndOffset
 
 __all__ = [
@@ -26,9 +34,13 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendInfo",
+    "BatchMetadata",
     "Log",
     "LogDir",
     "LogSegment",
+    "ProducerAppendInfo",
+    "ProducerStateEntry",
+    "ProducerStateManager",
     "TimestampAndOffset",
     "TopicConfig",
 ]

@@ -34,11 +34,17 @@ def decode_file(
 ) -> Iterator[pa.RecordBatch]:
     """The records of bytes [start, end) of an open segment file (``decode`` goes to
     :func:`~kafkalog.records.decode_range`), stopping after the chunk that reaches
-    ``last_offset``. Errors name ``path`` and the byte in the file."""
+    ``last_offset``. Errors name ``path`` and the byte in the file. The chunks are read into
+    one reused buffer: nothing decoded refers to it (keys and values are copied out)."""
     position = start
     want = chunk_bytes
+    # one buffer for every chunk (the decoded batches copy what they keep out of it)
+    buffer = memoryview(bytearray(min(want, max(0, end - start))))
     while position < end:
-        data = handle.pread(min(want, end - position), position)
+        length = min(want, end - position)
+        if length > len(buffer):
+            buffer = memoryview(bytearray(length))
+        data = buffer[: handle.pread_into(buffer[:length], position)]
         try:
             result = decode_range(data, path=path, **decode)
         except _PositionedError as e:

@@ -9,50 +9,40 @@ expected (a cut-off trailing batch is simply the end, for now).
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog import files
 from kafkalog.errors import (
-    CorruptIndexError,
     CorruptRecordError,
     InvalidRecordError,
     KafkalogError,
     ReadOnlyError,
 )
+from kafkalog.log.deletion import SegmentDeleter
 from kafkalog.log.layout import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    is_offset_prefix,
     is_segment_log,
     new_partition_dir_name,
     offset_from_filename,
     parse_partition_dir,
     segment_file,
 )
+from kafkalog.log.loader import LogLoader, rebuild_producer_state
+from kafkalog.log.producer_state import ProducerAppendInfo, ProducerStateManager
 from kafkalog.log.segment import (
     LogSegment,
     RollParams,
     SegmentConfig,
-    SegmentOverflowError,
     TimestampAndOffset,
-    TxnState,
 )
 from kafkalog.records import LogReader, Record, RecordBatch, TimestampType, encode_batch
 from kafkalog.records.batch import (
     ATTR_TIMESTAMP_TYPE,
-    ATTR_TRANSACTIONAL,
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE,
@@ -60,6 +50,7 @@ from kafkalog.records.batch import (
 from kafkalog.records.columnar import TimestampUnit
 from kafkalog.records.crc import crc32c, crc32c_c
 from kafkalog.records.reader import LogEntry
+from kafkalog.records.small_batch import encode_small_batch
 from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits
 
 EARLIEST_TIMESTAMP = -2
@@ -67,8 +58,6 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4  # tiered storage's names: without it, the log is all local
 LATEST_TIERED_TIMESTAMP = -5
-# KRaft snapshots marked for deletion are left to the metadata log's own recovery (LogLoader)
-_KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
 
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
@@ -76,8 +65,8 @@ _MAX_TS = struct.Struct(">q")
 _ATTRS = struct.Struct(">h")
 _CRC = struct.Struct(">I")
 # the header fields an append needs, from byte 8: length, leader epoch, magic, CRC, attributes,
-# last offset delta, base timestamp, max timestamp
-_unpack_append_header = struct.Struct(">iibIhiqq").unpack_from
+# last offset delta, base timestamp, max timestamp, producer id
+_unpack_append_header = struct.Struct(">iibIhiqqq").unpack_from
 _stamp_base_offset = _BASE_OFFSET.pack_into
 _new_object = object.__new__
 # what the fast path of Log.append reads of the configuration: the largest single-batch append,
@@ -95,10 +84,18 @@ class AppendInfo:
     offset_of_max_timestamp: int
     batches: int
     size: int
+    # True when the append was a retry of one of the producer's last five batches: nothing
+    # was written, the offsets are the ones the first write got (not part of equality)
+    duplicate: bool = field(default=False, compare=False)
 
 
 class Log:
     """A partition log: ``<topic>-<partition>`` directory of segments."""
+
+    # set by the loader (kafkalog.log.loader.LogLoader), kept by every change after it
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
 
     def __init__(
         self,
@@ -124,12 +121,12 @@ class Log:
         self.limits = limits
         self._bases: list[int] = []
         self._segments: dict[int, LogSegment] = {}
-        self._txn_state = TxnState()
         self.leader_epochs: Any = None
         self._lock: Any = None
         self._fast_config: object = None
         self._fast_limits: object = None
         self._fast_params: _FastParams | None = None
+        self._deleter = SegmentDeleter()  # segments renamed .deleted, removed after the delay
         self.last_flush_ms = int(clock() * 1000)
         if writable and files.is_remote(self.directory):
             raise files.RemoteLocationError(
@@ -152,8 +149,9 @@ class Log:
             os.makedirs(self.directory, exist_ok=True)
             self._lock = DirectoryLock(self.directory)
             self._lock.acquire()  # one writer per partition: a second one gets a clear error
+        self.producer_state = ProducerStateManager(self.directory, writable=writable)
         try:
-            self._load(recovery_point, log_start_offset, had_clean_shutdown)
+            LogLoader(self).load(recovery_point, log_start_offset, had_clean_shutdown)
         except BaseException:
             self._release_lock()
             raise
@@ -162,80 +160,6 @@ class Log:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
-
-    # -- loading (spec §7.9) --------------------------------------------------------------------
-    def _load(self, recovery_point: int, log_start: int | None, clean: bool) -> None:
-        sizes = None if self.writable else files.listed_sizes(self.directory)
-        names = sorted(files.listdir(self.directory) if sizes is None else sizes)
-        swapped: set[str] = set()
-        if self.writable:
-            names = self._remove_temp_files(names)
-        else:
-            names, swapped = self._swapped_view(names, sizes)
-        logs = sorted((offset_from_filename(n), n) for n in names if is_segment_log(n))
-        if self.writable:
-            for n in names:
-                stem, _, suffix = n.partition(".")
-                index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-                if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
-                    os.remove(os.path.join(self.directory, n))  # orphaned index
-        for base, name in logs:
-            suffix = SWAP_SUFFIX if name in swapped else ""
-            seg = self._open_segment(
-                base,
-                exists=True,
-                listed_size=None if sizes is None else sizes[name + suffix],
-                suffix=suffix,
-            )
-            if self.writable and self._index_damaged(seg):
-                seg.recover(self._leader_epoch_cache_or_none(), self._txn_state)
-            self._add(seg)
-        self._load_leader_epochs()
-        if self.writable:
-            self._ensure_partition_metadata()
-        if self.writable and not clean and not self._marked_for_deletion():
-            self._recover(recovery_point)
-        if log_start is not None:
-            self._drop_segments_below_log_start(log_start)
-        if not self._bases:
-            if not self.writable:
-                self.recovery_point = self.log_start_offset = self.log_end_offset = log_start or 0
-                return
-            self._add(self._open_segment(log_start or 0, exists=False))
-        active = self.active_segment
-        if self.writable:
-            active.offset_index.get().resize(self.config.segment_index_bytes)
-            active.time_index.get().resize(self.config.segment_index_bytes)
-        self.log_end_offset = self._read_next_offset(active)
-        first_base = self._bases[0]
-        self.log_start_offset = max(log_start or 0, first_base)
-        self.recovery_point = (
-            self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
-        )
-        if self.leader_epochs is not None:
-            self.leader_epochs.truncate_from_end(self.log_end_offset)
-            self.leader_epochs.truncate_from_start(self.log_start_offset)
-
-    @staticmethod
-    def _index_damaged(seg: LogSegment) -> bool:
-        """A missing index, or one whose length is not whole entries: a ``stat`` each, so
-        opening a large log stays cheap."""
-        for path, entry_size in ((seg.offset_index.path, 8), (seg.time_index.path, 12)):
-            try:
-                if os.path.getsize(path) % entry_size:
-                    return True
-            except FileNotFoundError:
-                return True  # (Kafka would start an empty time index; a rebuilt one finds times)
-        # Kafka's LogSegment.sanityCheck also checks the transaction index, and the loader
-        # rebuilds a segment whose .txnindex fails it (CorruptIndexException)
-        try:
-            if os.path.getsize(seg.txn_index.path):
-                seg.txn_index.sanity_check()
-        except FileNotFoundError:
-            pass
-        except CorruptIndexError:
-            return True
-        return False
 
     def _read_next_offset(self, active: LogSegment) -> int:
         """The log end offset. A read-only log whose active segment ends in bytes that are no
@@ -248,105 +172,6 @@ class Log:
                 raise
         active.log.size = active.valid_size()
         return active.read_next_offset()
-
-    def _marked_for_deletion(self) -> bool:
-        """A ``<topic>-<partition>.<id>-delete`` directory: Kafka's LogLoader skips recovering
-        it (it is about to go), so nothing in it is cut or rebuilt."""
-        return os.path.basename(os.path.normpath(self.directory)).endswith("-delete")
-
-    def _drop_segments_below_log_start(self, log_start: int) -> None:
-        """Kafka's ``deleteSegmentsIfLogStartGreaterThanLogEnd``: when the log ends before the
-        checkpointed log start offset (segment files deleted behind the broker's back), every
-        segment goes and the leader-epoch cache is cleared; the caller then starts an empty
-        segment at the log start offset. Read-only, the segments are only left out of view."""
-        if not self._bases or self._read_next_offset(self.active_segment) >= log_start:
-            return
-        for seg in self.segments:
-            if self.writable:
-                self._delete_segment(seg)
-            else:
-                seg.close_handlers()
-        self._bases.clear()
-        self._segments.clear()
-        if self.leader_epochs is not None:
-            self.leader_epochs.clear()
-            self.write_checkpoints()
-
-    def _swap_plan(
-        self, names: list[str], sizes: dict[str, int] | None
-    ) -> tuple[list[str], set[str]]:
-        """Kafka's loader passes 1 and 2 without touching anything: the ``.swap`` files that
-        complete an operation (those at or above the lowest ``.cleaned`` offset belong to an
-        unfinished split, KAFKA-6264) and the other files they replace, which are all files
-        whose name starts with an offset in [lowest swap base, highest swap end): a cleaner
-        run merges several segments into one ``.swap``, so the old ones must go, not only
-        the one of the same name."""
-        cleaned = [offset_from_filename(n) for n in names if n.endswith(CLEANED_SUFFIX)]
-        min_cleaned = min(cleaned, default=None)
-        swaps = [
-            n
-            for n in names
-            if n.endswith(SWAP_SUFFIX)
-            and (min_cleaned is None or offset_from_filename(n) < min_cleaned)
-        ]
-        low: int | None = None
-        high: int | None = None
-        for n in swaps:
-            if not is_segment_log(n[: -len(SWAP_SUFFIX)]):
-                continue
-            base = offset_from_filename(n)
-            seg = LogSegment(
-                self.directory,
-                base,
-                self.config,
-                writable=False,  # only read: no index file is created for the swap
-                suffix=SWAP_SUFFIX,
-                clock=self.clock,
-                limits=self.limits,
-                listed_size=None if sizes is None else sizes[n],
-            )
-            try:
-                end = seg.read_next_offset()
-            finally:
-                seg.close_handlers()
-            low = base if low is None else min(low, base)
-            high = end if high is None else max(high, end)
-        replaced: set[str] = set()
-        if low is not None and high is not None:
-            for n in names:
-                prefix, dot, _ = n.partition(".")
-                swap = n.endswith(SWAP_SUFFIX)
-                if dot and is_offset_prefix(prefix) and not swap and low <= int(prefix) < high:
-                    replaced.add(n)
-        return swaps, replaced
-
-    def _swapped_view(
-        self, names: list[str], sizes: dict[str, int] | None
-    ) -> tuple[list[str], set[str]]:
-        """Read-only: the file names as Kafka's loader will leave them after completing an
-        interrupted swap, and which of them are still on disk with a ``.swap`` suffix."""
-        swaps, replaced = self._swap_plan(names, sizes)
-        targets = {n[: -len(SWAP_SUFFIX)] for n in swaps}
-        kept = {n for n in names if n not in replaced and not n.endswith(SWAP_SUFFIX)}
-        return sorted(kept | targets), targets
-
-    def _remove_temp_files(self, names: list[str]) -> list[str]:
-        """Kafka's loader passes 1-3: delete ``.deleted`` and ``.cleaned`` files and the
-        ``.swap`` files of an unfinished split, delete the files a finished swap replaces,
-        then rename the swap files into place. Returns the names left."""
-        swaps, replaced = self._swap_plan(names, None)
-        for n in names:
-            drop = n.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)) or (
-                n.endswith(SWAP_SUFFIX) and n not in swaps
-            )
-            if (drop and not n.endswith(_KRAFT_SNAPSHOT_DELETED)) or n in replaced:
-                os.remove(os.path.join(self.directory, n))
-        for n in swaps:
-            os.replace(
-                os.path.join(self.directory, n),
-                os.path.join(self.directory, n[: -len(SWAP_SUFFIX)]),
-            )
-        return sorted(files.listdir(self.directory))
 
     def _open_segment(
         self, base: int, *, exists: bool, listed_size: int | None = None, suffix: str = ""
@@ -362,36 +187,6 @@ class Log:
             limits=self.limits,
             listed_size=listed_size,
         )
-
-    def _recover(self, recovery_point: int) -> None:
-        """Recover every segment from the one holding the recovery point; a truncated segment
-        makes every later one go (spec §7.9 recoverLog)."""
-        if not self._bases:
-            return
-        i = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        state = TxnState()
-        # transactions open before the first recovered segment: replay earlier segments' markers
-        for base in self._bases[:i]:
-            for batch in self._segments[base].entries():
-                if isinstance(batch, RecordBatch):
-                    with contextlib.suppress(KafkalogError):
-                        state.update(batch, self.limits)
-        for base in list(self._bases[i:]):
-            seg = self._segments[base]
-            try:
-                truncated = seg.recover(self._leader_epoch_cache_or_none(), state)
-            except SegmentOverflowError:
-                # Kafka's recoverLog lets this through (the loader splits the segment); emptying
-                # the segment would throw away every record in it
-                raise
-            except KafkalogError:
-                seg.truncate_to(seg.base_offset)
-                truncated = 1
-            if truncated > 0:
-                for later in self._bases[self._bases.index(base) + 1 :]:
-                    self._delete_segment(self._segments[later])
-                break
-        self._txn_state = state
 
     def _ensure_partition_metadata(self) -> None:
         """A new partition gets a topic id in ``partition.metadata``, as a broker writes it."""
@@ -414,15 +209,6 @@ class Log:
 
     def _leader_epoch_cache_or_none(self) -> Any:
         return self.leader_epochs
-
-    def _load_leader_epochs(self) -> None:
-        from kafkalog.log.checkpoints import LeaderEpochCache
-
-        path = os.path.join(self.directory, "leader-epoch-checkpoint")
-        try:
-            self.leader_epochs = LeaderEpochCache.from_file(path)
-        except KafkalogError:
-            self.leader_epochs = LeaderEpochCache()  # unreadable: rebuilt from the batches
 
     def _add(self, seg: LogSegment) -> None:
         bisect.insort(self._bases, seg.base_offset)
@@ -487,6 +273,15 @@ class Log:
         ~8 us for the ``write`` of a 16 KiB batch, the general path's ~7 us of parsing and
         calls made appends half as fast as a plain ``write``. Its results, files and errors are
         the general path's (``tests/log/test_fast_append.py``), which takes everything else.
+
+        Batches with a producer id (idempotent or transactional) go through the producer state
+        (:mod:`kafkalog.log.producer_state`), as on a broker: a retry of one of the producer's
+        last five batches returns the offsets it got the first time (``duplicate=True``) and
+        writes nothing; an older epoch, a sequence out of order or a non-transactional batch
+        inside an open transaction is refused (a :class:`~kafkalog.errors.ProducerStateError`)
+        and nothing is written; a COMMIT or ABORT marker ends the producer's transaction (an
+        ABORT adds its ``.txnindex`` entry). With ``assign_offsets=False`` (a follower's
+        append) the batches are applied as they are, as Kafka applies replicated ones.
         """
         if not self.writable:
             self._require_writable("append to")
@@ -500,7 +295,9 @@ class Log:
             size = len(data)
             if params is not None and size >= HEADER_SIZE:
                 max_single, _, segment_bytes, max_segment_ms, flush_messages, flush_ms = params
-                length, epoch, magic, crc, attrs, delta, _, max_ts = _unpack_append_header(data, 8)
+                length, epoch, magic, crc, _attrs, delta, _, max_ts, pid = _unpack_append_header(
+                    data, 8
+                )
                 if length + 12 != size:
                     info = self._append_batches_fast(data, params)
                     if info is not None:
@@ -508,7 +305,7 @@ class Log:
                 elif (
                     size <= max_single
                     and magic == 2
-                    and not attrs & ATTR_TRANSACTIONAL
+                    and pid < 0  # idempotent and transactional batches: producer state
                     and crc32c_c(memoryview(data)[ATTRIBUTES_OFFSET:]) == crc
                 ):
                     base = self.log_end_offset
@@ -584,14 +381,14 @@ class Log:
         while position < size:
             if size - position < HEADER_SIZE:
                 return None
-            length, epoch, magic, crc, attrs, delta, _, batch_max = unpack(data, position + 8)
+            length, epoch, magic, crc, _attrs, delta, _, batch_max, pid = unpack(data, position + 8)
             end = position + 12 + length
             if (
                 end > size
                 or length < HEADER_SIZE - 12
                 or length + 12 > max_batch
                 or magic != 2
-                or attrs & ATTR_TRANSACTIONAL
+                or pid >= 0
                 or crc32c(view[position + ATTRIBUTES_OFFSET : end]) != crc
             ):
                 return None
@@ -639,7 +436,7 @@ class Log:
         next_offset = self.log_end_offset
         max_ts, max_ts_offset = -1, -1
         first_offset = next_offset if assign_offsets else batches[0].base_offset
-        placed: list[tuple[RecordBatch, int]] = []
+        placed: list[tuple[RecordBatch, int, int]] = []
         for batch in batches:
             if not isinstance(batch, RecordBatch) or batch.magic != 2:
                 # as a broker refuses a produce request holding anything but magic 2
@@ -671,12 +468,22 @@ class Log:
                 end = p + batch.size_in_bytes
                 _CRC.pack_into(data, p + CRC_OFFSET, crc32c(memoryview(data)[p + 21 : end]))
                 batch_max = now
-            placed.append((batch, base))
+            placed.append((batch, base, batch_max))
             last = base + batch.last_offset_delta
             if batch_max > max_ts:
                 max_ts, max_ts_offset = batch_max, last
             next_offset = last + 1
         last_offset = next_offset - 1
+        producers = None
+        if any(batch.producer_id >= 0 for batch, _, _ in placed):
+            if assign_offsets:
+                duplicate = self._find_duplicate(placed, len(data))
+                if duplicate is not None:
+                    return duplicate
+            producers = self.producer_state.prepare(client=assign_offsets)
+            for batch, base, batch_max in placed:
+                if batch.producer_id >= 0:
+                    producers.append(batch, base, self.limits, timestamp=batch_max)
         if len(data) > self.config.segment_bytes:
             raise InvalidRecordError(
                 f"an append of {len(data)} bytes is larger than segment.bytes "
@@ -688,7 +495,7 @@ class Log:
         ):
             segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset)
         segment.append(last_offset, max_ts, max_ts_offset, memoryview(data))
-        self._after_append(placed, leader_epoch)
+        self._after_append(placed, leader_epoch, producers)
         self.log_end_offset = next_offset
         if (
             self.log_end_offset - self.recovery_point >= self.config.flush_messages
@@ -705,19 +512,44 @@ class Log:
                 return [RecordBatch.parse(memoryview(data), 0, self.directory)]
         return list(LogReader(data, path=self.directory, limits=self.limits))
 
+    def _find_duplicate(
+        self, placed: list[tuple[RecordBatch, int, int]], size: int
+    ) -> AppendInfo | None:
+        """Kafka's duplicate check (UnifiedLog.analyzeAndValidateProducerState): a batch that
+        repeats one of its producer's last five makes the whole append a retry, answered with
+        the offsets and timestamp that batch got when it was written."""
+        for batch, _, _ in placed:
+            if batch.producer_id < 0:
+                continue
+            meta = self.producer_state.find_duplicate(batch)
+            if meta is not None:
+                ts = meta.timestamp
+                return AppendInfo(
+                    meta.first_offset,
+                    meta.last_offset,
+                    ts,
+                    meta.last_offset if ts >= 0 else -1,
+                    1,
+                    size,
+                    duplicate=True,
+                )
+        return None
+
     def _after_append(
-        self, placed: list[tuple[RecordBatch, int]], leader_epoch: int | None
+        self,
+        placed: list[tuple[RecordBatch, int, int]],
+        leader_epoch: int | None,
+        producers: ProducerAppendInfo | None,
     ) -> None:
-        """Leader epochs and transactions of the batches just appended (parsed once, before
+        """Leader epochs and producer state of the batches just appended (parsed once, before
         their offsets were stamped: ``base`` is where each landed)."""
-        for batch, base in placed:
+        for batch, base, _ in placed:
             epoch = batch.partition_leader_epoch if leader_epoch is None else leader_epoch
             if self.leader_epochs is not None and epoch >= 0:
                 self.leader_epochs.assign(epoch, base)
-            if batch.is_transactional:
-                aborted = self._txn_state.update(batch, self.limits, base)
-                if aborted is not None:
-                    self.active_segment.update_txn_index(aborted)
+        if producers is not None:
+            for aborted in producers.commit():
+                self.active_segment.update_txn_index(aborted)
 
     def append_records(
         self,
@@ -727,6 +559,10 @@ class Log:
         **batch_options: Any,
     ) -> AppendInfo:
         """Encode ``records`` as one batch and append it (offsets assigned by the log)."""
+        if compression is Compression.NONE and not batch_options:
+            data = encode_small_batch(records)  # a record at a time: no field-by-field encode
+            if data is not None:
+                return self.append(data)
         if self.config.message_timestamp_type == "LogAppendTime":
             batch_options.setdefault("timestamp_type", TimestampType.CREATE_TIME)
         return self.append(encode_batch(records, compression=compression, **batch_options))
@@ -769,6 +605,10 @@ class Log:
             active.on_become_inactive()
         segment = self._open_segment(new_offset, exists=False)
         self._add(segment)
+        # Kafka's UnifiedLog.roll: the producer state at the new base offset, so recovering
+        # the new segment starts from this snapshot and scans this segment only
+        self.producer_state.map_end_offset = new_offset
+        self.producer_state.take_snapshot()
         self.flush(new_offset)
         return segment
 
@@ -850,7 +690,7 @@ class Log:
             if upper <= start or seg.base_offset >= end:
                 continue
             found = seg.translate_offset(start) if start > seg.base_offset else None
-            handle = files.open_read(seg.log.path)
+            handle = seg.log.read_handle()  # ClosedError, not a reopen, once the log is closed
             try:
                 for batch in decode_file(
                     handle,
@@ -909,31 +749,17 @@ class Log:
 
     def last_stable_offset(self) -> int:
         """The first offset of the earliest open transaction, else the log end: a
-        read_committed consumer sees nothing at or past it. Producer state comes from the newest
-        ``.snapshot`` at or below the log end, then the batches after it."""
-        from kafkalog.log.producer_snapshot import read_snapshot, snapshot_offsets
-
-        state = TxnState()
-        start = self.log_start_offset
-        for offset in reversed(snapshot_offsets(self.directory)):
-            if offset > self.log_end_offset:
-                continue
-            try:
-                entries = read_snapshot(segment_file(self.directory, offset, SNAPSHOT_SUFFIX))
-            except (KafkalogError, OSError):
-                continue
-            state.ongoing = {
-                e.producer_id: e.current_txn_first_offset
-                for e in entries
-                if e.current_txn_first_offset >= 0
-            }
-            start = offset
-            break
-        for batch in self.batches(start):
-            if isinstance(batch, RecordBatch) and batch.base_offset >= start:
-                with contextlib.suppress(KafkalogError):
-                    state.update(batch, self.limits)
-        return min(state.ongoing.values(), default=self.log_end_offset)
+        read_committed consumer sees nothing at or past it (Kafka's firstUnstableOffset, with
+        the high watermark at the log end). A writable log keeps its producer state as it
+        appends; a read-only one rebuilds it from the newest ``.snapshot`` at or below the
+        log end and the batches after it, writing nothing."""
+        if self.writable:
+            state = self.producer_state
+        else:
+            state = ProducerStateManager(self.directory, writable=False)
+            rebuild_producer_state(self, state, self.log_start_offset, self.log_end_offset)
+        first = state.first_unstable_offset()
+        return self.log_end_offset if first is None else min(first, self.log_end_offset)
 
     def _epoch_at_start(self) -> int | None:
         cache = self.leader_epochs
@@ -1061,36 +887,15 @@ class Log:
         return len(doomed)
 
     def _delete_segment(self, seg: LogSegment) -> None:
-        """Remove from the map, rename every file ``.deleted``; deleted for real right away when
-        ``file.delete.delay.ms`` is 0, else at the next open (Kafka deletes them asynchronously)."""
+        """Remove from the map, rename every file ``.deleted`` and remove them
+        ``file.delete.delay.ms`` later, with the segment's producer snapshot
+        (UnifiedLog.deleteProducerSnapshots); a reader holding the segment keeps reading it
+        until then (:mod:`kafkalog.log.deletion`)."""
         if seg.base_offset in self._segments:
             self._bases.remove(seg.base_offset)
             del self._segments[seg.base_offset]
-        if not seg.has_suffix(DELETED_SUFFIX):
-            seg.change_file_suffixes("", DELETED_SUFFIX)
-        if self.config.file_delete_delay_ms == 0:
-            seg.delete_if_exists()
-        else:
-            seg.close_handlers()
-        # the segment's producer snapshot goes with it (UnifiedLog.deleteProducerSnapshots)
         snapshot = segment_file(self.directory, seg.base_offset, SNAPSHOT_SUFFIX)
-        with contextlib.suppress(FileNotFoundError):
-            if self.config.file_delete_delay_ms == 0:
-                os.remove(snapshot)
-            else:
-                os.replace(snapshot, snapshot + DELETED_SUFFIX)
-
-    def _delete_snapshots_above(self, offset: int) -> None:
-        """Kafka's ProducerStateManager.truncateAndReload: after a truncation every producer
-        snapshot past the new log end is deleted at once. Left behind, one would describe
-        records that are gone, and :meth:`last_stable_offset` would trust it once the log
-        grew past it again."""
-        from kafkalog.log.producer_snapshot import snapshot_offsets
-
-        for found in snapshot_offsets(self.directory):
-            if found > offset:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(segment_file(self.directory, found, SNAPSHOT_SUFFIX))
+        self._deleter.delete([seg], [snapshot], self.config.file_delete_delay_ms)
 
     def increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start forward (segments below go at the next retention)."""
@@ -1115,22 +920,29 @@ class Log:
         for base in [b for b in self._bases if b > offset]:
             self._delete_segment(self._segments[base])
         self.active_segment.truncate_to(offset)
-        self.log_end_offset = self.active_segment.read_next_offset()
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        # Kafka's LocalLog.truncateTo: the log end offset is the target, also when the target
+        # was inside a batch (the segment is cut at that batch's start; the next append
+        # continues at the target)
+        self.log_end_offset = offset
+        self.recovery_point = min(self.recovery_point, offset)
         self.log_start_offset = min(self.log_start_offset, offset)
         if self.leader_epochs is not None:
-            self.leader_epochs.truncate_from_end(self.log_end_offset)
-        self._delete_snapshots_above(offset)
-        self._txn_state = TxnState()
+            self.leader_epochs.truncate_from_end(offset)
+        # the producer state as of the target: snapshots past it deleted (a snapshot left
+        # behind would describe records that are gone), the newest one left reloaded
+        rebuild_producer_state(self, self.producer_state, self.log_start_offset, offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
         self._require_writable("truncate")
         for base in list(self._bases):
             self._delete_segment(self._segments[base])
-        self._delete_snapshots_above(-1)  # ProducerStateManager.truncateFullyAndStartAt
+        self.producer_state.truncate_fully_and_start_at(offset)
         self._add(self._open_segment(offset, exists=False))
-        self.log_end_offset = self.log_start_offset = self.recovery_point = offset
+        self.log_end_offset = self.log_start_offset = offset
+        # Kafka's LocalLog.updateLogEndOffset: the recovery point only ever comes down to the
+        # new log end, never up (what was below it was never flushed)
+        self.recovery_point = min(self.recovery_point, offset)
         if self.leader_epochs is not None:
             # Kafka's clearAndFlush: no epoch is known for a log that starts over, and the
             # file is rewritten at once
@@ -1151,14 +963,21 @@ class Log:
             if base >= upto and base != self._bases[i]:
                 break
             self._segments[base].flush()
-        fd = os.open(self.directory, os.O_RDONLY)
+        # Kafka's Utils.flushDirIfExists: a partition directory removed under a live log (a
+        # deleted topic) is no error; its files are gone with it, there is nothing to sync
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self.directory, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = -1
+        if fd >= 0:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         self.recovery_point = upto
         self.last_flush_ms = int(self.clock() * 1000)
-        self.write_checkpoints()
+        if fd >= 0:
+            self.write_checkpoints()
 
     def write_checkpoints(self) -> None:
         """The partition's own files: ``leader-epoch-checkpoint``."""
@@ -1167,10 +986,18 @@ class Log:
         self.leader_epochs.write(os.path.join(self.directory, "leader-epoch-checkpoint"))
 
     def close(self) -> None:
+        """Flush, close every segment (final: later reads raise ClosedError) and drop the
+        deletions still waiting for their delay (their ``.deleted`` files go at the next open,
+        as after a broker's shutdown)."""
         if self.writable and self._lock is not None:
+            # Kafka's UnifiedLog.close: a snapshot at the log end, so the next open (after this
+            # clean shutdown) loads it and replays nothing
+            self.producer_state.map_end_offset = self.log_end_offset
+            self.producer_state.take_snapshot()
             self.flush()
         for seg in self._segments.values():
             seg.close()
+        self._deleter.close()
         self._release_lock()
 
     def __enter__(self) -> Log:

@@ -1,18 +1,22 @@
 """Producer-state snapshots, ``<offset>.snapshot`` (spec §1.5): what a broker knew about each
 producer at that offset, including the first offset of its open transaction.
 
-kafkalog reads them to find a partition's last stable offset without scanning the whole log.
+The file format only; :mod:`kafkalog.log.producer_state` keeps the state and decides when a
+snapshot is written, loaded or deleted. Kafka stores one entry per producer with the metadata
+of its last batch only (the last five are rebuilt by replaying the log after the snapshot).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafkalog import files
 from kafkalog.errors import CorruptRecordError
-from kafkalog.log.layout import is_offset_prefix
+from kafkalog.log.layout import SNAPSHOT_SUFFIX, is_offset_prefix, segment_file
 from kafkalog.records.crc import crc32c
 
 _HEAD = struct.Struct(">hIi")
@@ -22,6 +26,8 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class ProducerEntry:
+    """One producer as a snapshot stores it (Kafka's ProducerSnapshot.json, version 1)."""
+
     producer_id: int
     epoch: int
     last_sequence: int
@@ -54,6 +60,51 @@ def read_snapshot(path: str | os.PathLike[str]) -> list[ProducerEntry]:
     return [
         ProducerEntry(*_ENTRY.unpack_from(data, _HEAD.size + i * _ENTRY.size)) for i in range(count)
     ]
+
+
+def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
+    """The bytes of a snapshot holding ``entries`` (in the order given)."""
+    rows = list(entries)
+    body = bytearray(_ENTRY.size * len(rows) + 4)
+    struct.pack_into(">i", body, 0, len(rows))
+    for i, e in enumerate(rows):
+        _ENTRY.pack_into(
+            body,
+            4 + i * _ENTRY.size,
+            e.producer_id,
+            e.epoch,
+            e.last_sequence,
+            e.last_offset,
+            e.offset_delta,
+            e.timestamp,
+            e.coordinator_epoch,
+            e.current_txn_first_offset,
+        )
+    return struct.pack(">hI", VERSION, crc32c(body)) + bytes(body)
+
+
+def write_snapshot(
+    directory: str, offset: int, entries: Iterable[ProducerEntry], *, sync: bool = False
+) -> str:
+    """Write ``<offset>.snapshot`` in ``directory`` through a temporary file and a rename, so
+    a crash leaves the old file or the new one, never a torn one; fsync'd with ``sync``."""
+    path = segment_file(directory, offset, SNAPSHOT_SUFFIX)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, encode_snapshot(entries))
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return path
+
+
+def delete_snapshot(directory: str, offset: int) -> None:
+    """Remove ``<offset>.snapshot`` if it is there."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(segment_file(directory, offset, SNAPSHOT_SUFFIX))
 
 
 def snapshot_offsets(directory: str | os.PathLike[str]) -> list[int]:

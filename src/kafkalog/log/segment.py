@@ -4,6 +4,11 @@
 The ``.log`` is read with ``pread`` in chunks rather than mapped: a segment that is truncated while
 a mapping of it is alive would kill the process with SIGBUS on the next touch, and a live broker's
 active segment is appended to (and occasionally truncated) under our feet.
+
+A segment's ``close`` (and ``close_handlers``, and ``delete_if_exists``, which a delayed
+deletion runs) is final: every later read or write raises :class:`~kafkalog.errors.ClosedError`
+naming the file. Reads in other threads that are inside a ``pread`` finish first, and none
+starts after, so a descriptor number is never read once it may name another file.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from kafkalog import files
 from kafkalog.errors import (
+    ClosedError,
     CorruptRecordError,
     IndexOffsetOverflowError,
     KafkalogError,
@@ -39,7 +45,8 @@ from kafkalog.log.layout import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
-from kafkalog.records import ControlType, LogReader, RecordBatch
+from kafkalog.log.producer_state import ProducerStateManager
+from kafkalog.records import LogReader, RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
@@ -55,6 +62,11 @@ _new_tuple = tuple.__new__  # TimestampOffset(a, b) without its Python-level __n
 
 class SegmentOverflowError(IndexOffsetOverflowError):
     """An append whose offsets do not fit this segment's 32-bit relative offsets."""
+
+
+class SegmentFullError(KafkalogError, ValueError):
+    """An append that would grow a ``.log`` past 2^31-1 bytes, which its 32-bit positions (and
+    Kafka's FileRecords) cannot address: the segment must be rolled first."""
 
 
 class SegmentConfig(Protocol):
@@ -113,33 +125,19 @@ class RollParams:
     now: int
 
 
-class TxnState:
-    """Just enough producer state to rebuild ``.txnindex`` entries while recovering (spec §5.1,
-    §6.5): the first offset of each producer's open transaction, carried across segments."""
+class TxnState(ProducerStateManager):
+    """A producer state held in memory only (no snapshot files): what :meth:`LogSegment.recover`
+    needs to rebuild ``.txnindex`` entries when it recovers segments one after another (spec
+    §5.1, §6.5). Kept for callers that recover segments by hand; the log's loader passes its
+    :class:`ProducerStateManager` rebuilt up to each segment's base offset."""
 
     def __init__(self) -> None:
-        self.ongoing: dict[int, int] = {}
+        super().__init__("", writable=False)
 
-    def update(
-        self, batch: RecordBatch, limits: Limits, base_offset: int | None = None
-    ) -> AbortedTxn | None:
-        """``base_offset`` overrides the batch's own (an append stamps offsets afterwards)."""
-        pid = batch.producer_id
-        if not batch.is_transactional or pid < 0:
-            return None
-        base = batch.base_offset if base_offset is None else base_offset
-        last = base + batch.last_offset_delta
-        if not batch.is_control:
-            self.ongoing.setdefault(pid, base)
-            return None
-        marker = batch.control_record(limits)
-        first = self.ongoing.pop(pid, None)
-        if marker.type is not ControlType.ABORT:
-            return None
-        # LSO when the abort was written: the earliest other open transaction, or just past it
-        others = list(self.ongoing.values())
-        lso = min(others) if others else last + 1
-        return AbortedTxn(pid, base if first is None else first, last, lso)
+    @property
+    def ongoing(self) -> dict[int, int]:
+        """Open transactions: producer id -> first offset."""
+        return self.ongoing_transactions()
 
 
 class SegmentFile:
@@ -158,6 +156,7 @@ class SegmentFile:
         self.path = path
         self.writable = writable
         self._reader: files.ReadHandle | None = None
+        self._users = files.HandleUsers()  # reads in flight, so that close waits for them
         self.fd = -1
         if not writable and listed_size is not None:
             # the size came with the directory listing: open on the first read, so opening a
@@ -180,10 +179,18 @@ class SegmentFile:
                 path=path,
             )
 
+    @property
+    def closed(self) -> bool:
+        return self._users.closed
+
     def refresh(self) -> int:
         """Re-read the length of a file another process appends to (read-only segments)."""
         if not self.writable:
-            self.size = self._handle().size()
+            self._users.enter(self.path)
+            try:
+                self.size = self._handle().size()
+            finally:
+                self._users.leave()
         return self.size
 
     def _handle(self) -> files.ReadHandle:
@@ -192,12 +199,47 @@ class SegmentFile:
         return self._reader
 
     def read(self, position: int, length: int) -> bytes:
+        users = self._users
+        if users.closed:
+            raise ClosedError(self.path)
         length = max(0, min(length, self.size - position))
         if not length:
             return b""
-        if self.fd >= 0:
-            return os.pread(self.fd, length, position)
-        return self._handle().pread(length, position)
+        users.enter(self.path)
+        try:
+            if self.fd >= 0:
+                return os.pread(self.fd, length, position)
+            return self._handle().pread(length, position)
+        finally:
+            users.leave()
+
+    def read_into(self, buffer: memoryview, position: int) -> int:
+        """Fill ``buffer`` from ``position`` (up to the logical end); the bytes read."""
+        users = self._users
+        if users.closed:
+            raise ClosedError(self.path)
+        length = max(0, min(len(buffer), self.size - position))
+        if not length:
+            return 0
+        users.enter(self.path)
+        try:
+            if self.fd >= 0:
+                done = 0
+                while done < length:
+                    n = os.preadv(self.fd, [buffer[done:length]], position + done)
+                    if n <= 0:
+                        break
+                    done += n
+                return done
+            return self._handle().pread_into(buffer[:length], position)
+        finally:
+            users.leave()
+
+    def read_handle(self) -> files.ReadHandle:
+        """This file as a :class:`~kafkalog.files.ReadHandle` that reads through
+        :meth:`read` (so it stops with ClosedError when the segment is closed); closing the
+        handle leaves the file open."""
+        return _SegmentReadHandle(self)
 
     def append(self, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` (bytes-like) at the logical end, which moves only once every byte is
@@ -228,13 +270,15 @@ class SegmentFile:
             os.fsync(self.fd)
 
     def close(self) -> None:
-        if self.fd >= 0:
+        if self.fd >= 0 and not self._users.closed:
             self.flush()
             self.trim()
         self.close_handle()
 
     def close_handle(self) -> None:
-        """Release the file without flushing (a segment about to be deleted or renamed)."""
+        """Release the file without flushing (a segment about to be deleted or renamed), once
+        the reads in flight in other threads are done; later reads raise ClosedError."""
+        self._users.close()
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -281,6 +325,30 @@ class SegmentFile:
             else:
                 want = min(want * 4, _CHUNK)
             pos = cut.position
+
+
+class _SegmentReadHandle:
+    """A :class:`SegmentFile` read by position as :func:`files.open_read` handles are."""
+
+    __slots__ = ("_file",)
+
+    def __init__(self, file: SegmentFile) -> None:
+        self._file = file
+
+    def size(self) -> int:
+        return self._file.size
+
+    def pread(self, length: int, position: int) -> bytes:
+        return self._file.read(position, length)
+
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        return self._file.read_into(buffer, position)
+
+    def identity(self) -> tuple[int, int] | None:
+        return None
+
+    def close(self) -> None:
+        pass  # the file is the segment's
 
 
 class LogSegment:
@@ -341,6 +409,7 @@ class LogSegment:
         self._max_ts_and_offset = _UNKNOWN
         self.rolling_based_timestamp: int | None = None
         self.created = self._now_ms()
+        self._closed = False
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -354,7 +423,10 @@ class LogSegment:
 
     def _index_if_present(self, lazy: LazyIndex[_I]) -> _I | None:
         """The index, or None for a read-only segment without the file; the file is looked
-        for until it is loaded, not on every lookup (a request each on an object store)."""
+        for until it is loaded, not on every lookup (a request each on an object store).
+        Never opened (a writable one: created) once the segment is closed."""
+        if self._closed:
+            raise ClosedError(lazy.path)
         if not self.writable and not lazy.is_loaded and not files.exists(lazy.path):
             return None
         return lazy.get()
@@ -362,6 +434,12 @@ class LogSegment:
     def _require_writable(self, what: str) -> None:
         if not self.writable:
             raise ReadOnlyError(f"cannot {what} {self.log.path}: the segment was opened read-only")
+        if self._closed:
+            raise ClosedError(self.log.path, what)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     # -- sizes and timestamps -------------------------------------------------------------------
     @property
@@ -404,6 +482,8 @@ class LogSegment:
 
     @property
     def last_modified(self) -> int:
+        if self._closed:
+            raise ClosedError(self.log.path)
         return files.mtime_ms(self.log.path)
 
     def set_last_modified(self, ms: int) -> None:
@@ -427,6 +507,13 @@ class LogSegment:
         if size == 0:
             return
         position = self.log.size
+        if size > INT32_MAX - position:
+            # Kafka's FileRecords.append guard (try_append never gets here: segment.bytes is
+            # an int, so its own size check sends such an append down this path)
+            raise SegmentFullError(
+                f"append of {size} bytes is too large for segment {self.log.path} with its "
+                f"current file position at {position}: a .log may not exceed {INT32_MAX} bytes"
+            )
         if position == 0:
             self.rolling_based_timestamp = largest_timestamp
         offset_index = self.offset_index.get()
@@ -624,9 +711,16 @@ class LogSegment:
         return None if found is None else found.offset
 
     # -- recovery and truncation ---------------------------------------------------------------
-    def recover(self, leader_epochs: Any = None, txn_state: TxnState | None = None) -> int:
+    def recover(
+        self,
+        leader_epochs: Any = None,
+        txn_state: ProducerStateManager | None = None,
+    ) -> int:
         """Rebuild all three indexes from the log and cut it at the first invalid batch (spec
-        §6.5); returns the bytes truncated."""
+        §6.5); returns the bytes truncated. ``txn_state`` is the producer state as of the
+        segment's base offset (Kafka's recover takes the ProducerStateManager): each batch
+        updates it, and the ABORT markers of its open transactions become ``.txnindex``
+        entries with their true first offset and LSO."""
         self._require_writable("recover")
         offset_index = self.offset_index.get()
         time_index = self.time_index.get()
@@ -675,6 +769,31 @@ class LogSegment:
         time_index.trim_to_valid_size()
         self.bytes_since_last_index_entry = valid - last_index_entry
         return truncated
+
+    def rebuild_time_index(self) -> None:
+        """Rebuild only the ``.timeindex`` from the log (it was missing), with the entries
+        :meth:`recover` would write; the ``.log``, ``.index`` and ``.txnindex`` are left as
+        they are, since nothing says they are wrong."""
+        self._require_writable("rebuild the time index of")
+        time_index = self.time_index.get()
+        time_index.reset()
+        valid = 0
+        last_index_entry = 0
+        max_ts = _UNKNOWN
+        try:
+            for batch in self.log.entries(0, limits=self.limits):
+                batch.ensure_valid()
+                if batch.max_timestamp > max_ts.timestamp:
+                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if valid - last_index_entry > self.index_interval_bytes:
+                    time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                    last_index_entry = valid
+                valid += batch.size_in_bytes
+        except CorruptRecordError:
+            pass  # recovery (past the recovery point) decides what to cut
+        self._max_ts_and_offset = max_ts
+        time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        time_index.trim_to_valid_size()
 
     def valid_size(self) -> int:
         """Where :meth:`recover` would cut the ``.log``, found without cutting it: the end of
@@ -799,6 +918,9 @@ class LogSegment:
         self.txn_index.flush()
 
     def close(self) -> None:
+        """Flush the last time index entry, trim and release every file: final."""
+        if self._closed:
+            return
         if self.writable and self._max_ts_and_offset != _UNKNOWN:
             try:
                 latest = self._max_ts_and_offset
@@ -807,19 +929,23 @@ class LogSegment:
                 )
             except KafkalogError:
                 pass
+        self._closed = True
         self.offset_index.close()
         self.time_index.close()
         self.log.close()
         self.txn_index.close()
 
     def close_handlers(self) -> None:
+        """Release every file without trimming or flushing (a segment being deleted): final."""
+        self._closed = True
         self.offset_index.close_handler()
         self.time_index.close_handler()
         self.log.close_handle()
         self.txn_index.close()
 
     def delete_if_exists(self) -> None:
-        self._require_writable("delete")
+        if not self.writable:
+            raise ReadOnlyError(f"cannot delete {self.log.path}: the segment was opened read-only")
         self.close_handlers()
         for path in (self.log.path, self.offset_index.path, self.time_index.path):
             if os.path.exists(path):

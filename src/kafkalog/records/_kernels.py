@@ -452,8 +452,8 @@ def scan_entries(buf, start, end, max_entry, out_pos, out_fields):  # type: igno
 @njit(cache=True, nogil=True)
 def decode_v2(  # type: ignore[no-untyped-def]
     srcs, b_src, b_start, b_end, b_count, b_base_offset, b_base_ts, b_fixed_ts, b_use_fixed_ts,
-    want_headers, out_offset, out_ts, key_off, key_data, key_valid, val_off, val_data, val_valid,
-    hl_off, hk_off, hk_data, hv_off, hv_data, hv_valid, dctx, scratch, b_zcap,
+    want_headers, want_key, want_value, out_offset, out_ts, key_off, key_data, key_valid, val_off,
+    val_data, val_valid, hl_off, hk_off, hk_data, hv_off, hv_data, hv_valid, dctx, scratch, b_zcap,
 ):
     """Decode the records of many batches straight into Arrow-shaped buffers.
 
@@ -463,7 +463,8 @@ def decode_v2(  # type: ignore[no-untyped-def]
     with the libzstd context ``dctx`` into the buffer at address ``scratch`` (at most
     ``b_zcap[b]`` bytes, which it has room for) and decoded from it; a payload libzstd refuses
     is ERR_INFLATE, too many declared records for its output ERR_RECORD_COUNT. Header buffers
-    grow on demand and are returned.
+    grow on demand and are returned. Keys (values) are checked but not copied unless
+    ``want_key`` (``want_value``): their outputs are then not written and may be of length 1.
     Returns (error, batch, error pos, records, key bytes, value bytes, headers, hk bytes,
     hv bytes, hk_off, hk_data, hv_off, hv_data, hv_valid).
     """
@@ -527,16 +528,19 @@ def decode_v2(  # type: ignore[no-untyped-def]
                 if kl > rend - pos:
                     return (ERR_KEY_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
                             hk_off, hk_data, hv_off, hv_data, hv_valid)
-                _copy_at(kaddr + kp, buf + pos, kl)
-                kp += kl
+                if want_key:
+                    _copy_at(kaddr + kp, buf + pos, kl)
+                    kp += kl
+                    key_valid[n] = True
                 pos += kl
-                key_valid[n] = True
             elif kl == -1:
-                key_valid[n] = False
+                if want_key:
+                    key_valid[n] = False
             else:
                 return (ERR_KEY_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
                         hk_off, hk_data, hv_off, hv_data, hv_valid)
-            key_off[n + 1] = kp
+            if want_key:
+                key_off[n + 1] = kp
             vl, pos = _varint(buf, pos, rend)
             if pos < 0:
                 return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,
@@ -545,16 +549,19 @@ def decode_v2(  # type: ignore[no-untyped-def]
                 if vl > rend - pos:
                     return (ERR_VALUE_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
                             hk_off, hk_data, hv_off, hv_data, hv_valid)
-                _copy_at(vaddr + vp, buf + pos, vl)
-                vp += vl
+                if want_value:
+                    _copy_at(vaddr + vp, buf + pos, vl)
+                    vp += vl
+                    val_valid[n] = True
                 pos += vl
-                val_valid[n] = True
             elif vl == -1:
-                val_valid[n] = False
+                if want_value:
+                    val_valid[n] = False
             else:
                 return (ERR_VALUE_LENGTH, b, rstart, n, kp, vp, h, hkp, hvp,
                         hk_off, hk_data, hv_off, hv_data, hv_valid)
-            val_off[n + 1] = vp
+            if want_value:
+                val_off[n + 1] = vp
             hc, pos = _varint(buf, pos, rend)
             if pos < 0:
                 return (ERR_VARINT, b, rstart, n, kp, vp, h, hkp, hvp,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -81,8 +81,11 @@ def arrow_schema(
     metadata: Sequence[str] = (),
     timestamp_unit: TimestampUnit = "ms",
     topic_partition: bool = False,
+    columns: Collection[str] | None = None,
 ) -> pa.Schema:
-    """The schema :func:`decode_arrow` produces for these options (Spark's column order)."""
+    """The schema :func:`decode_arrow` produces for these options (Spark's column order);
+    with ``columns``, only the record columns named there (metadata columns are asked for
+    by ``metadata``)."""
     fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary())]
     if topic_partition:
         fields += [pa.field("topic", pa.string()), pa.field("partition", pa.int32())]
@@ -99,7 +102,27 @@ def arrow_schema(
                 f"unknown metadata column {name!r}; known: {', '.join(METADATA_COLUMNS)}"
             )
         fields.append(pa.field(name, METADATA_COLUMNS[name]))
+    if columns is not None:
+        unknown = set(columns) - set(RECORD_COLUMNS)
+        if unknown:
+            raise ValueError(
+                f"unknown column(s) {sorted(unknown)}; known: {', '.join(RECORD_COLUMNS)}"
+            )
+        fields = [f for f in fields if f.name in columns or f.name in metadata]
     return pa.schema(fields)
+
+
+#: The record columns :func:`decode_range` can produce (``columns`` picks some of them).
+RECORD_COLUMNS = (
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestampType",
+    "headers",
+)
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,10 @@ class _Options:
     partition: int | None
     limits: Limits
     decompress_threads: int
+    columns: frozenset[str]
+
+    def wants(self, column: str) -> bool:
+        return column in self.columns
 
 
 @dataclass(frozen=True)
@@ -157,6 +184,7 @@ def decode_range(
     partition: int | None = None,
     limits: Limits = DEFAULT_LIMITS,
     decompress_threads: int = 1,
+    columns: Collection[str] | None = None,
 ) -> DecodedRange:
     """Decode every complete log entry from ``start`` to ``end`` of ``buffer``.
 
@@ -168,6 +196,8 @@ def decode_range(
     into runs inflated and decoded in parallel (without ``include_headers``), other codecs are
     inflated on a pool (zstd and gzip release the GIL); leave it at 1 where every core already
     runs a task, as under Spark.
+    ``columns`` names the record columns wanted (of :data:`RECORD_COLUMNS`; default all): the
+    others are not built, and keys or values left out are checked but never copied.
     """
     if (topic is None) != (partition is None):
         raise ValueError("give both topic and partition, or neither")
@@ -176,11 +206,12 @@ def decode_range(
         metadata=metadata,
         timestamp_unit=timestamp_unit,
         topic_partition=topic is not None,
+        columns=columns,
     )
     opts = _Options(
         schema,
         path,
-        include_headers,
+        include_headers and (columns is None or "headers" in columns),
         tuple(metadata),
         timestamp_unit,
         verify_crc,
@@ -189,6 +220,7 @@ def decode_range(
         partition,
         limits,
         max(1, decompress_threads),
+        frozenset(RECORD_COLUMNS if columns is None else columns),
     )
     data = np.frombuffer(buffer, dtype=np.uint8)
     stop = len(data) if end is None else min(end, len(data))
@@ -364,14 +396,16 @@ def _decode_v2(
     total = int(sel_counts.sum())
     area_bytes = int(room_bound.sum())
     fixed = (attrs[idx] & 0x08) != 0
+    want_key, want_value = opts.wants("key"), opts.wants("value")
     out_offset = _alloc(total, np.int64)
     out_ts = _alloc(total, np.int64)
-    key_off = _alloc(total + 1, np.int32)
-    val_off = _alloc(total + 1, np.int32)
-    key_valid = _alloc(total, np.bool_)
-    val_valid = _alloc(total, np.bool_)
-    key_data = _alloc(area_bytes, np.uint8)
-    val_data = _alloc(area_bytes, np.uint8)
+    # keys and values not asked for are never copied: their buffers stay one element long
+    key_off = _alloc(total + 1 if want_key else 1, np.int32)
+    val_off = _alloc(total + 1 if want_value else 1, np.int32)
+    key_valid = _alloc(total if want_key else 1, np.bool_)
+    val_valid = _alloc(total if want_value else 1, np.bool_)
+    key_data = _alloc(area_bytes if want_key else 1, np.uint8)
+    val_data = _alloc(area_bytes if want_value else 1, np.uint8)
     hl_off = _alloc(total + 1 if include_headers else 1, np.int32)
     # held here until the kernel returns: it writes through the scratch buffer's address
     dctx, scratch = _zstd_kernel_state(int(zcap.max())) if fused else (0, _NO_SCRATCH)
@@ -382,7 +416,7 @@ def _decode_v2(
     threads = min(opts.decompress_threads, len(idx))
     # what the kernel takes first, threaded or not: the batches and their header fields
     batches = (srcs, src, starts, ends, sel_counts, base_offsets, base_ts, max_ts, fixed)
-    if fused and threads > 1 and not include_headers:
+    if fused and threads > 1 and not include_headers and want_key and want_value:
         done = _decode_chunks(
             threads,
             *batches,
@@ -399,6 +433,8 @@ def _decode_v2(
         res = K.decode_v2(
             *batches,
             include_headers,
+            want_key,
+            want_value,
             out_offset,
             out_ts,
             key_off,
@@ -433,21 +469,30 @@ def _decode_v2(
                 path=path,
                 position=where + HEADER_SIZE,
             )
-    columns: list[pa.Array] = [
-        _binary(total, key_off, key_data[:kp], key_valid),
-        _binary(total, val_off, val_data[:vp], val_valid),
-    ]
+    columns: list[pa.Array] = []
+    if want_key:
+        columns.append(_binary(total, key_off, key_data[:kp], key_valid))
+    if want_value:
+        columns.append(_binary(total, val_off, val_data[:vp], val_valid))
     if opts.topic is not None:
         assert opts.partition is not None
-        columns += _topic_partition(opts.topic, opts.partition, total)
-    ts_type = np.where(fixed, 1, 0).astype(np.int32)
-    columns += [
-        pa.array(out_offset, pa.int64()),
-        _timestamps(
-            out_ts, opts.timestamp_unit, lambda i: _batch_of(i, sel_counts, positions), path
-        ),
-        pa.array(np.repeat(ts_type, sel_counts), pa.int32()),
-    ]
+        topic_partition = _topic_partition(opts.topic, opts.partition, total)
+        columns += [
+            a
+            for a, name in zip(topic_partition, ("topic", "partition"), strict=True)
+            if opts.wants(name)
+        ]
+    if opts.wants("offset"):
+        columns.append(pa.array(out_offset, pa.int64()))
+    if opts.wants("timestamp"):
+        columns.append(
+            _timestamps(
+                out_ts, opts.timestamp_unit, lambda i: _batch_of(i, sel_counts, positions), path
+            )
+        )
+    if opts.wants("timestampType"):
+        ts_type = np.where(fixed, 1, 0).astype(np.int32)
+        columns.append(pa.array(np.repeat(ts_type, sel_counts), pa.int32()))
     if include_headers:
         columns.append(
             _headers(total, hl_off, h, hk_off, hk_data[:hkp], hv_off, hv_data[:hvp], hv_valid)
@@ -508,6 +553,8 @@ def _decode_chunks(
             max_ts[b0:b1],
             fixed[b0:b1],
             False,
+            True,
+            True,
             out_offset[rs:re],
             out_ts[rs:re],
             koff,
@@ -690,14 +737,25 @@ def _timestamps(
     )
 
 
+_TOPIC_COLUMNS: dict[tuple[str, int], list[pa.Array]] = {}
+
+
 def _topic_partition(topic: str, partition: int, n: int) -> list[pa.Array]:
+    """The topic and partition columns, the same value in every row: the longest built so far
+    is kept (for the last partition asked) and sliced, not rebuilt batch after batch."""
+    cached = _TOPIC_COLUMNS.get((topic, partition))
+    if cached is not None and len(cached[0]) >= n:
+        return [a.slice(0, n) for a in cached]
     raw = topic.encode("utf-8")
     data = np.frombuffer(raw * n, np.uint8) if n and raw else np.empty(0, np.uint8)
     offsets = (np.arange(n + 1, dtype=np.int64) * len(raw)).astype(np.int32)
     topics = pa.Array.from_buffers(
         pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
-    return [topics, pa.array(np.full(n, partition, np.int32), pa.int32())]
+    built = [topics, pa.array(np.full(n, partition, np.int32), pa.int32())]
+    _TOPIC_COLUMNS.clear()
+    _TOPIC_COLUMNS[(topic, partition)] = built
+    return built
 
 
 def _headers(
@@ -761,7 +819,8 @@ def _decode_legacy(
     reader = LogReader(
         data.data, path=path, start=start, end=end, limits=limits, verify_crc=verify_crc
     )
-    rows: dict[str, list[Any]] = {f.name: [] for f in schema}
+    # every column is gathered (legacy entries are rare); only the schema's are built
+    rows: dict[str, list[Any]] = {name: [] for name in (*RECORD_COLUMNS, *metadata)}
     for entry in reader:
         ts_type = entry.timestamp_type
         for rec in entry.records(limits):
@@ -777,8 +836,7 @@ def _decode_legacy(
             ts = rec.timestamp if timestamp_unit == "ms" else rec.timestamp * 1000
             rows["timestamp"].append(ts)
             rows["timestampType"].append(int(ts_type))
-            if "headers" in rows:
-                rows["headers"].append(None)
+            rows["headers"].append(None)
             if topic is not None:
                 rows["topic"].append(topic)
                 rows["partition"].append(partition)
@@ -806,6 +864,7 @@ def _decode_legacy(
 __all__ = [
     "HEADERS_TYPE",
     "METADATA_COLUMNS",
+    "RECORD_COLUMNS",
     "DecodedRange",
     "TimestampType",
     "arrow_schema",

@@ -38,6 +38,9 @@ KNOWN_OPTIONS = {
     "maxoffsetspertrigger",
     "maxbytespersplit",
     "maxtimestamplatenessms",
+    # kafkalog's own: turn filter pushdown off for one query, and count the bytes tasks read
+    "pushdown",
+    "statsdir",
 }
 # accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker.
 # Every ``kafka.``-prefixed option is accepted too (Spark hands them to its consumer), except
@@ -66,7 +69,12 @@ class OptionError(KafkalogError, ValueError):
     """A read or write option that is unknown, malformed or contradicts another."""
 
 
-DEFAULT_MAX_BYTES_PER_SPLIT = 256 * 1024 * 1024
+#: the largest task by default: a Spark task of a Python source costs ~0.1 s to start whatever
+#: it reads, so tasks are large (bench/RESULTS.md: 4 tasks of 390 MB read a 1.5 GiB topic
+#: ~20% faster than 8 of 195 MB); ``minPartitions`` asks for more where there are more cores
+DEFAULT_MAX_BYTES_PER_SPLIT = 1024 * 1024 * 1024
+#: below this much per task, fewer tasks rather than the floor of four (see ``task_count``)
+MIN_TASK_BYTES = 64 * 1024 * 1024
 
 OffsetSpec = dict[str, dict[int, int]]  # topic -> partition -> offset (or -1/-2)
 
@@ -95,6 +103,12 @@ class ReadOptions:
     extra: dict[str, str] = field(default_factory=dict)
     #: ``path`` as given (a URI keeps its query string): executors resolve its filesystem again
     location: str = ""
+    #: ``pushdown=false``: this query ignores the filters Spark offers (a real full scan, with
+    #: Spark still filtering the rows), whatever ``spark.sql.python.filterPushdown.enabled`` says
+    pushdown: bool = True
+    #: ``statsDir``: a local directory (seen by every executor) where each task leaves a small
+    #: JSON file with the bytes it read (see :mod:`kafkalog.spark.stats`)
+    stats_dir: str | None = None
 
 
 def _bool(name: str, value: str) -> bool:
@@ -270,6 +284,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             if "maxtimestamplatenessms" in opts
             else None
         ),
+        pushdown=_bool("pushdown", opts.get("pushdown", "true")),
+        stats_dir=local_path(opts["statsdir"], "statsDir") if opts.get("statsdir") else None,
     )
 
 

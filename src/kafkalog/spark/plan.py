@@ -20,7 +20,7 @@ from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
 from kafkalog.log.logdir import partition_directories as _partitions_under
-from kafkalog.spark.options import EARLIEST, LATEST, OptionError, ReadOptions
+from kafkalog.spark.options import EARLIEST, LATEST, MIN_TASK_BYTES, OptionError, ReadOptions
 
 if TYPE_CHECKING:
     from kafkalog.spark.pushdown import Bounds
@@ -171,9 +171,32 @@ def start_by_timestamp(log: Log, topic: str, partition: int, latest: int, opts: 
 def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[PartitionRange]:
     """Offset range of every selected partition, with Spark's precedence and failOnDataLoss,
     narrowed by pushed-down filter ``bounds`` (through the indexes) when given."""
+    return [r for r, _ in _resolved(opts, bounds)]
+
+
+def plan_read(opts: ReadOptions, bounds: Bounds | None = None) -> tuple[list[Split], list[str]]:
+    """``make_splits(resolve_ranges(opts, bounds), opts)``, and the directories of the ranges,
+    opening each partition's log once: resolving the range and finding its segments' byte
+    positions share the open log (a query's fixed cost, paid by every query)."""
+    pieces: list[Split] = []
+    directories: list[str] = []
+    for r, log in _resolved(opts, bounds):
+        directories.append(r.directory)
+        if r.end > r.start:
+            pieces.extend(_segment_pieces(r, log))
+    return _splits_of(pieces, opts), directories
+
+
+def plan_open(ranges: list[PartitionRange], logs: dict[str, Log], opts: ReadOptions) -> list[Split]:
+    """``make_splits`` over logs the caller has open (by directory)."""
+    pieces = [p for r in ranges if r.end > r.start for p in _segment_pieces(r, logs[r.directory])]
+    return _splits_of(pieces, opts)
+
+
+def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[PartitionRange, Log]]:
+    """Each selected partition's range, with its log open until the next one is asked for."""
     chosen = select_partitions(partition_directories(opts.path), opts)
     check_partitions_named(set(chosen), opts)
-    ranges = []
     for (topic, partition), directory in sorted(chosen.items()):
         log = Log(directory, writable=False)
         try:
@@ -184,10 +207,9 @@ def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[Part
                 continue
             if bounds is not None:
                 r = _narrow(log, r, bounds, opts)
-            ranges.append(r)
+            yield r, log
         finally:
             log.close()
-    return ranges
 
 
 def _narrow(log: Log, r: PartitionRange, b: Bounds, opts: ReadOptions) -> PartitionRange:
@@ -279,7 +301,19 @@ def make_splits(ranges: list[PartitionRange], opts: ReadOptions) -> list[Split]:
     """Byte ranges of segments covering each partition's offsets, cut at offset-index entries
     (batch boundaries) so no split is larger than ``maxBytesPerSplit`` and there are at least
     ``minPartitions`` splits when the data allows."""
-    pieces = [p for r in ranges if r.end > r.start for p in _segment_pieces(r)]
+    pieces = []
+    for r in ranges:
+        if r.end > r.start:
+            log = Log(r.directory, writable=False)
+            try:
+                pieces.extend(_segment_pieces(r, log))
+            finally:
+                log.close()
+    return _splits_of(pieces, opts)
+
+
+def _splits_of(pieces: list[Split], opts: ReadOptions) -> list[Split]:
+    """Segment pieces cut into splits of about equal bytes (see :func:`make_splits`)."""
     total = sum(p.size for p in pieces)
     tasks = task_count(total, opts)
     # a quarter of a task: fine enough for tasks of equal size however segments fall
@@ -293,14 +327,15 @@ def make_splits(ranges: list[PartitionRange], opts: ReadOptions) -> list[Split]:
 
 
 def task_count(total: int, opts: ReadOptions) -> int:
-    """Spark tasks for ``total`` bytes: enough for tasks of at most ``maxBytesPerSplit`` and at
-    least ``minPartitions``, rounded up to a power of two below 8 and to a multiple of 8 above,
-    so that tasks of equal size divide evenly over 1, 2, 4 or 8 cores. (Four 120 MB tasks and a
-    53 MB one on two cores leave one core idle for a third of the run; five of 103 MB do not
-    divide either.)"""
+    """Spark tasks for ``total`` bytes: enough for tasks of at most ``maxBytesPerSplit``, at
+    least ``minPartitions``, and at least four while each still gets 64 MiB (the cores of a
+    laptop or a ``local[*]`` session busy, two rounds on two cores to even out); rounded up to
+    a power of two below 8 and to a multiple of 8 above, so that tasks of equal size divide
+    evenly over 1, 2, 4 or 8 cores. (Four 120 MB tasks and a 53 MB one on two cores leave one
+    core idle for a third of the run; five of 103 MB do not divide either.)"""
     if total <= 0:
         return 1
-    n = -(-total // opts.max_bytes_per_split)
+    n = max(-(-total // opts.max_bytes_per_split), min(4, total // MIN_TASK_BYTES))
     if opts.min_partitions:
         n = max(n, opts.min_partitions)
     if n <= 1:
@@ -308,25 +343,26 @@ def task_count(total: int, opts: ReadOptions) -> int:
     return 1 << (n - 1).bit_length() if n <= 8 else -(-n // 8) * 8
 
 
-def _segment_pieces(r: PartitionRange) -> Iterator[Split]:
-    log = Log(r.directory, writable=False)
-    try:
-        segs = log.segments
-        for i, seg in enumerate(segs):
-            upper = segs[i + 1].base_offset if i + 1 < len(segs) else log.log_end_offset
-            if upper <= r.start or seg.base_offset >= r.end:
-                continue
-            lo = max(r.start, seg.base_offset)
-            index = seg._offset_index()
-            start_pos = index.lookup(lo).position if index is not None else 0
-            end_pos = seg.size
-            if index is not None and r.end < upper:
-                ceiling = index.lookup_ceiling(r.end)
-                if ceiling is not None and ceiling.offset >= r.end:
-                    # the batch holding r.end starts at or before this entry's position; every
-                    # later batch is past the range
-                    end_pos = _batch_end_after(seg, ceiling.position)
-            yield Split(
+def _segment_pieces(r: PartitionRange, log: Log) -> list[Split]:
+    """The byte ranges of ``log``'s segments holding offsets [r.start, r.end)."""
+    out = []
+    segs = log.segments
+    for i, seg in enumerate(segs):
+        upper = segs[i + 1].base_offset if i + 1 < len(segs) else log.log_end_offset
+        if upper <= r.start or seg.base_offset >= r.end:
+            continue
+        lo = max(r.start, seg.base_offset)
+        index = seg._offset_index()
+        start_pos = index.lookup(lo).position if index is not None else 0
+        end_pos = seg.size
+        if index is not None and r.end < upper:
+            ceiling = index.lookup_ceiling(r.end)
+            if ceiling is not None and ceiling.offset >= r.end:
+                # the batch holding r.end starts at or before this entry's position; every
+                # later batch is past the range
+                end_pos = _batch_end_after(seg, ceiling.position)
+        out.append(
+            Split(
                 r.topic,
                 r.partition,
                 r.directory,
@@ -339,8 +375,8 @@ def _segment_pieces(r: PartitionRange) -> Iterator[Split]:
                 planned_size=seg.size,
                 identity=files.identity(seg.log.path),
             )
-    finally:
-        log.close()
+        )
+    return out
 
 
 def _batch_end_after(seg: object, position: int) -> int:

@@ -21,16 +21,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from kafkalog import files
+from kafkalog.spark.columns import HEADERS, SCHEMA, Columns, choose_columns, full_schema
 from kafkalog.spark.options import ReadOptions, parse_read_options
-from kafkalog.spark.plan import Split, make_splits, resolve_ranges, task_count
+from kafkalog.spark.plan import Split, plan_read, task_count
 from kafkalog.spark.pushdown import Bounds, bounds_from_filters
+from kafkalog.spark.stats import ReadStats, recorded
 from kafkalog.spark.task import aborted_transactions, read_split
 
-SCHEMA = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int"
-)
-HEADERS = ", headers array<struct<key:string,value:binary>>"
+#: the configuration that lets Spark push filters to a Python data source
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 class SplitPartition(InputPartition):
@@ -50,15 +49,22 @@ class SplitPartition(InputPartition):
         self.location = location
         self.fail_on_data_loss = fail_on_data_loss
 
-    def read(self, include_headers: bool) -> Iterator[Any]:
+    def read(
+        self,
+        include_headers: bool,
+        columns: Columns | None = None,
+        stats: ReadStats | None = None,
+    ) -> Iterator[Any]:
         if files.is_remote(self.location):
             files.resolve(self.location)  # this worker process learns the store's settings
         for split in self.splits:
             yield from read_split(
                 split,
                 include_headers=include_headers,
+                columns=columns,
                 aborted=self.aborted.get(split.directory, []),
                 fail_on_data_loss=self.fail_on_data_loss,
+                stats=stats,
             )
 
 
@@ -84,7 +90,7 @@ def pack(
 
 
 class KafkaLogDataSource(DataSource):
-    """``format("kafkalog")``: Kafka log directories as DataFrames."""
+    """``format("kafkalog")``: Kafka log directories as DataFrames (filters not pushed down)."""
 
     @classmethod
     def name(cls) -> str:
@@ -92,18 +98,17 @@ class KafkaLogDataSource(DataSource):
 
     def schema(self) -> str:
         opts = parse_read_options(self.options)
-        return SCHEMA + (HEADERS if opts.include_headers else "")
+        return full_schema(opts.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options)
-        if _pushdown_enabled():
-            return PushdownReader(opts)
-        return KafkaLogReader(opts)
+        return KafkaLogReader(opts, choose_columns(schema, opts.include_headers))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from kafkalog.spark.stream import KafkaLogStreamReader
 
-        return KafkaLogStreamReader(parse_read_options(self.options, streaming=True))
+        opts = parse_read_options(self.options, streaming=True)
+        return KafkaLogStreamReader(opts, choose_columns(schema, opts.include_headers))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from kafkalog.spark.writer import KafkaLogWriter, parse_write_options
@@ -111,63 +116,74 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogWriter(parse_write_options(self.options), schema, overwrite)
 
 
+class KafkaLogPushdownSource(KafkaLogDataSource):
+    """``format("kafkalog")`` for a session with ``spark.sql.python.filterPushdown.enabled``:
+    its batch reader takes Spark's filters (PySpark refuses, at planning, a reader that
+    implements ``pushFilters`` while that setting is off, so the two are separate classes and
+    :func:`register` picks one)."""
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = parse_read_options(self.options)
+        return PushdownReader(opts, choose_columns(schema, opts.include_headers))
+
+
 class KafkaLogReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, columns: Columns | None = None) -> None:
         self.opts = opts
+        self.columns = columns
         self.bounds: Bounds | None = None
 
     def partitions(self) -> list[InputPartition]:
-        ranges = resolve_ranges(self.opts, self.bounds)
-        splits = make_splits(ranges, self.opts)
+        splits, directories = plan_read(self.opts, self.bounds)
         aborted: dict[str, list[tuple[int, int, int]]] = {}
         if self.opts.read_committed:
-            for r in ranges:
-                aborted[r.directory] = aborted_transactions(r.directory)
+            for directory in directories:
+                aborted[directory] = aborted_transactions(directory)
         return pack(splits, self.opts, aborted)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, SplitPartition)
-        return partition.read(self.opts.include_headers)
+        if self.opts.stats_dir is None:
+            return partition.read(self.opts.include_headers, self.columns)
+        stats = ReadStats()
+        rows = partition.read(self.opts.include_headers, self.columns, stats)
+        return recorded(rows, stats, self.opts.stats_dir)
 
 
 class PushdownReader(KafkaLogReader):
-    """The reader Spark gives filters to, when ``spark.sql.python.filterPushdown.enabled``."""
+    """The reader Spark gives filters to (only when ``spark.sql.python.filterPushdown.enabled``,
+    as PySpark documents for ``DataSourceReader.pushFilters``)."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         filters = list(filters)
-        self.bounds = bounds_from_filters(filters)
+        if self.opts.pushdown:  # pushdown=false: a real full scan, the filters left to Spark
+            self.bounds = bounds_from_filters(filters)
         # Spark still evaluates every filter on the rows read: pruning only needs to be safe
         return filters
 
 
-def _pushdown_enabled() -> bool:
-    """Whether Spark will push filters to this reader.
+def register(spark: Any, *, pushdown: bool | None = None) -> None:
+    """Make ``format("kafkalog")`` available in ``spark``.
 
-    A reader that implements ``pushFilters`` fails at planning when
-    ``spark.sql.python.filterPushdown.enabled`` is false, and the data source is not told the
-    setting. PySpark asks for the reader from its filter-pushdown worker only when pushdown is
-    on, and its planning worker holds the setting in a local of the caller (``enable_pushdown``):
-    both are recognised here. Anywhere else (another PySpark), no pushdown: same rows.
-    """
-    frame = sys._getframe(1)
-    for _ in range(8):
-        if frame is None:
-            break
-        if str(frame.f_globals.get("__name__", "")).endswith("data_source_pushdown_filters"):
-            return True
-        value = frame.f_locals.get("enable_pushdown")
-        if isinstance(value, bool):
-            return value
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
+    Filters reach the source only when the session's ``spark.sql.python.filterPushdown.enabled``
+    is true, and the source is never told the setting, so it is read here: with it on, the
+    source takes Spark's filters (timestamp, offset, partition and topic bounds prune what is
+    read through the indexes); off, it reads everything and Spark filters the rows.
+    ``pushdown=True`` turns the setting on first; ``pushdown=False`` registers the source
+    without pushdown whatever the setting. Call it again after changing the setting."""
+    if pushdown:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+    enabled = pushdown is not False and str(spark.conf.get(PUSHDOWN_CONF)).lower() == "true"
+    spark.dataSource.register(KafkaLogPushdownSource if enabled else KafkaLogDataSource)
 
 
-def register(spark: Any) -> None:
-    """Make ``format("kafkalog")`` available in ``spark``."""
-    spark.dataSource.register(KafkaLogDataSource)
-
-
-__all__ = ["KafkaLogDataSource", "register"]
+__all__ = [
+    "HEADERS",
+    "SCHEMA",
+    "KafkaLogDataSource",
+    "KafkaLogPushdownSource",
+    "register",
+]
 
 if "pyspark" not in sys.modules:  # pragma: no cover - imported without Spark
     raise ImportError("kafkalog.spark needs pyspark (pip install 'kafkalog[spark]')")

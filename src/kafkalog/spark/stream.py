@@ -9,7 +9,7 @@ only looked at); partitions that appear later start at their earliest offset.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -21,13 +21,15 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from kafkalog.log import Log
+from kafkalog.spark.columns import Columns
 from kafkalog.spark.options import EARLIEST, LATEST, ReadOptions
 from kafkalog.spark.plan import (
     DataLossError,
     PartitionRange,
+    Split,
     check_partitions_named,
-    make_splits,
     partition_directories,
+    plan_open,
     select_partitions,
     start_by_timestamp,
 )
@@ -36,20 +38,42 @@ from kafkalog.spark.task import aborted_transactions
 Offsets = dict[str, dict[str, int]]
 
 
-def _ends(opts: ReadOptions) -> dict[tuple[str, int], tuple[str, int, int]]:
-    """(directory, log start, readable end) of every selected partition, now."""
+Ends = dict[tuple[str, int], tuple[str, int, int]]
+
+
+def _ends(opts: ReadOptions, then: Any = None) -> Ends:
+    """(directory, log start, readable end) of every selected partition, now. With ``then``,
+    each partition's log is handed, still open, to ``then(ends, logs)`` before it is closed."""
     out = {}
+    logs: dict[tuple[str, int], Log] = {}
     chosen = select_partitions(
         partition_directories(opts.path), replace(opts, fail_on_data_loss=False)
     )
-    for (topic, partition), directory in sorted(chosen.items()):
-        log = Log(directory, writable=False)
-        try:
+    try:
+        for (topic, partition), directory in sorted(chosen.items()):
+            log = logs[(topic, partition)] = Log(directory, writable=False)
             end = log.last_stable_offset() if opts.read_committed else log.log_end_offset
             out[(topic, partition)] = (directory, log.log_start_offset, end)
-        finally:
+        if then is not None:
+            then(out, logs)
+    finally:
+        for log in logs.values():
             log.close()
     return out
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A micro-batch planned when its end was chosen (``latestOffset``), with the logs open
+    then, for ``partitions`` to use when Spark asks for that same batch: one opening of each
+    log per trigger. ``firsts`` are the log starts seen, ``splits`` cover each partition from
+    where the batch starts (or its log start, if later) to where it ends."""
+
+    begin: dict[tuple[str, int], int]
+    stop: dict[tuple[str, int], int]
+    firsts: dict[tuple[str, int], int]
+    splits: list[Split]
+    directories: list[str]
 
 
 def _flat(offsets: Offsets) -> dict[tuple[str, int], int]:
@@ -74,9 +98,11 @@ def _data_lost(opts: ReadOptions, what: str) -> None:
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, columns: Columns | None = None) -> None:
         self.opts = opts
+        self.columns = columns
         self.target: dict[tuple[str, int], int] | None = None
+        self.planned: _Planned | None = None
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: what is there now is the target; later appends wait."""
@@ -112,7 +138,19 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = _flat(start)
-        ends = _ends(self.opts)
+        chosen: dict[tuple[str, int], int] = {}
+
+        def plan(ends: Ends, logs: dict[tuple[str, int], Log]) -> None:
+            chosen.update(self._choose(begin, ends, limit))
+            self.planned = self._plan(begin, chosen, ends, logs)
+
+        _ends(self.opts, plan)
+        return _nest(chosen)
+
+    def _choose(
+        self, begin: dict[tuple[str, int], int], ends: Ends, limit: ReadLimit
+    ) -> dict[tuple[str, int], int]:
+        """The end of the next micro-batch, per partition."""
         available = {}
         for tp, (_, first, last) in ends.items():
             if self.target is not None:
@@ -129,28 +167,45 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for tp, (lo, hi) in available.items():
                     share = (hi - lo) * limit.max_rows // total if total else 0
                     flat[tp] = lo + max(0, share)
-                return _nest(flat)
-        return _nest({tp: hi for tp, (lo, hi) in available.items()})
+                return flat
+        return {tp: hi for tp, (lo, hi) in available.items()}
+
+    def _plan(
+        self,
+        begin: dict[tuple[str, int], int],
+        stop: dict[tuple[str, int], int],
+        ends: Ends,
+        logs: dict[tuple[str, int], Log],
+    ) -> _Planned:
+        ranges = []
+        for tp, hi in sorted(stop.items()):
+            directory, first, _ = ends[tp]
+            lo = max(begin.get(tp, first), first)
+            if hi > lo:
+                ranges.append(PartitionRange(tp[0], tp[1], directory, lo, hi))
+        splits = plan_open(
+            ranges, {r.directory: logs[(r.topic, r.partition)] for r in ranges}, self.opts
+        )
+        firsts = {tp: first for tp, (_, first, _) in ends.items()}
+        return _Planned(begin, stop, firsts, splits, [r.directory for r in ranges])
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         from kafkalog.spark.source import pack
 
         begin, stop = _flat(start), _flat(end)
         dirs = partition_directories(self.opts.path)
-        ranges = []
         for tp, lo in sorted(begin.items()):
             # a partition read before is gone now, with offsets still to read
             if tp not in dirs and (tp not in stop or stop[tp] > lo):
                 _data_lost(self.opts, f"partition {tp[0]}-{tp[1]} is gone from {self.opts.path}")
-        for tp, hi in sorted(stop.items()):
-            directory = dirs.get(tp)
-            if directory is None:
+        planned = self.planned
+        if planned is None or planned.begin != begin or planned.stop != stop:
+            # not the batch latestOffset chose (a batch replayed after a restart): plan it now
+            planned = self._plan_now(begin, stop, dirs)
+        for tp in sorted(stop):
+            first = planned.firsts.get(tp)
+            if first is None or tp not in dirs:
                 continue
-            log = Log(directory, writable=False)
-            try:
-                first = log.log_start_offset
-            finally:
-                log.close()
             lo = begin.get(tp, first)  # a new partition starts at its earliest offset
             if lo < first:
                 _data_lost(
@@ -158,22 +213,36 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     f"{tp[0]}-{tp[1]}: offsets {lo} to {first - 1} are gone (retention or "
                     f"deletion) before this query read them",
                 )
-                lo = first
-            if hi > lo:
-                ranges.append(PartitionRange(tp[0], tp[1], directory, lo, hi))
-        splits = make_splits(ranges, self.opts)
         aborted = (
-            {r.directory: aborted_transactions(r.directory) for r in ranges}
+            {d: aborted_transactions(d) for d in planned.directories}
             if self.opts.read_committed
             else {}
         )
-        return pack(splits, self.opts, aborted)
+        return pack(planned.splits, self.opts, aborted)
+
+    def _plan_now(
+        self,
+        begin: dict[tuple[str, int], int],
+        stop: dict[tuple[str, int], int],
+        dirs: dict[tuple[str, int], str],
+    ) -> _Planned:
+        chosen = {tp: dirs[tp] for tp in stop if tp in dirs}
+        ends: Ends = {}
+        logs: dict[tuple[str, int], Log] = {}
+        try:
+            for tp, directory in sorted(chosen.items()):
+                log = logs[tp] = Log(directory, writable=False)
+                ends[tp] = (directory, log.log_start_offset, log.log_end_offset)
+            return self._plan(begin, {tp: stop[tp] for tp in chosen}, ends, logs)
+        finally:
+            for log in logs.values():
+                log.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from kafkalog.spark.source import SplitPartition
 
         assert isinstance(partition, SplitPartition)
-        return partition.read(self.opts.include_headers)
+        return partition.read(self.opts.include_headers, self.columns)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to acknowledge: the files are only read."""

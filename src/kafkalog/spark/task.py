@@ -17,7 +17,9 @@ from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log.arrow_read import CHUNK_BYTES, decode_file, keep_rows, offsets_within
 from kafkalog.log.layout import DELETED_SUFFIX
+from kafkalog.spark.columns import Columns
 from kafkalog.spark.plan import DataLossError, Split
+from kafkalog.spark.stats import ReadStats
 
 AbortedRange = tuple[int, int, int]  # producer id, first offset, last offset
 
@@ -35,13 +37,20 @@ def read_split(
     aborted: Sequence[AbortedRange] = (),
     chunk_bytes: int = CHUNK_BYTES,
     fail_on_data_loss: bool = True,
+    columns: Columns | None = None,
+    stats: ReadStats | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns."""
+    """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns, or
+    in ``columns`` (a schema the user gave): only those are decoded, plus the offsets the
+    split's range is cut by. With ``stats``, the segment bytes read are counted there."""
     committed_only = bool(aborted)
+    decoded_columns = None if columns is None else columns.sources | {"offset"}
     metadata = ["producerId", "isTransactional"] if committed_only else []
     handle = _open_segment(split, fail_on_data_loss)  # a local file or a pyarrow.fs URI
     if handle is None:
         return
+    if stats is not None:
+        handle = stats.counting(handle)
     try:
         size = handle.size()
         if split.end_position > size and size < split.planned_size and fail_on_data_loss:
@@ -65,10 +74,11 @@ def read_split(
             timestamp_unit="us",
             topic=split.topic,
             partition=split.partition,
+            columns=decoded_columns,
         ):
             batch = _keep(decoded, split, aborted)
             if batch.num_rows:
-                yield batch
+                yield batch if columns is None else _select(batch, columns)
     finally:
         handle.close()
 
@@ -115,6 +125,14 @@ def _keep(batch: pa.RecordBatch, split: Split, aborted: Sequence[AbortedRange]) 
             mask &= ~((pids == pid) & txn & (offsets >= first) & (offsets <= last))
         batch = batch.drop_columns(["producerId", "isTransactional"])
     return keep_rows(batch, mask)
+
+
+def _select(batch: pa.RecordBatch, columns: Columns) -> pa.RecordBatch:
+    """The user's columns, in their order and under their names (Spark checks both)."""
+    if batch.schema.names == columns.names:
+        return batch
+    arrays = [batch.column(source) for _, source in columns.fields]
+    return pa.RecordBatch.from_arrays(arrays, names=columns.names)
 
 
 def aborted_transactions(directory: str) -> list[AbortedRange]:

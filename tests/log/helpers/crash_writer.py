@@ -41,6 +41,7 @@ from typing import Any
 
 from logcheck import (
     SEGMENT_INDEX_BYTES,
+    ProducerWriter,
     Writer,
     chunked_append,
     data_batch,
@@ -89,6 +90,40 @@ def run_writer(params: dict[str, Any]) -> None:
     os._exit(3)  # an orphan (the test died): go away without cleaning up, like a crash
 
 
+def run_producer_writer(params: dict[str, Any]) -> None:
+    """``"mode": "producers"``: a standalone :class:`Log` (recovered from the recovery point in
+    ``params["flushed_file"]``) appended to by :class:`ProducerWriter` until killed."""
+    rng = random.Random(params["seed"])
+    pid = os.getpid()
+    config = TopicConfig(
+        segment_bytes=params["segment_bytes"],
+        flush_messages=params["flush_messages"],
+        index_interval_bytes=128,
+        retention_ms=-1,
+    )
+    flushed_file = params["flushed_file"]
+    try:
+        with open(flushed_file) as f:
+            recovery_point = int(f.read())
+    except FileNotFoundError:
+        recovery_point = 0
+    log = Log(params["partition_dir"], config, recovery_point=recovery_point)
+    emit(f"R {pid} {log.log_start_offset} {log.log_end_offset} {log.recovery_point}")
+    writer = ProducerWriter(log, rng, params["first_id"])
+    for _ in range(params["appends"]):
+        before = log.recovery_point
+        writer.step()
+        emit(f"A {pid} {log.log_end_offset}")
+        if log.recovery_point > before:
+            durable_write(flushed_file, str(log.recovery_point))
+            emit(f"F {pid} {log.recovery_point}")
+    emit(f"D {pid}")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+    os._exit(3)
+
+
 def warm() -> None:
     """Compile or load every numba kernel a writer uses, before the first fork."""
     tmp = tempfile.mkdtemp(prefix="kafkalog-warm-")
@@ -124,7 +159,10 @@ def serve() -> None:
         if child == 0:  # pragma: no cover - the writer child
             code = 0
             try:
-                run_writer(params)
+                if params.get("mode") == "producers":
+                    run_producer_writer(params)
+                else:
+                    run_writer(params)
             except BaseException:
                 traceback.print_exc()
                 sys.stderr.flush()

@@ -468,3 +468,63 @@ def read_live(log: Log, start: int | None = None) -> ReaderView:
             pass
         torn = bool(tail)
     return ReaderView(begin, end, batches, records, torn)
+
+
+# -- idempotent and transactional producers (tests/log/test_crash_producers.py) -----------------
+class ProducerWriter:
+    """Appends the batches of two idempotent and three transactional producers, interleaved:
+    sequences continue per producer, a transaction holds one to six batches (spanning segment
+    rolls when segments are small) and ends in COMMIT or, two times in five, ABORT. Now and then
+    an idempotent batch is sent twice, as a producer retries; the retry must come back with
+    the first write's offsets and add nothing.
+
+    Producer ids are ``first_id .. first_id + 4``; each writer takes fresh ones (a killed
+    writer's open transactions are the parent's to abort, as a coordinator would)."""
+
+    def __init__(self, log: Log, rng: random.Random, first_id: int) -> None:
+        self.log = log
+        self.rng = rng
+        self.ids = list(range(first_id, first_id + 5))
+        self.seq = dict.fromkeys(self.ids, 0)
+        self.in_txn: dict[int, int] = {}  # transactional producer -> batches left before its end
+
+    def step(self) -> int:
+        rng, log = self.rng, self.log
+        pid = rng.choice(self.ids)
+        if pid - self.ids[0] < 2:  # idempotent
+            data = self._batch(pid, transactional=False)
+            info = log.append(data)
+            if rng.random() < 0.15:
+                again = log.append(data)
+                if not again.duplicate or again != info:
+                    _fail(f"retry of producer {pid}: {again}, the first write got {info}")
+            return info.size
+        left = self.in_txn.get(pid)
+        if left == 0:
+            del self.in_txn[pid]
+            abort = rng.random() < 0.4
+            kind = ControlType.ABORT if abort else ControlType.COMMIT
+            nxt = log.log_end_offset
+            ctl = encode_control_batch(
+                kind, offset=0, timestamp=T0 + nxt, producer_id=pid, producer_epoch=0
+            )
+            return log.append(ctl).size
+        self.in_txn[pid] = rng.randint(0, 5) if left is None else left - 1
+        return log.append(self._batch(pid, transactional=True)).size
+
+    def _batch(self, pid: int, *, transactional: bool) -> bytes:
+        nxt = self.log.log_end_offset
+        count = self.rng.randint(1, 8)
+        recs = [
+            Record.of(value_for(o, self.rng.randint(0, 120)), key_for(o), T0 + o)
+            for o in range(nxt, nxt + count)
+        ]
+        seq = self.seq[pid]
+        self.seq[pid] = seq + count
+        return encode_batch(
+            recs,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=transactional,
+        )

@@ -1,0 +1,122 @@
+"""``kafkalog serve``: a single-node Kafka broker over a data directory, so unchanged Kafka
+clients (librdkafka, kafka-python, aiokafka, the Java client) produce to it and consume from it.
+Stops cleanly on SIGTERM or Ctrl-C: logs flushed, the directory marked cleanly shut down."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from kafkalog.cli.args import int_between
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve a data directory to Kafka clients over Kafka's wire protocol",
+        description=__doc__,
+        epilog="examples:\n  kafkalog serve --data ./data\n"
+        "  kafkalog serve --data ./data --listen 127.0.0.1:19092 --no-auto-create-topics",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data", required=True, help="the data directory (created if missing)")
+    p.add_argument(
+        "--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (loopback by default)"
+    )
+    p.add_argument("--advertised-host", help="the host name clients are told to connect to")
+    p.add_argument(
+        "--num-partitions", type=int_between(1), default=1, help="num.partitions for new topics"
+    )
+    p.add_argument(
+        "--no-auto-create-topics",
+        action="store_true",
+        help="auto.create.topics.enable=false: unknown topics are not created on first use",
+    )
+    p.add_argument(
+        "--topic-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config every new topic starts with (repeatable), e.g. retention.ms=3600000",
+    )
+    p.add_argument(
+        "--group-initial-rebalance-delay-ms",
+        type=int_between(0),
+        default=3000,
+        help="group.initial.rebalance.delay.ms",
+    )
+    p.add_argument("--ssl-certfile", help="TLS: the server certificate chain (PEM)")
+    p.add_argument("--ssl-keyfile", help="TLS: its private key (PEM)")
+    p.add_argument(
+        "--ssl-cafile", help="TLS: CA certificates clients must present one of (client auth)"
+    )
+    p.add_argument(
+        "--sasl-plain-users",
+        metavar="FILE",
+        help="SASL/PLAIN: a file of user=password lines; clients must authenticate",
+    )
+    p.add_argument(
+        "--allow-plaintext-non-loopback",
+        action="store_true",
+        help="listen on a non-loopback address without TLS or SASL (anyone reaching it can "
+        "read and write every topic)",
+    )
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kafkalog.server import KafkaServer, ServerConfig, parse_listen
+    from kafkalog.server.config import read_plain_users
+
+    host, port = parse_listen(args.listen)
+    defaults = {}
+    for item in args.topic_config:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--topic-config takes KEY=VALUE, not {item!r}")
+        defaults[key.strip()] = value.strip()
+    config = ServerConfig(
+        host=host,
+        port=port,
+        advertised_host=args.advertised_host,
+        num_partitions=args.num_partitions,
+        auto_create_topics_enable=not args.no_auto_create_topics,
+        topic_defaults=defaults,
+        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+        allow_plaintext_non_loopback=args.allow_plaintext_non_loopback,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        ssl_cafile=args.ssl_cafile,
+        sasl_plain_users=(
+            read_plain_users(args.sasl_plain_users) if args.sasl_plain_users else None
+        ),
+    )
+    config.check_listener()
+    os.makedirs(args.data, exist_ok=True)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+
+    async def main() -> None:
+        server = KafkaServer(args.data, config)
+        await server.start()
+        print(
+            f"kafkalog: serving {args.data} on {server.bootstrap} ({config.security_protocol})",
+            file=sys.stderr,
+            flush=True,
+        )
+        done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, done.set)
+        try:
+            await done.wait()
+        finally:
+            await server.stop()
+            print("kafkalog: stopped cleanly", file=sys.stderr, flush=True)
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,327 @@
+"""Loading and recovery of a partition directory (Kafka's LogLoader, spec §7.9), apart from
+the running log (:mod:`kafkalog.log.log`): interrupted swaps completed or undone, temporary and
+``.deleted`` files removed, segments opened and those with damaged indexes rebuilt, recovery
+from the recovery point after an unclean shutdown, and the producer state rebuilt from the
+newest snapshot (:func:`rebuild_producer_state`).
+
+Every segment is recovered with the producer state as it stood at its base offset, so the
+``.txnindex`` entries it rebuilds are the ones the broker wrote.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+from typing import TYPE_CHECKING
+
+from kafkalog import files
+from kafkalog.errors import CorruptIndexError, KafkalogError
+from kafkalog.log.layout import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    is_offset_prefix,
+    is_segment_log,
+    offset_from_filename,
+)
+from kafkalog.log.producer_state import ProducerStateManager
+from kafkalog.log.segment import LogSegment, SegmentOverflowError
+from kafkalog.records import RecordBatch
+
+if TYPE_CHECKING:
+    from kafkalog.log.log import Log
+
+# KRaft snapshots marked for deletion are left to the metadata log's own recovery (LogLoader)
+_KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
+_SNAPSHOT_TMP = ".snapshot.tmp"  # a snapshot write cut short by a crash
+
+
+def rebuild_producer_state(
+    log: Log, state: ProducerStateManager, log_start: int, last_offset: int
+) -> None:
+    """Kafka's UnifiedLog.rebuildProducerState: the newest snapshot in (log start, last
+    offset] (newer ones deleted), then the batches from there up to ``last_offset``, with
+    snapshots taken at the last two segments' base offsets and at ``last_offset``."""
+    state.truncate_and_reload(log_start, last_offset)
+    bases = log._bases
+    to_snapshot = {last_offset, *bases[-2:]}
+    if last_offset > state.map_end_offset:
+        i = max(0, bisect.bisect_right(bases, state.map_end_offset) - 1)
+        for base in bases[i:]:
+            if base >= last_offset:
+                break
+            seg = log._segments[base]
+            start = max(base, state.map_end_offset, log_start)
+            state.map_end_offset = start
+            if base in to_snapshot:
+                state.take_snapshot()
+            replay_segment(log, seg, state, start, last_offset)
+    state.map_end_offset = last_offset
+    state.take_snapshot()
+
+
+def replay_segment(
+    log: Log, seg: LogSegment, state: ProducerStateManager, start: int, end: int
+) -> None:
+    """Apply to ``state`` the batches of ``seg`` holding offsets in [start, end)."""
+    found = seg.translate_offset(start) if start > seg.base_offset else None
+    position = found.position if found is not None else 0
+    with contextlib.suppress(KafkalogError):  # a damaged tail is recovery's business
+        for batch in seg.entries(position):
+            if not isinstance(batch, RecordBatch) or batch.last_offset < start:
+                continue  # (magic 0 and 1 carry no producer state)
+            if batch.base_offset >= end:
+                break
+            state.update(batch, log.limits)
+
+
+class LogLoader:
+    """Opens the segments of ``log`` and recovers them; see :meth:`load`."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self.log_start_checkpoint = 0
+
+    def load(self, recovery_point: int, log_start: int | None, clean: bool) -> None:
+        """Kafka's LogLoader.load (spec §7.9): complete or undo interrupted swaps, open every
+        segment (recovering those whose indexes are missing or corrupt), recover from the
+        recovery point after an unclean shutdown, then rebuild the producer state."""
+        self.log_start_checkpoint = log_start or 0
+        sizes = None if self.log.writable else files.listed_sizes(self.log.directory)
+        names = sorted(files.listdir(self.log.directory) if sizes is None else sizes)
+        swapped: set[str] = set()
+        if self.log.writable:
+            names = self._remove_temp_files(names)
+        else:
+            names, swapped = self._swapped_view(names, sizes)
+        logs = sorted((offset_from_filename(n), n) for n in names if is_segment_log(n))
+        if self.log.writable:
+            for n in names:
+                stem, _, suffix = n.partition(".")
+                index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+                if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
+                    os.remove(os.path.join(self.log.directory, n))  # orphaned index
+        for base, name in logs:
+            suffix = SWAP_SUFFIX if name in swapped else ""
+            seg = self.log._open_segment(
+                base,
+                exists=True,
+                listed_size=None if sizes is None else sizes[name + suffix],
+                suffix=suffix,
+            )
+            damage = self._index_damage(seg) if self.log.writable else None
+            if damage == "time index":
+                seg.rebuild_time_index()  # the offset and transaction indexes are right
+            elif damage is not None:
+                self.recover_segment(seg)
+            self.log._add(seg)
+        self._load_leader_epochs()
+        if self.log.writable:
+            self.log._ensure_partition_metadata()
+        if self.log.writable and not clean and not self._marked_for_deletion():
+            self._recover(recovery_point)
+        if log_start is not None:
+            self._drop_segments_below_log_start(log_start)
+        if not self.log._bases:
+            if not self.log.writable:
+                start = log_start or 0
+                self.log.recovery_point = self.log.log_start_offset = self.log.log_end_offset = (
+                    start
+                )
+                return
+            self.log._add(self.log._open_segment(log_start or 0, exists=False))
+        active = self.log.active_segment
+        if self.log.writable:
+            active.offset_index.get().resize(self.log.config.segment_index_bytes)
+            active.time_index.get().resize(self.log.config.segment_index_bytes)
+        self.log.log_end_offset = self.log._read_next_offset(active)
+        first_base = self.log._bases[0]
+        self.log.log_start_offset = max(log_start or 0, first_base)
+        self.log.recovery_point = (
+            self.log.log_end_offset if clean else min(recovery_point, self.log.log_end_offset)
+        )
+        if self.log.leader_epochs is not None:
+            self.log.leader_epochs.truncate_from_end(self.log.log_end_offset)
+            self.log.leader_epochs.truncate_from_start(self.log.log_start_offset)
+        if self.log.writable:
+            state = self.log.producer_state
+            state.remove_stray_snapshots(self.log._bases)
+            rebuild_producer_state(
+                self.log, state, self.log.log_start_offset, self.log.log_end_offset
+            )
+
+    @staticmethod
+    def _index_damage(seg: LogSegment) -> str | None:
+        """What of a segment's indexes must be rebuilt: None, ``"time index"`` (only the
+        ``.timeindex`` is missing) or ``"all"`` (an index missing, or one whose length is not
+        whole entries, or a ``.txnindex`` failing Kafka's sanity check). A ``stat`` each, so
+        opening a large log stays cheap."""
+        missing_time = False
+        for path, entry_size in ((seg.offset_index.path, 8), (seg.time_index.path, 12)):
+            try:
+                if os.path.getsize(path) % entry_size:
+                    return "all"
+            except FileNotFoundError:
+                if entry_size == 8:
+                    return "all"  # Kafka's sanityCheck: NoSuchFileException, recoverSegment
+                missing_time = True  # (Kafka starts it empty; a rebuilt one finds times)
+        # Kafka's LogSegment.sanityCheck also checks the transaction index, and the loader
+        # rebuilds a segment whose .txnindex fails it (CorruptIndexException)
+        try:
+            if os.path.getsize(seg.txn_index.path):
+                seg.txn_index.sanity_check()
+        except FileNotFoundError:
+            pass
+        except CorruptIndexError:
+            return "all"
+        return "time index" if missing_time else None
+
+    def _marked_for_deletion(self) -> bool:
+        """A ``<topic>-<partition>.<id>-delete`` directory: Kafka's LogLoader skips recovering
+        it (it is about to go), so nothing in it is cut or rebuilt."""
+        return os.path.basename(os.path.normpath(self.log.directory)).endswith("-delete")
+
+    def _drop_segments_below_log_start(self, log_start: int) -> None:
+        """Kafka's ``deleteSegmentsIfLogStartGreaterThanLogEnd``: when the log ends before the
+        checkpointed log start offset (segment files deleted behind the broker's back), every
+        segment goes and the leader-epoch cache is cleared; the caller then starts an empty
+        segment at the log start offset. Read-only, the segments are only left out of view."""
+        if not self.log._bases or self.log._read_next_offset(self.log.active_segment) >= log_start:
+            return
+        for seg in self.log.segments:
+            if self.log.writable:
+                self.log._delete_segment(seg)
+            else:
+                seg.close_handlers()
+        self.log._bases.clear()
+        self.log._segments.clear()
+        if self.log.leader_epochs is not None:
+            self.log.leader_epochs.clear()
+            self.log.write_checkpoints()
+
+    def _swap_plan(
+        self, names: list[str], sizes: dict[str, int] | None
+    ) -> tuple[list[str], set[str]]:
+        """Kafka's loader passes 1 and 2 without touching anything: the ``.swap`` files that
+        complete an operation (those at or above the lowest ``.cleaned`` offset belong to an
+        unfinished split, KAFKA-6264) and the other files they replace, which are all files
+        whose name starts with an offset in [lowest swap base, highest swap end): a cleaner
+        run merges several segments into one ``.swap``, so the old ones must go, not only
+        the one of the same name."""
+        cleaned = [offset_from_filename(n) for n in names if n.endswith(CLEANED_SUFFIX)]
+        min_cleaned = min(cleaned, default=None)
+        swaps = [
+            n
+            for n in names
+            if n.endswith(SWAP_SUFFIX)
+            and (min_cleaned is None or offset_from_filename(n) < min_cleaned)
+        ]
+        low: int | None = None
+        high: int | None = None
+        for n in swaps:
+            if not is_segment_log(n[: -len(SWAP_SUFFIX)]):
+                continue
+            base = offset_from_filename(n)
+            seg = LogSegment(
+                self.log.directory,
+                base,
+                self.log.config,
+                writable=False,  # only read: no index file is created for the swap
+                suffix=SWAP_SUFFIX,
+                clock=self.log.clock,
+                limits=self.log.limits,
+                listed_size=None if sizes is None else sizes[n],
+            )
+            try:
+                end = seg.read_next_offset()
+            finally:
+                seg.close_handlers()
+            low = base if low is None else min(low, base)
+            high = end if high is None else max(high, end)
+        replaced: set[str] = set()
+        if low is not None and high is not None:
+            for n in names:
+                prefix, dot, _ = n.partition(".")
+                swap = n.endswith(SWAP_SUFFIX)
+                if dot and is_offset_prefix(prefix) and not swap and low <= int(prefix) < high:
+                    replaced.add(n)
+        return swaps, replaced
+
+    def _swapped_view(
+        self, names: list[str], sizes: dict[str, int] | None
+    ) -> tuple[list[str], set[str]]:
+        """Read-only: the file names as Kafka's loader will leave them after completing an
+        interrupted swap, and which of them are still on disk with a ``.swap`` suffix."""
+        swaps, replaced = self._swap_plan(names, sizes)
+        targets = {n[: -len(SWAP_SUFFIX)] for n in swaps}
+        kept = {n for n in names if n not in replaced and not n.endswith(SWAP_SUFFIX)}
+        return sorted(kept | targets), targets
+
+    def _remove_temp_files(self, names: list[str]) -> list[str]:
+        """Kafka's loader passes 1-3: delete ``.deleted`` and ``.cleaned`` files and the
+        ``.swap`` files of an unfinished split, delete the files a finished swap replaces,
+        then rename the swap files into place. Returns the names left."""
+        swaps, replaced = self._swap_plan(names, None)
+        for n in names:
+            drop = n.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)) or (
+                n.endswith(SWAP_SUFFIX) and n not in swaps
+            )
+            if (
+                (drop and not n.endswith(_KRAFT_SNAPSHOT_DELETED)) or n.endswith(_SNAPSHOT_TMP)
+            ) or n in replaced:
+                os.remove(os.path.join(self.log.directory, n))
+        for n in swaps:
+            os.replace(
+                os.path.join(self.log.directory, n),
+                os.path.join(self.log.directory, n[: -len(SWAP_SUFFIX)]),
+            )
+        return sorted(files.listdir(self.log.directory))
+
+    def _recover(self, recovery_point: int) -> None:
+        """Kafka's recoverLog: recover every segment from the one holding the recovery point;
+        a truncated segment makes every later one go (spec §7.9)."""
+        log = self.log
+        if not log._bases:
+            return
+        i = max(0, bisect.bisect_right(log._bases, recovery_point) - 1)
+        for base in list(log._bases[i:]):
+            seg = log._segments[base]
+            try:
+                truncated = self.recover_segment(seg)
+            except SegmentOverflowError:
+                # Kafka's recoverLog lets this through (the loader splits the segment); emptying
+                # the segment would throw away every record in it
+                raise
+            except KafkalogError:
+                seg.truncate_to(seg.base_offset)
+                truncated = 1
+            if truncated > 0:
+                for later in log._bases[log._bases.index(base) + 1 :]:
+                    log._delete_segment(log._segments[later])
+                break
+
+    def recover_segment(self, seg: LogSegment) -> int:
+        """Kafka's LogLoader.recoverSegment: a throw-away producer state rebuilt up to the
+        segment's base offset (so a transaction begun in an earlier segment and aborted in
+        this one gets its true first offset and LSO in ``.txnindex``), the segment recovered
+        with it, and a snapshot at its end so the next segment need not replay this one."""
+        log = self.log
+        state = ProducerStateManager(log.directory, writable=log.writable)
+        rebuild_producer_state(log, state, self.log_start_checkpoint, seg.base_offset)
+        truncated = seg.recover(log._leader_epoch_cache_or_none(), state)
+        state.take_snapshot()
+        return truncated
+
+    def _load_leader_epochs(self) -> None:
+        from kafkalog.log.checkpoints import LeaderEpochCache
+
+        path = os.path.join(self.log.directory, "leader-epoch-checkpoint")
+        try:
+            self.log.leader_epochs = LeaderEpochCache.from_file(path)
+        except KafkalogError:
+            self.log.leader_epochs = LeaderEpochCache()  # unreadable: rebuilt from the batches

@@ -1,0 +1,286 @@
+"""Tailing readers: follow a partition log as it grows, like a consumer's ``poll``.
+
+A :class:`TailReader` starts at an offset or a timestamp (found through the indexes by a
+read-only :class:`Log`), then reads the segment files itself: it keeps the current segment open
+(a read-only descriptor, so retention deleting the file under it does not cut the read short),
+``fstat``\\s it for new bytes, and hands out every whole batch's records, CRCs checked. A
+batch still being written (fewer bytes than its length says) is left for the next poll. When
+the segment stops growing it looks for the next one: first the file named after the next
+offset (where a roll puts it), then, now and then, a directory listing (a roll to a later
+offset, or retention having deleted segments the reader had not reached yet: it continues at
+the first segment left, and counts the offsets it never saw in :attr:`TailReader.skipped`).
+
+Writers in other processes wake nobody, so waiting is polling with a short backoff (0.2 ms
+doubling to ``max_wait_ms``, 5 ms by default): an ``fstat`` per poll, so cheap that a reader
+waiting a whole second costs ~200 system calls. The reader never writes, renames, locks or
+``touch``\\es anything: it opens files ``O_RDONLY`` and reads them with ``pread``.
+
+:class:`AsyncTailReader` is the same for ``asyncio``: ``await poll()`` and ``async for``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+
+from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.log.layout import LOG_SUFFIX, is_segment_log, offset_from_filename, segment_file
+from kafkalog.log.log import Log
+from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
+
+_CHUNK = 1 << 20  # bytes read per pread when that many are there
+_LIST_EVERY = 0.1  # seconds between directory listings while the log does not grow
+
+
+class OffsetOutOfRangeError(KafkalogError):
+    """The start offset is not in the log (``on_gap="error"``)."""
+
+
+class TailReader:
+    """Follows one partition directory from ``start_offset`` (default: the log start) or the
+    first record at or after ``start_timestamp``; ``from_end=True`` starts at the log end.
+
+    ``on_gap`` says what a start offset below the log start means: ``"earliest"`` (start at
+    the log start, as a consumer with ``auto.offset.reset=earliest``) or ``"error"``.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        start_offset: int | None = None,
+        start_timestamp: int | None = None,
+        from_end: bool = False,
+        on_gap: str = "earliest",
+        include_control: bool = False,
+        max_wait_ms: float = 5.0,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        if on_gap not in ("earliest", "error"):
+            raise ValueError(f"on_gap is 'earliest' or 'error', not {on_gap!r}")
+        self.directory = os.fspath(directory)
+        self.include_control = include_control
+        self.limits = limits
+        self.max_wait = max_wait_ms / 1000
+        self.skipped = 0
+        """Offsets never seen because retention deleted them before this reader got there."""
+        self._fd = -1
+        self._base = -1  # the open segment's base offset (-1: none open yet)
+        self._pos = 0  # where the next unread batch of the open segment starts
+        self._want = _CHUNK  # bytes to read next time (more when a batch is larger)
+        self._listed = 0.0
+        self.position = self._find_start(start_offset, start_timestamp, from_end, on_gap)
+        """The offset of the next record this reader returns."""
+
+    # -- where to start --------------------------------------------------------------------------
+    def _find_start(
+        self, offset: int | None, timestamp: int | None, from_end: bool, on_gap: str
+    ) -> int:
+        try:
+            log = Log(self.directory, writable=False, limits=self.limits)
+        except FileNotFoundError:
+            return 0 if offset is None else offset  # the writer has not made it yet
+        try:
+            if from_end:
+                offset = log.log_end_offset
+            elif timestamp is not None:
+                found = log.offsets_for_times(timestamp)
+                offset = log.log_end_offset if found is None else found.offset
+            elif offset is None:
+                offset = log.log_start_offset
+            elif offset < log.log_start_offset:
+                if on_gap == "error":
+                    raise OffsetOutOfRangeError(
+                        f"offset {offset} is below the log start offset {log.log_start_offset} "
+                        f"of {self.directory}"
+                    )
+                self.skipped += log.log_start_offset - offset
+                offset = log.log_start_offset
+            seg = log.floor_segment(offset)
+            if seg is not None:
+                found_at = seg.translate_offset(offset) if offset > seg.base_offset else None
+                self._open(seg.base_offset, found_at.position if found_at is not None else 0)
+            return offset
+        finally:
+            log.close()
+
+    def _open(self, base: int, position: int = 0) -> bool:
+        """Switch to the segment at ``base``; False when its file is gone already."""
+        try:
+            fd = os.open(segment_file(self.directory, base, LOG_SUFFIX), os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        self._close_fd()
+        self._fd, self._base, self._pos = fd, base, position
+        return True
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    # -- reading ---------------------------------------------------------------------------------
+    def _read_open_segment(self, out: list[Record], max_records: int) -> None:
+        """Append the records of the open segment's new whole batches to ``out``."""
+        fd = self._fd
+        while len(out) < max_records:
+            available = os.fstat(fd).st_size - self._pos
+            if available <= 0:
+                return
+            data = os.pread(fd, min(available, self._want), self._pos)
+            reader = LogReader(
+                data,
+                path=segment_file(self.directory, self._base, LOG_SUFFIX),
+                verify_crc=True,
+                limits=self.limits,
+                base_position=self._pos,
+            )
+            try:
+                for entry in reader:
+                    self._take(entry.records(self.limits), entry.is_control, out)
+                    self.position = max(self.position, entry.next_offset)
+                    self._pos = entry.position + entry.size_in_bytes
+                    if len(out) >= max_records:
+                        return
+            except CorruptRecordError:
+                if _zeros(data, self._pos - reader.base_position):
+                    return  # preallocated space after the last batch: nothing more yet
+                raise
+            tail = reader.incomplete_tail
+            if tail is None:
+                self._want = _CHUNK
+                continue
+            if tail.declared_size is not None and tail.declared_size > len(data):
+                self._want = tail.declared_size  # a batch larger than one chunk: read it whole
+                if available > len(data):
+                    continue
+            return  # a batch still being written: the next poll reads it
+
+    def _take(self, records: list[Record], control: bool, out: list[Record]) -> None:
+        if control and not self.include_control:
+            return
+        start = self.position
+        if records and records[0].offset < start:
+            records = [r for r in records if r.offset >= start]
+        out.extend(records)
+
+    def _next_segment(self) -> bool:
+        """After the open segment's last byte: open the segment that follows it, if any.
+        True only when another segment was opened (so a poll never spins on one)."""
+        if self._fd >= 0 and self.position > self._base and self._open(self.position):
+            return True
+        now = time.monotonic()
+        if self._fd >= 0 and now - self._listed < _LIST_EVERY:
+            return False
+        self._listed = now
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return False
+        bases = sorted(offset_from_filename(n) for n in names if is_segment_log(n))
+        for base in bases:
+            if base <= self._base:
+                continue
+            if self._fd >= 0:
+                # the open segment may have grown just before the roll: finish it first
+                size = os.fstat(self._fd).st_size
+                if size > self._pos:
+                    return False  # (the next poll reads it; a torn tail never ends a wait)
+            if base > self.position:
+                self.skipped += base - self.position  # deleted before it was read
+                self.position = base
+            if self._open(base):
+                return True
+        if self._fd < 0 and bases:
+            # nothing open yet (the log was empty, or its start segment went): the segment
+            # holding the position, else the first one after it
+            floor = [b for b in bases if b <= self.position]
+            base = floor[-1] if floor else bases[0]
+            if base > self.position:
+                self.skipped += base - self.position
+                self.position = base
+            return self._open(base)
+        return False
+
+    def poll(self, timeout: float = 0.0, max_records: int = 500) -> list[Record]:
+        """The next records (at most ``max_records``), waiting up to ``timeout`` seconds for
+        the first one; ``[]`` when none came in time."""
+        deadline = time.monotonic() + timeout
+        wait = 0.0002
+        out: list[Record] = []
+        while True:
+            if self._fd >= 0:
+                self._read_open_segment(out, max_records)
+            if out:
+                return out
+            if self._next_segment():
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return out
+            time.sleep(min(wait, remaining))
+            wait = min(wait * 2, self.max_wait)
+
+    def __iter__(self) -> Iterator[Record]:
+        """Every record from the start, waiting for new ones forever."""
+        while True:
+            yield from self.poll(timeout=3600.0)
+
+    def close(self) -> None:
+        self._close_fd()
+
+    def __enter__(self) -> TailReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self._close_fd()
+
+
+def _zeros(data: bytes, start: int) -> bool:
+    """Nothing but zero bytes from ``start`` (at least a length field's worth)."""
+    rest = data[start:]
+    return len(rest) >= 12 and not rest.strip(b"\x00")
+
+
+class AsyncTailReader:
+    """:class:`TailReader` for ``asyncio``: the waiting is ``await asyncio.sleep``, so other
+    tasks run meanwhile; reading a batch happens on the event loop (it is a ``pread`` and a
+    decode, microseconds)."""
+
+    def __init__(self, directory: str | os.PathLike[str], **options: object) -> None:
+        self.reader = TailReader(directory, **options)  # type: ignore[arg-type]
+
+    @property
+    def position(self) -> int:
+        return self.reader.position
+
+    async def poll(self, timeout: float = 0.0, max_records: int = 500) -> list[Record]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        wait = 0.0002
+        while True:
+            out = self.reader.poll(0.0, max_records)
+            remaining = deadline - loop.time()
+            if out or remaining <= 0:
+                return out
+            await asyncio.sleep(min(wait, remaining))
+            wait = min(wait * 2, self.reader.max_wait)
+
+    async def __aiter__(self) -> AsyncIterator[Record]:
+        while True:
+            for record in await self.poll(timeout=3600.0):
+                yield record
+
+    def close(self) -> None:
+        self.reader.close()
+
+    async def __aenter__(self) -> AsyncTailReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

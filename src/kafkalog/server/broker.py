@@ -1,0 +1,264 @@
+"""One broker: the data directory, its topics, the group coordinator and the request table."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from kafkalog.log import Log, LogDir
+from kafkalog.records import RecordBatch
+from kafkalog.server import admin, data
+from kafkalog.server import errors as E
+from kafkalog.server.config import ServerConfig
+from kafkalog.server.groups import GroupCoordinator
+from kafkalog.server.offset_store import CommittedOffset, ConsumerOffsetsTopic, OffsetRecordCodec
+from kafkalog.server.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic, TopicRegistry
+from kafkalog.server.transactions import TransactionCoordinator
+
+Handler = Callable[["Broker", Any, int], Awaitable[dict[str, Any]]]
+
+# the internal topics as Kafka creates them: compacted, 100 MiB segments (offsets.topic.*,
+# transaction.state.log.*)
+INTERNAL_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "104857600",
+    "compression.type": "producer",
+}
+
+
+class Broker:
+    """Everything a request handler needs; handlers run on the event loop, one at a time, so
+    the logs are never appended to concurrently."""
+
+    def __init__(
+        self,
+        data_dir: str,
+        config: ServerConfig,
+        *,
+        offset_codec: OffsetRecordCodec | None = None,
+    ) -> None:
+        self.config = config
+        self.logdir = LogDir(data_dir, writable=True)
+        try:
+            self.registry = TopicRegistry(self.logdir, config.topic_defaults)
+            self.offsets = ConsumerOffsetsTopic(
+                config.offsets_topic_num_partitions,
+                self._append_offsets,
+                self._read_offsets,
+                offset_codec,
+            )
+            self.groups = GroupCoordinator(
+                self.offsets,
+                initial_rebalance_delay=config.group_initial_rebalance_delay_ms / 1000,
+                min_session_timeout=config.group_min_session_timeout_ms / 1000,
+                max_session_timeout=config.group_max_session_timeout_ms / 1000,
+                topic_exists=self._partition_exists,
+            )
+            self.transactions = TransactionCoordinator(
+                partitions=config.transaction_state_num_partitions,
+                append_state=self._append_txn_state,
+                read_state=self._read_txn_state,
+                append_marker=self._append_marker,
+                partition_exists=self._partition_exists,
+                commit_offsets=self.groups.apply_commit,
+                next_producer_id=self.registry.next_producer_id,
+            )
+        except BaseException:
+            self.logdir.close()
+            raise
+        self._appended = asyncio.Event()
+        self._lso: dict[tuple[str, int], data.LastStableOffset] = {}
+        self.advertised: tuple[str, int] = (config.advertised_host or config.host, config.port)
+
+    # -- append notifications (the long poll) -------------------------------------------------
+    def append_waiter(self) -> asyncio.Event:
+        return self._appended
+
+    def appended(self) -> None:
+        """Wake every fetch waiting for data; later waiters get a fresh event."""
+        self._appended.set()
+        self._appended = asyncio.Event()
+
+    # -- the offsets topic ---------------------------------------------------------------------
+    def _internal_topic(self, name: str, partitions: int) -> Topic:
+        topic = self.registry.get(name)
+        if topic is None:
+            topic = self.registry.create(name, partitions, INTERNAL_TOPIC_CONFIGS)
+        return topic
+
+    def _append_offsets(self, partition: int, batch: bytes) -> None:
+        topic = self._internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)
+        epoch = self.registry.leader_epoch(topic.name, partition)
+        self.registry.log(topic, partition).append(batch, leader_epoch=epoch)
+
+    def _append_txn_state(self, partition: int, batch: bytes) -> None:
+        topic = self._internal_topic(
+            TRANSACTION_TOPIC, self.config.transaction_state_num_partitions
+        )
+        epoch = self.registry.leader_epoch(topic.name, partition)
+        self.registry.log(topic, partition).append(batch, leader_epoch=epoch)
+
+    def _append_marker(self, topic_name: str, partition: int, marker: bytes) -> None:
+        topic = self.registry.get(topic_name)
+        if topic is None:
+            return  # deleted while the transaction was open
+        epoch = self.registry.leader_epoch(topic_name, partition)
+        self.registry.log(topic, partition).append(marker, leader_epoch=epoch)
+        self.appended()
+
+    def _read_offsets(self) -> Iterator[RecordBatch]:
+        return self._read_internal(OFFSETS_TOPIC)
+
+    def _read_txn_state(self) -> Iterator[RecordBatch]:
+        return self._read_internal(TRANSACTION_TOPIC)
+
+    def _read_internal(self, name: str) -> Iterator[RecordBatch]:
+        topic = self.registry.get(name)
+        if topic is None:
+            return
+        for p in range(topic.partitions):
+            log = self.registry.log(topic, p)
+            for batch in log.batches(log.log_start_offset):
+                if isinstance(batch, RecordBatch):
+                    yield batch
+
+    def last_stable_offset(self, log: Log) -> int:
+        key = (log.topic, log.partition)
+        tracker = self._lso.get(key)
+        if tracker is None:
+            tracker = self._lso[key] = data.LastStableOffset()
+        return tracker.of(log)
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        t = self.registry.get(topic)
+        return t is not None and 0 <= partition < t.partitions
+
+    def forget_topic(self, name: str) -> None:
+        """Drop the committed offsets of a deleted topic, as Kafka's coordinator does."""
+        self._lso = {k: v for k, v in self._lso.items() if k[0] != name}
+        for group in self.groups.groups.values():
+            for tp in [tp for tp in group.offsets if tp[0] == name]:
+                del group.offsets[tp]
+
+    def close(self) -> None:
+        self.logdir.close()
+
+
+async def _find_coordinator(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    host, port = broker.advertised
+    node = broker.config.node_id
+    key_type = int(getattr(body, "key_type", 0))
+    code = E.NONE if key_type in (0, 1) else E.INVALID_REQUEST  # groups, transactions
+    found = {"node_id": node if code == E.NONE else -1, "host": host, "port": port}
+    if hasattr(body, "coordinator_keys"):
+        return {
+            "coordinators": [
+                {"key": k, "error_code": code, "error_message": None, **found}
+                for k in body.coordinator_keys
+            ]
+        }
+    return {"error_code": code, **found}
+
+
+def _coordinator(name: str) -> Handler:
+    async def handle(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+        result: dict[str, Any] = await getattr(broker.groups, name)(body, version)
+        return result
+
+    return handle
+
+
+async def _init_producer_id(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    if body.transactional_id is None:
+        return await admin.init_producer_id(broker, body, version)
+    timeout = int(body.transaction_timeout.total_seconds() * 1000)
+    return broker.transactions.init_producer_id(body.transactional_id, timeout)
+
+
+async def _add_partitions_to_txn(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    wanted = [(t.name, [int(p) for p in t.partitions]) for t in body.v3_and_below_topics]
+    results = broker.transactions.add_partitions(
+        body.v3_and_below_transactional_id,
+        int(body.v3_and_below_producer_id),
+        int(body.v3_and_below_producer_epoch),
+        wanted,
+    )
+    return {"results_by_topic_v3_and_below": results}
+
+
+async def _add_offsets_to_txn(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    code = broker.transactions.add_offsets(
+        body.transactional_id, int(body.producer_id), int(body.producer_epoch), body.group_id
+    )
+    return {"error_code": code}
+
+
+async def _end_txn(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    code = broker.transactions.end_txn(
+        body.transactional_id, int(body.producer_id), int(body.producer_epoch), body.committed
+    )
+    broker.appended()  # markers move the last stable offset: wake read_committed fetches
+    return {"error_code": code}
+
+
+async def _txn_offset_commit(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    now = int(time.time() * 1000)
+    offsets = {
+        (t.name, int(p.partition_index)): CommittedOffset(
+            int(p.committed_offset),
+            int(getattr(p, "committed_leader_epoch", -1)),
+            p.committed_metadata,
+            now,
+        )
+        for t in body.topics
+        for p in t.partitions
+    }
+    code = broker.transactions.txn_offset_commit(
+        body.transactional_id,
+        int(body.producer_id),
+        int(body.producer_epoch),
+        body.group_id,
+        offsets,
+    )
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+                ],
+            }
+            for t in body.topics
+        ]
+    }
+
+
+HANDLERS: dict[int, Handler] = {
+    0: data.produce,
+    1: data.fetch,
+    2: data.list_offsets,
+    3: admin.metadata,
+    8: _coordinator("commit"),
+    9: _coordinator("fetch_offsets"),
+    10: _find_coordinator,
+    12: _coordinator("heartbeat"),
+    13: _coordinator("leave"),
+    14: _coordinator("sync"),
+    15: _coordinator("describe"),
+    16: _coordinator("list_groups"),
+    18: admin.api_versions,
+    19: admin.create_topics,
+    20: admin.delete_topics,
+    21: data.delete_records,
+    22: _init_producer_id,
+    23: data.offset_for_leader_epoch,
+    24: _add_partitions_to_txn,
+    25: _add_offsets_to_txn,
+    26: _end_txn,
+    28: _txn_offset_commit,
+    32: admin.describe_configs,
+    37: admin.create_partitions,
+}
+JOIN_GROUP = 11

@@ -1,0 +1,288 @@
+"""Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords over the partition logs.
+
+Produced batches go through ``Log.append`` (CRC, max.message.bytes, offsets, LogAppendTime and
+the log's producer state); fetched bytes are the segment bytes as stored, never decoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log import LATEST_TIMESTAMP, Log
+from kafkalog.log.segment import TxnState
+from kafkalog.records import RecordBatch
+from kafkalog.server import errors as E
+from kafkalog.server.topics import TopicError
+
+if TYPE_CHECKING:
+    from kafkalog.server.broker import Broker
+
+_logger = logging.getLogger("kafkalog.server")
+log_error = _logger.error
+_BATCH_HEAD = struct.Struct(">qi")
+READ_COMMITTED = 1
+
+
+class LastStableOffset:
+    """A partition's last stable offset, kept up to date by reading only the batches appended
+    since the last call (``Log.last_stable_offset`` rescans the log each time, too slow for
+    every read_committed fetch, librdkafka's default). Once the log layer tracks producer state
+    itself (the ``logstate`` work), this defers to it."""
+
+    def __init__(self) -> None:
+        self.state = TxnState()
+        self.scanned_to: int | None = None
+
+    def of(self, log: Log) -> int:
+        if getattr(log, "producer_state", None) is not None:
+            return log.last_stable_offset()  # the log keeps its own producer state: O(1)
+        start = log.log_start_offset if self.scanned_to is None else self.scanned_to
+        if start < log.log_end_offset:
+            for batch in log.batches(start):
+                if isinstance(batch, RecordBatch) and batch.base_offset >= start:
+                    with contextlib.suppress(KafkalogError):
+                        self.state.update(batch, log.limits)
+        self.scanned_to = log.log_end_offset
+        return min(self.state.ongoing.values(), default=log.log_end_offset)
+
+
+def _partition_log(broker: Broker, topic: str, partition: int) -> Log:
+    t = broker.registry.get(topic)
+    if t is None or not 0 <= partition < t.partitions:
+        raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{partition}")
+    try:
+        return broker.registry.log(t, partition)
+    except TopicError:
+        raise
+    except (KafkalogError, OSError) as e:  # a log that cannot be opened: offline, as Kafka's
+        log_error("cannot open %s-%d: %s", topic, partition, e)
+        raise TopicError(E.KAFKA_STORAGE_ERROR, f"{topic}-{partition}: {e}") from None
+
+
+async def produce(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    responses = []
+    for topic in body.topic_data:
+        parts = []
+        for pd in topic.partition_data:
+            parts.append(_produce_partition(broker, topic.name, int(pd.index), pd.records))
+        responses.append({"name": topic.name, "partition_responses": parts})
+    broker.appended()
+    return {"responses": responses}
+
+
+def _produce_partition(broker: Broker, topic: str, partition: int, records: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": None}
+    try:
+        t = broker.registry.get(topic)
+        if t is not None and t.internal:
+            raise TopicError(E.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal {topic}")
+        log = _partition_log(broker, topic, partition)
+        out["log_start_offset"] = log.log_start_offset
+        if records is None or len(records) == 0:
+            raise TopicError(E.INVALID_RECORD, "a produce request without records")
+        info = log.append(records, leader_epoch=broker.registry.leader_epoch(topic, partition))
+    except TopicError as e:
+        out.update(error_code=e.code, error_message=str(e))
+        return out
+    except KafkalogError as e:
+        out.update(error_code=E.append_error_code(e), error_message=str(e))
+        return out
+    except OSError as e:  # the disk refused: nothing was acknowledged
+        log_error("append to %s-%d failed: %s", topic, partition, e)
+        out.update(error_code=E.KAFKA_STORAGE_ERROR, error_message=str(e))
+        return out
+    out["error_code"] = E.NONE
+    out["base_offset"] = info.first_offset
+    if log.config.message_timestamp_type == "LogAppendTime":
+        out["log_append_time"] = info.max_timestamp
+    return out
+
+
+def _cut_at(data: bytes, limit_offset: int) -> bytes:
+    """The whole batches of ``data`` whose base offset is below ``limit_offset``."""
+    pos = 0
+    end = len(data)
+    while pos + 12 <= end:
+        base, length = _BATCH_HEAD.unpack_from(data, pos)
+        if base >= limit_offset:
+            break
+        pos += 12 + length
+    return data[: min(pos, end)]
+
+
+def _aborted(log: Log, fetch_offset: int, upper: int) -> list[dict[str, int]]:
+    found: list[dict[str, int]] = []
+    for seg in log.segments:
+        if seg.read_next_offset() <= fetch_offset:
+            continue
+        result = seg.txn_index.collect_aborted_txns(fetch_offset, upper)
+        found.extend(
+            {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in result.aborted
+        )
+        if result.is_complete:
+            break
+    return found
+
+
+def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int, bool]:
+    isolation = int(getattr(body, "isolation_level", 0))
+    budget = int(getattr(body, "max_bytes", 0x7FFFFFFF))
+    total = 0
+    errored = False
+    responses = []
+    for topic in body.topics:
+        parts = []
+        for fp in topic.partitions:
+            p = int(fp.partition)
+            entry: dict[str, Any] = {"partition_index": p, "records": b""}
+            try:
+                log = _partition_log(broker, topic.topic, p)
+            except TopicError as e:
+                entry.update(error_code=e.code, high_watermark=-1)
+                errored = True
+                parts.append(entry)
+                continue
+            hw = log.log_end_offset
+            lso = broker.last_stable_offset(log) if isolation == READ_COMMITTED else hw
+            entry.update(high_watermark=hw, last_stable_offset=lso)
+            entry["log_start_offset"] = log.log_start_offset
+            offset = int(fp.fetch_offset)
+            if offset < log.log_start_offset or offset > hw:
+                entry["error_code"] = E.OFFSET_OUT_OF_RANGE  # with empty records, as Kafka
+                errored = True
+                parts.append(entry)
+                continue
+            upper = lso if isolation == READ_COMMITTED else hw
+            if isolation == READ_COMMITTED:
+                entry["aborted_transactions"] = []
+            if offset < upper and budget > 0:
+                limit = min(int(fp.partition_max_bytes), budget)
+                try:
+                    data = log.read(offset, limit, min_one_message=total == 0)
+                    if isolation == READ_COMMITTED:
+                        data = _cut_at(data, upper)
+                        entry["aborted_transactions"] = _aborted(log, offset, upper)
+                except (KafkalogError, OSError) as e:
+                    # a damaged segment or index: this partition answers an error, the others
+                    # and the connection carry on
+                    log_error("fetch from %s-%d at offset %d failed: %s", topic.topic, p, offset, e)
+                    entry.update(error_code=E.KAFKA_STORAGE_ERROR, records=b"")
+                    errored = True
+                    parts.append(entry)
+                    continue
+                entry["records"] = data
+                total += len(data)
+                budget -= len(data)
+            parts.append(entry)
+        responses.append({"topic": topic.topic, "partitions": parts})
+    return responses, total, errored
+
+
+async def fetch(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    """Answer at once with data or an error; else wait for appends until ``min_bytes`` are
+    there or ``max_wait`` has passed (the long poll)."""
+    loop = asyncio.get_running_loop()
+    max_wait = body.max_wait.total_seconds()
+    deadline = loop.time() + max(0.0, max_wait)
+    min_bytes = int(body.min_bytes)
+    while True:
+        waiter = broker.append_waiter()
+        responses, total, errored = _fetch_once(broker, body, version)
+        remaining = deadline - loop.time()
+        if errored or total >= min_bytes or (total > 0 and min_bytes <= 1) or remaining <= 0:
+            return {"responses": responses}
+        try:
+            await asyncio.wait_for(waiter.wait(), remaining)
+        except TimeoutError:
+            responses, _, _ = _fetch_once(broker, body, version)
+            return {"responses": responses}
+
+
+async def list_offsets(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    isolation = int(getattr(body, "isolation_level", 0))
+    topics = []
+    for topic in body.topics:
+        parts = []
+        for lp in topic.partitions:
+            p = int(lp.partition_index)
+            entry: dict[str, Any] = {"partition_index": p, "timestamp": -1, "offset": -1}
+            try:
+                log = _partition_log(broker, topic.name, p)
+            except TopicError as e:
+                entry["error_code"] = e.code
+                parts.append(entry)
+                continue
+            ts = int(lp.timestamp)
+            if ts == LATEST_TIMESTAMP and isolation == READ_COMMITTED:
+                epoch = broker.registry.leader_epoch(topic.name, p)
+                entry.update(offset=broker.last_stable_offset(log), leader_epoch=epoch)
+            else:
+                try:
+                    found = log.offsets_for_times(ts)
+                except ValueError:
+                    entry["error_code"] = E.INVALID_REQUEST  # an unknown negative timestamp
+                    parts.append(entry)
+                    continue
+                if found is not None:
+                    epoch = found.leader_epoch if found.leader_epoch is not None else -1
+                    entry.update(timestamp=found.timestamp, offset=found.offset, leader_epoch=epoch)
+            entry["error_code"] = E.NONE
+            parts.append(entry)
+        topics.append({"name": topic.name, "partitions": parts})
+    return {"topics": topics}
+
+
+async def offset_for_leader_epoch(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    topics = []
+    for topic in body.topics:
+        parts = []
+        for op in topic.partitions:
+            p = int(op.partition)
+            entry: dict[str, Any] = {"partition": p}
+            try:
+                log = _partition_log(broker, topic.topic, p)
+            except TopicError as e:
+                entry["error_code"] = e.code
+                parts.append(entry)
+                continue
+            cache = log.leader_epochs
+            requested = int(op.leader_epoch)
+            if cache is None or not cache.entries:
+                # nothing appended yet: this broker's leadership is the only epoch there is
+                current = broker.registry.leader_epoch(topic.topic, p)
+                epoch, end = (current, log.log_end_offset) if requested == current else (-1, -1)
+            else:
+                epoch, end = cache.end_offset_for(requested, log.log_end_offset)
+            entry.update(error_code=E.NONE, leader_epoch=epoch, end_offset=end)
+            parts.append(entry)
+        topics.append({"topic": topic.topic, "partitions": parts})
+    return {"topics": topics}
+
+
+async def delete_records(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    topics = []
+    for topic in body.topics:
+        parts = []
+        for dp in topic.partitions:
+            p = int(dp.partition_index)
+            entry: dict[str, Any] = {"partition_index": p, "low_watermark": -1}
+            try:
+                log = _partition_log(broker, topic.name, p)
+                offset = int(dp.offset)
+                if offset == -1:
+                    offset = log.log_end_offset
+                if offset < 0 or offset > log.log_end_offset:
+                    raise TopicError(E.OFFSET_OUT_OF_RANGE, f"offset {offset} is out of range")
+                log.increment_log_start_offset(offset)
+                entry.update(error_code=E.NONE, low_watermark=log.log_start_offset)
+            except TopicError as e:
+                entry["error_code"] = e.code
+            parts.append(entry)
+        topics.append({"name": topic.name, "partitions": parts})
+    broker.registry.logdir.checkpoint()
+    return {"topics": topics}

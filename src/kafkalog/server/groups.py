@@ -1,0 +1,465 @@
+"""The classic consumer-group protocol: a group coordinator for every group, on this broker.
+
+JoinGroup / SyncGroup / Heartbeat / LeaveGroup drive each group through Kafka's states (Empty,
+PreparingRebalance, CompletingRebalance, Stable): a rebalance starts when a member joins, leaves
+or misses its session timeout, completes when every known member has rejoined (or the rebalance
+timeout dropped the rest), and the leader's assignment is handed out in SyncGroup. Committed
+offsets go to an :class:`OffsetStore` (``__consumer_offsets``) and are read back at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalog.server import errors as E
+from kafkalog.server.offset_store import CommittedOffset, OffsetStore, TopicPartition
+
+EMPTY = "Empty"
+PREPARING = "PreparingRebalance"
+COMPLETING = "CompletingRebalance"
+STABLE = "Stable"
+DEAD = "Dead"
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout: float
+    rebalance_timeout: float
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    last_seen: float = field(default_factory=time.monotonic)
+    assignment: bytes = b""
+    join_future: asyncio.Future[dict[str, Any]] | None = None
+    sync_future: asyncio.Future[dict[str, Any]] | None = None
+
+    def metadata_for(self, protocol: str | None) -> bytes:
+        return next((m for n, m in self.protocols if n == protocol), b"")
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: str = EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    pending: dict[str, float] = field(default_factory=dict)  # member ids handed out, deadline
+    offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    timer: asyncio.TimerHandle | None = None
+    initial_delay_until: float = 0.0
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        store: OffsetStore,
+        *,
+        initial_rebalance_delay: float,
+        min_session_timeout: float,
+        max_session_timeout: float,
+        topic_exists: Any,
+    ) -> None:
+        self.store = store
+        self.initial_rebalance_delay = initial_rebalance_delay
+        self.min_session_timeout = min_session_timeout
+        self.max_session_timeout = max_session_timeout
+        self.topic_exists = topic_exists
+        self.groups: dict[str, Group] = {}
+        for group_id, offsets in store.load().items():
+            self.groups[group_id] = Group(group_id, offsets=dict(offsets))
+        self._reaper: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._reaper = asyncio.get_running_loop().create_task(self._expire_sessions())
+
+    async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        for group in self.groups.values():
+            if group.timer is not None:
+                group.timer.cancel()
+            for m in group.members.values():
+                for fut in (m.join_future, m.sync_future):
+                    if fut is not None and not fut.done():
+                        fut.cancel()
+
+    async def _expire_sessions(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            now = time.monotonic()
+            for group in list(self.groups.values()):
+                for mid, deadline in list(group.pending.items()):
+                    if now > deadline:
+                        del group.pending[mid]
+                expired = [
+                    m
+                    for m in group.members.values()
+                    if m.join_future is None and now - m.last_seen > m.session_timeout
+                ]
+                for m in expired:
+                    self._remove_member(group, m, E.UNKNOWN_MEMBER_ID)
+                if expired:
+                    self._member_left(group)
+
+    # -- join ------------------------------------------------------------------------------------
+    async def join(self, body: Any, version: int, client_id: str, host: str) -> dict[str, Any]:
+        session = body.session_timeout.total_seconds()
+        rebalance = getattr(body, "rebalance_timeout", body.session_timeout).total_seconds()
+        if rebalance <= 0:
+            rebalance = session
+        fail: dict[str, Any] = {
+            "generation_id": -1,
+            "protocol_name": None,
+            "leader": "",
+            "members": [],
+        }
+        if not self.min_session_timeout <= session <= self.max_session_timeout:
+            return {**fail, "error_code": E.INVALID_SESSION_TIMEOUT, "member_id": body.member_id}
+        group = self.groups.get(body.group_id)
+        if group is None:
+            group = self.groups[body.group_id] = Group(body.group_id)
+        protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
+        if not protocols or (
+            group.members
+            and (
+                body.protocol_type != group.protocol_type
+                or not self._candidates(group, {n for n, _ in protocols})
+            )
+        ):
+            return {
+                **fail,
+                "error_code": E.INCONSISTENT_GROUP_PROTOCOL,
+                "member_id": body.member_id,
+            }
+        member_id = body.member_id
+        if member_id == "":
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if version >= 4:
+                group.pending[member_id] = time.monotonic() + session
+                return {**fail, "error_code": E.MEMBER_ID_REQUIRED, "member_id": member_id}
+        elif member_id not in group.members and member_id not in group.pending:
+            return {**fail, "error_code": E.UNKNOWN_MEMBER_ID, "member_id": member_id}
+        group.pending.pop(member_id, None)
+        member = group.members.get(member_id)
+        if member is None:
+            member = Member(
+                member_id,
+                getattr(body, "group_instance_id", None),
+                client_id,
+                host,
+                session,
+                rebalance,
+                body.protocol_type,
+                protocols,
+            )
+            group.members[member_id] = member
+        else:
+            member.protocols = protocols
+            member.session_timeout, member.rebalance_timeout = session, rebalance
+        member.last_seen = time.monotonic()
+        if member.join_future is not None and not member.join_future.done():
+            member.join_future.cancel()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        member.join_future = future
+        group.protocol_type = body.protocol_type
+        if group.state != PREPARING:
+            self._prepare_rebalance(group)
+        self._try_complete_join(group)
+        return await future
+
+    def _candidates(self, group: Group, extra: set[str] | None = None) -> set[str]:
+        sets = [{n for n, _ in m.protocols} for m in group.members.values()]
+        if extra is not None:
+            sets.append(extra)
+        return set.intersection(*sets) if sets else set()
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        loop = asyncio.get_running_loop()
+        was_empty = group.state == EMPTY
+        for m in group.members.values():
+            if m.sync_future is not None and not m.sync_future.done():
+                m.sync_future.set_result({"error_code": E.REBALANCE_IN_PROGRESS})
+            m.sync_future = None
+        group.state = PREPARING
+        timeout = max((m.rebalance_timeout for m in group.members.values()), default=0.0)
+        if was_empty and self.initial_rebalance_delay > 0:
+            # group.initial.rebalance.delay.ms: let the first members of a new group arrive
+            group.initial_delay_until = loop.time() + self.initial_rebalance_delay
+            timeout = min(timeout, self.initial_rebalance_delay)
+        else:
+            group.initial_delay_until = 0.0
+        if group.timer is not None:
+            group.timer.cancel()
+        group.timer = loop.call_later(timeout, self._rebalance_timed_out, group)
+
+    def _rebalance_timed_out(self, group: Group) -> None:
+        group.timer = None
+        if group.state != PREPARING:
+            return
+        loop = asyncio.get_running_loop()
+        if group.initial_delay_until and loop.time() >= group.initial_delay_until:
+            group.initial_delay_until = 0.0
+            if self._all_joined(group):
+                self._complete_join(group)
+                return
+            timeout = max((m.rebalance_timeout for m in group.members.values()), default=0.0)
+            group.timer = loop.call_later(timeout, self._rebalance_timed_out, group)
+            return
+        for m in [m for m in group.members.values() if m.join_future is None]:
+            self._remove_member(group, m, E.UNKNOWN_MEMBER_ID)
+        self._complete_join(group)
+
+    def _all_joined(self, group: Group) -> bool:
+        return all(
+            m.join_future is not None and not m.join_future.done() for m in group.members.values()
+        )
+
+    def _try_complete_join(self, group: Group) -> None:
+        if group.state != PREPARING or group.initial_delay_until:
+            return
+        if self._all_joined(group):
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        if group.timer is not None:
+            group.timer.cancel()
+            group.timer = None
+        group.initial_delay_until = 0.0
+        group.generation += 1
+        if not group.members:
+            group.state = EMPTY
+            group.protocol_name = group.leader = None
+            return
+        candidates = self._candidates(group)
+        votes: dict[str, int] = {}
+        for m in group.members.values():
+            choice = next(n for n, _ in m.protocols if n in candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        group.protocol_name = max(sorted(votes), key=lambda n: votes[n])
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        group.state = COMPLETING
+        everyone = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata_for(group.protocol_name),
+            }
+            for m in group.members.values()
+        ]
+        for m in group.members.values():
+            fut, m.join_future = m.join_future, None
+            m.last_seen = time.monotonic()
+            if fut is not None and not fut.done():
+                fut.set_result(
+                    {
+                        "error_code": E.NONE,
+                        "generation_id": group.generation,
+                        "protocol_type": group.protocol_type,
+                        "protocol_name": group.protocol_name,
+                        "leader": group.leader,
+                        "member_id": m.member_id,
+                        "members": everyone if m.member_id == group.leader else [],
+                    }
+                )
+
+    def _remove_member(self, group: Group, member: Member, code: int) -> None:
+        group.members.pop(member.member_id, None)
+        for fut in (member.join_future, member.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result({"error_code": code, "generation_id": -1, "member_id": ""})
+        if group.leader == member.member_id:
+            group.leader = next(iter(group.members), None)
+
+    def _member_left(self, group: Group) -> None:
+        if group.state in (STABLE, COMPLETING, EMPTY):
+            self._prepare_rebalance(group)
+            group.initial_delay_until = 0.0
+        self._try_complete_join(group)
+
+    # -- sync, heartbeat, leave -----------------------------------------------------------------
+    def _check_member(self, group_id: str, member_id: str, generation: int) -> tuple[int, Group]:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID, group or Group(group_id)
+        group.members[member_id].last_seen = time.monotonic()
+        if generation != group.generation:
+            return E.ILLEGAL_GENERATION, group
+        return E.NONE, group
+
+    async def sync(self, body: Any, version: int) -> dict[str, Any]:
+        code, group = self._check_member(body.group_id, body.member_id, int(body.generation_id))
+        if code != E.NONE:
+            return {"error_code": code, "assignment": b""}
+        if group.state == PREPARING:
+            return {"error_code": E.REBALANCE_IN_PROGRESS, "assignment": b""}
+        member = group.members[body.member_id]
+        names = {"protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
+        if group.state == STABLE:
+            return {"error_code": E.NONE, "assignment": member.assignment, **names}
+        member.sync_future = asyncio.get_running_loop().create_future()
+        future = member.sync_future
+        if body.member_id == group.leader:
+            given = {a.member_id: bytes(a.assignment) for a in body.assignments}
+            group.state = STABLE
+            for m in group.members.values():
+                m.assignment = given.get(m.member_id, b"")
+                fut, m.sync_future = m.sync_future, None
+                if fut is not None and not fut.done():
+                    fut.set_result({"error_code": E.NONE, "assignment": m.assignment, **names})
+        result = await future
+        result.setdefault("assignment", b"")
+        return result
+
+    async def heartbeat(self, body: Any, version: int) -> dict[str, Any]:
+        code, group = self._check_member(body.group_id, body.member_id, int(body.generation_id))
+        if code == E.NONE and group.state == PREPARING:
+            code = E.REBALANCE_IN_PROGRESS
+        return {"error_code": code}
+
+    async def leave(self, body: Any, version: int) -> dict[str, Any]:
+        group = self.groups.get(body.group_id)
+        ids = (
+            [body.member_id] if hasattr(body, "member_id") else [m.member_id for m in body.members]
+        )
+        results = []
+        left = False
+        for mid in ids:
+            if group is None or mid not in group.members:
+                results.append({"member_id": mid, "error_code": E.UNKNOWN_MEMBER_ID})
+                continue
+            self._remove_member(group, group.members[mid], E.UNKNOWN_MEMBER_ID)
+            results.append({"member_id": mid, "error_code": E.NONE})
+            left = True
+        if group is not None and left:
+            self._member_left(group)
+        if hasattr(body, "member_id"):
+            return {"error_code": results[0]["error_code"]}
+        return {"error_code": E.NONE, "members": results}
+
+    # -- offsets ---------------------------------------------------------------------------------
+    async def commit(self, body: Any, version: int) -> dict[str, Any]:
+        generation = int(getattr(body, "generation_id_or_member_epoch", -1))
+        group = self.groups.get(body.group_id)
+        code = E.NONE
+        if body.member_id or generation >= 0:
+            code, group = self._check_member(body.group_id, body.member_id, generation)
+            if code == E.NONE and group.state == COMPLETING:
+                code = E.REBALANCE_IN_PROGRESS
+        elif group is not None and group.members:
+            code = E.UNKNOWN_MEMBER_ID  # a "simple" commit into a group with live members
+        now = int(time.time() * 1000)
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                pcode = code
+                if pcode == E.NONE and not self.topic_exists(t.name, int(p.partition_index)):
+                    pcode = E.UNKNOWN_TOPIC_OR_PARTITION
+                if pcode == E.NONE:
+                    accepted[(t.name, int(p.partition_index))] = CommittedOffset(
+                        int(p.committed_offset),
+                        int(getattr(p, "committed_leader_epoch", -1)),
+                        p.committed_metadata,
+                        now,
+                    )
+                parts.append({"partition_index": p.partition_index, "error_code": pcode})
+            topics.append({"name": t.name, "partitions": parts})
+        if accepted:
+            self.apply_commit(body.group_id, accepted)
+        return {"topics": topics}
+
+    def apply_commit(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        """Store committed offsets (an OffsetCommit, or a committed transaction's)."""
+        self.store.commit(group_id, offsets)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        group.offsets.update(offsets)
+
+    async def fetch_offsets(self, body: Any, version: int) -> dict[str, Any]:
+        group = self.groups.get(body.group_id)
+        offsets = group.offsets if group is not None else {}
+        if body.topics is None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(offsets):
+                by_topic.setdefault(topic, []).append(partition)
+            wanted = list(by_topic.items())
+        else:
+            wanted = [(t.name, [int(i) for i in t.partition_indexes]) for t in body.topics]
+        topics = []
+        for name, partitions in wanted:
+            parts = []
+            for p in partitions:
+                c = offsets.get((name, p))
+                parts.append(
+                    {
+                        "partition_index": p,
+                        "committed_offset": c.offset if c else -1,
+                        "committed_leader_epoch": c.leader_epoch if c else -1,
+                        "metadata": c.metadata if c else "",
+                        "error_code": E.NONE,
+                    }
+                )
+            topics.append({"name": name, "partitions": parts})
+        return {"topics": topics, "error_code": E.NONE}
+
+    # -- listing ----------------------------------------------------------------------------------
+    async def describe(self, body: Any, version: int) -> dict[str, Any]:
+        out = []
+        for gid in body.groups:
+            group = self.groups.get(gid)
+            if group is None:
+                out.append({"group_id": gid, "error_code": E.NONE, "group_state": DEAD})
+                continue
+            out.append(
+                {
+                    "group_id": gid,
+                    "error_code": E.NONE,
+                    "group_state": group.state,
+                    "protocol_type": group.protocol_type or "",
+                    "protocol_data": group.protocol_name or "",
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "member_metadata": m.metadata_for(group.protocol_name),
+                            "member_assignment": m.assignment,
+                        }
+                        for m in group.members.values()
+                    ],
+                }
+            )
+        return {"groups": out}
+
+    async def list_groups(self, body: Any, version: int) -> dict[str, Any]:
+        states = set(getattr(body, "states_filter", ()) or ())
+        return {
+            "error_code": E.NONE,
+            "groups": [
+                {
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type or "",
+                    "group_state": g.state,
+                }
+                for g in self.groups.values()
+                if not states or g.state in states
+            ],
+        }

@@ -1,0 +1,354 @@
+"""The asyncio listener: frames in, handlers, frames out; and ways to run it.
+
+Each connection is served in order, one request at a time, as a Kafka broker mutes a channel
+while its request is in flight. A frame is bounded by ``socket.request.max.bytes`` before a
+byte of it is buffered; anything that does not parse, an unknown API key or an unsupported
+version closes that connection (ApiVersions answers UNSUPPORTED_VERSION first, as Kafka does),
+and an unexpected error in a handler is logged and closes only that connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from kafkalog.server.broker import HANDLERS, JOIN_GROUP, Broker
+from kafkalog.server.codec import (
+    API_VERSIONS_KEY,
+    ProtocolError,
+    build,
+    decode_request,
+    encode_response,
+    is_supported,
+    peek_header,
+    response_type,
+    unsupported_api_versions_response,
+)
+from kafkalog.server.config import ServerConfig
+from kafkalog.server.offset_store import OffsetRecordCodec
+
+log = logging.getLogger("kafkalog.server")
+PRODUCE = 0
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+ILLEGAL_SASL_STATE = 34
+UNSUPPORTED_SASL_MECHANISM = 33
+SASL_AUTHENTICATION_FAILED = 58
+
+
+@dataclass
+class Session:
+    """One connection's SASL state: nothing but ApiVersions and the SASL exchange is served
+    before it is authenticated (Kafka's SaslServerAuthenticator)."""
+
+    where: str
+    authenticated: bool
+    mechanism: str | None = None
+    user: str | None = None
+    close_after_reply: bool = False
+
+
+def check_plain(users: dict[str, str], token: bytes) -> str | None:
+    """The user a SASL/PLAIN token (``authzid NUL user NUL password``, RFC 4616) authenticates,
+    or None. An authorization id, if given, must be the user itself, as Kafka requires."""
+    parts = token.split(b"\0")
+    if len(parts) != 3:
+        return None
+    try:
+        authzid, user, password = (p.decode("utf-8") for p in parts)
+    except UnicodeDecodeError:
+        return None
+    expected = users.get(user)
+    if expected is None or (authzid and authzid != user):
+        hmac.compare_digest(password, password)  # the same work as a wrong password
+        return None
+    return user if hmac.compare_digest(expected.encode(), password.encode()) else None
+
+
+class KafkaServer:
+    """A single-node Kafka broker over a kafkalog data directory (asyncio API).
+
+    ``await start()`` binds (``port=0`` picks a free one: see :attr:`port`), ``await stop()``
+    closes every connection, flushes the logs and marks the directory cleanly shut down.
+    """
+
+    def __init__(
+        self,
+        data_dir: str,
+        config: ServerConfig | None = None,
+        *,
+        offset_codec: OffsetRecordCodec | None = None,
+    ) -> None:
+        self.data_dir = str(data_dir)
+        self.config = config if config is not None else ServerConfig()
+        self._offset_codec = offset_codec
+        self.broker: Broker | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+        self._timers: asyncio.Task[None] | None = None
+        self.port = self.config.port
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for a client's ``bootstrap.servers``."""
+        host = self.config.advertised_host or self.config.host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    async def start(self) -> None:
+        self.config.check_listener()
+        broker = Broker(self.data_dir, self.config, offset_codec=self._offset_codec)
+        try:
+            self._server = await asyncio.start_server(
+                self._connection,
+                self.config.host,
+                self.config.port,
+                reuse_address=True,
+                ssl=self.config.ssl_context(),
+            )
+        except BaseException:
+            broker.close()
+            raise
+        self.port = self._server.sockets[0].getsockname()[1]
+        broker.advertised = (self.config.advertised_host or self.config.host, self.port)
+        broker.groups.start()
+        self.broker = broker
+        self._timers = asyncio.get_running_loop().create_task(self._expire_transactions())
+        log.info("kafkalog serving %s on %s", self.data_dir, self.bootstrap)
+
+    async def _expire_transactions(self) -> None:
+        """transaction.abort.timed.out.transaction.cleanup.interval.ms, at 1 s."""
+        while True:
+            await asyncio.sleep(1.0)
+            broker = self.broker
+            if broker is None:
+                return
+            for txn_id in broker.transactions.expire(int(time.time() * 1000)):
+                log.info("aborted transaction %s: open longer than its timeout", txn_id)
+                broker.appended()
+
+    async def stop(self) -> None:
+        if self._timers is not None:
+            self._timers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timers
+            self._timers = None
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        if self.broker is not None:
+            await self.broker.groups.stop()
+            self.broker.close()
+            self.broker = None
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        try:
+            await self._serve(reader, writer, where)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away
+        except ProtocolError as e:
+            log.info("closing connection from %s: %s", where, e)
+        except ssl.SSLError as e:
+            log.info("closing connection from %s: TLS: %s", where, e)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an unexpected error", where)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str
+    ) -> None:
+        limit = self.config.socket_request_max_bytes
+        position = 0
+        session = Session(where, authenticated=self.config.sasl_plain_users is None)
+        while True:
+            head = await reader.readexactly(4)
+            size = int.from_bytes(head, "big", signed=True)
+            if size < 0 or size > limit:
+                raise ProtocolError(
+                    f"{where} at byte {position}: a request of {size} bytes (the limit, "
+                    f"socket.request.max.bytes, is {limit})"
+                )
+            frame = await reader.readexactly(size)
+            position += 4 + size
+            reply = await self._handle(frame, session)
+            if reply is not None:
+                writer.write(reply)
+                await writer.drain()
+            if session.close_after_reply:
+                raise ProtocolError(f"{where}: SASL authentication failed")
+
+    async def _handle(self, frame: bytes, session: Session) -> bytes | None:
+        broker = self.broker
+        assert broker is not None
+        where = session.where
+        key, version, correlation = peek_header(frame)
+        if key == API_VERSIONS_KEY and not is_supported(key, version):
+            return unsupported_api_versions_response(correlation)
+        if not session.authenticated and key not in (
+            API_VERSIONS_KEY,
+            SASL_HANDSHAKE,
+            SASL_AUTHENTICATE,
+        ):
+            raise ProtocolError(f"{where}: API key {key} before SASL authentication")
+        request = decode_request(frame)
+        if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            result = self._sasl(key, request.body, session)
+        elif key == JOIN_GROUP:
+            result = await broker.groups.join(
+                request.body, version, request.client_id or "", where.rsplit(":", 1)[0]
+            )
+        else:
+            result = await HANDLERS[key](broker, request.body, version)
+        if key == PRODUCE and int(request.body.acks) == 0:
+            return None  # acks=0: the producer reads no response
+        return encode_response(
+            key, version, correlation, build(response_type(key, version), result)
+        )
+
+    def _sasl(self, key: int, body: Any, session: Session) -> dict[str, Any]:
+        users = self.config.sasl_plain_users
+        if key == SASL_HANDSHAKE:
+            if users is None or session.authenticated:
+                return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
+            if body.mechanism != "PLAIN":
+                return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["PLAIN"]}
+            session.mechanism = "PLAIN"
+            return {"error_code": 0, "mechanisms": ["PLAIN"]}
+        if users is None or session.mechanism is None or session.authenticated:
+            session.close_after_reply = True
+            return {"error_code": ILLEGAL_SASL_STATE, "error_message": "no SASL handshake"}
+        user = check_plain(users, bytes(body.auth_bytes))
+        if user is None:
+            log.info("SASL/PLAIN authentication failed from %s", session.where)
+            session.close_after_reply = True
+            return {
+                "error_code": SASL_AUTHENTICATION_FAILED,
+                "error_message": "Authentication failed: Invalid username or password",
+            }
+        session.authenticated, session.user = True, user
+        return {"error_code": 0, "auth_bytes": b"", "session_lifetime": 0}
+
+
+class ServerThread:
+    """A :class:`KafkaServer` on its own event loop in a background thread: for tests and for
+    programs that are not asyncio. ``with ServerThread(dir) as s: ... s.bootstrap``."""
+
+    def __init__(
+        self,
+        data_dir: str,
+        config: ServerConfig | None = None,
+        *,
+        offset_codec: OffsetRecordCodec | None = None,
+    ) -> None:
+        if config is None:
+            config = ServerConfig(port=0)
+        self.server = KafkaServer(data_dir, config, offset_codec=offset_codec)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Event | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.server.bootstrap
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def start(self) -> ServerThread:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        async def main() -> None:
+            self._stopped = asyncio.Event()
+            try:
+                await self.server.start()
+            except BaseException as e:
+                failure.append(e)
+                ready.set()
+                return
+            ready.set()
+            try:
+                await self._stopped.wait()
+            finally:
+                await self.server.stop()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(main())
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="kafkalog-server", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        """Close the listener and every connection, flush and close the data directory."""
+        loop, stopped, thread = self._loop, self._stopped, self._thread
+        if thread is None or loop is None or stopped is None:
+            return
+        if thread.is_alive():
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                loop.call_soon_threadsafe(stopped.set)
+            thread.join()
+        self._thread = None
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+async def serve(data_dir: str, config: ServerConfig | None = None) -> None:
+    """Serve until cancelled (``kafkalog serve``); the directory is closed cleanly on the way
+    out."""
+    server = KafkaServer(data_dir, config)
+    await server.start()
+    try:
+        assert server._server is not None
+        await server._server.serve_forever()
+    finally:
+        await server.stop()

@@ -1,0 +1,212 @@
+"""Which topics exist, with how many partitions, under which id and with which configs.
+
+A broker keeps this in its metadata log; ``kafkalog serve`` derives partitions and topic ids from
+the data directory itself (``<topic>-<n>`` directories and their ``partition.metadata``), so a
+directory written by Kafka, the Spark writer or ``kafkalog ingest`` is served as it is, and keeps
+only what the directory cannot say (per-topic config overrides, the next producer id) in
+``.kafkalog-serve.json`` beside the partitions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log import Log, LogDir, TopicConfig
+from kafkalog.log.checkpoints import PartitionMetadata, decode_uuid, new_topic_id
+
+STATE_FILE = ".kafkalog-serve.json"
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_PRODUCER_ID_BLOCK = 1000
+
+
+class TopicError(KafkalogError):
+    """A topic request Kafka refuses; ``code`` is the Kafka error code to answer with."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def check_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``: 1..249 of ``[a-zA-Z0-9._-]``, never ``.`` or ``..``."""
+    if name in (".", "..") or not _LEGAL.fullmatch(name):
+        raise TopicError(17, f"invalid topic name {name!r}")  # INVALID_TOPIC_EXCEPTION
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: str
+    partitions: int
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=decode_uuid(self.topic_id))
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+class TopicRegistry:
+    """The topics of one writable :class:`LogDir`, and the logs of their partitions."""
+
+    def __init__(self, logdir: LogDir, defaults: dict[str, str]) -> None:
+        self.logdir = logdir
+        self.defaults = dict(defaults)
+        self._state_path = os.path.join(logdir.path, STATE_FILE)
+        self._state = self._read_state()
+        self.topics: dict[str, Topic] = {}
+        counts: dict[str, int] = {}
+        for topic, partition in logdir.partitions():
+            counts[topic] = max(counts.get(topic, 0), partition + 1)
+        saved = self._state.setdefault("topics", {})
+        for name, count in counts.items():
+            overrides = dict(saved.get(name, {}).get("configs", {}))
+            count = max(count, int(saved.get(name, {}).get("partitions", 0)))
+            self.topics[name] = Topic(name, self._topic_id_on_disk(name), count, overrides)
+        self._epochs: dict[tuple[str, int], int] = {}
+        self._next_pid = int(self._state.get("next_producer_id", 0))
+        self._pid_limit = self._next_pid
+
+    # -- state file ------------------------------------------------------------------------------
+    def _read_state(self) -> dict[str, Any]:
+        try:
+            with open(self._state_path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            raise KafkalogError(f"{self._state_path}: unreadable server state ({e})") from None
+        if not isinstance(data, dict):
+            raise KafkalogError(f"{self._state_path}: server state is not a JSON object")
+        return data
+
+    def _write_state(self) -> None:
+        self._state["topics"] = {
+            t.name: {"configs": t.overrides, "partitions": t.partitions}
+            for t in self.topics.values()
+        }
+        tmp = self._state_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self._state, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._state_path)
+
+    def _topic_id_on_disk(self, name: str) -> str:
+        for topic, partition in self.logdir.partitions():
+            if topic == name:
+                path = os.path.join(self.logdir.path, f"{topic}-{partition}", "partition.metadata")
+                try:
+                    return PartitionMetadata.read(path).topic_id
+                except (OSError, KafkalogError):
+                    continue
+        return new_topic_id()
+
+    # -- producer ids ----------------------------------------------------------------------------
+    def next_producer_id(self) -> int:
+        """A producer id never handed out before, also across restarts: ids are reserved in
+        blocks (as Kafka's controller hands them to brokers) and the block's end is saved
+        before any id in it is used."""
+        if self._next_pid >= self._pid_limit:
+            self._pid_limit = self._next_pid + _PRODUCER_ID_BLOCK
+            self._state["next_producer_id"] = self._pid_limit
+            self._write_state()
+        pid = self._next_pid
+        self._next_pid += 1
+        return pid
+
+    # -- leadership ------------------------------------------------------------------------------
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """This broker's leader epoch for a partition: the latest one its
+        ``leader-epoch-checkpoint`` records (a directory a Kafka broker wrote keeps its epochs
+        increasing), else 0. Stamped into appended batches and told to clients in Metadata."""
+        key = (topic, partition)
+        epoch = self._epochs.get(key)
+        if epoch is None:
+            from kafkalog.log.checkpoints import LeaderEpochCheckpoint
+
+            path = os.path.join(self.logdir.path, f"{topic}-{partition}", "leader-epoch-checkpoint")
+            try:
+                entries = LeaderEpochCheckpoint.read(path)
+            except (OSError, KafkalogError):
+                entries = []
+            epoch = self._epochs[key] = max((e.epoch for e in entries), default=0)
+        return epoch
+
+    # -- topics ----------------------------------------------------------------------------------
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def config(self, topic: Topic) -> TopicConfig:
+        merged = {**self.defaults, **topic.overrides}
+        return TopicConfig.from_properties(merged, ignore_unmodelled=True)
+
+    def log(self, topic: Topic, partition: int) -> Log:
+        """The partition's log, created (with the topic's id) if its directory is missing."""
+        if not 0 <= partition < topic.partitions:
+            raise TopicError(3, f"{topic.name} has no partition {partition}")
+        directory = os.path.join(self.logdir.path, f"{topic.name}-{partition}")
+        existed = os.path.isdir(directory)
+        log = self.logdir.log(topic.name, partition, create=True, config=self.config(topic))
+        if not existed:
+            PartitionMetadata.write(os.path.join(directory, "partition.metadata"), topic.topic_id)
+        return log
+
+    def validate_configs(self, configs: dict[str, str]) -> None:
+        try:
+            TopicConfig.from_properties({**self.defaults, **configs}, ignore_unmodelled=True)
+        except KafkalogError as e:
+            raise TopicError(40, str(e)) from None  # INVALID_CONFIG
+
+    def create(
+        self, name: str, partitions: int, configs: dict[str, str], *, validate_only: bool = False
+    ) -> Topic:
+        check_topic_name(name)
+        if name in self.topics:
+            raise TopicError(36, f"topic {name!r} already exists")  # TOPIC_ALREADY_EXISTS
+        if partitions < 1:
+            raise TopicError(37, f"number of partitions must be positive, not {partitions}")
+        self.validate_configs(configs)
+        topic = Topic(name, new_topic_id(), partitions, dict(configs))
+        if validate_only:
+            return topic
+        self.topics[name] = topic
+        self._write_state()
+        for p in range(partitions):
+            self.log(topic, p)
+        self.logdir.checkpoint()
+        return topic
+
+    def add_partitions(self, topic: Topic, count: int, *, validate_only: bool = False) -> None:
+        if count <= topic.partitions:
+            raise TopicError(  # INVALID_PARTITIONS
+                37, f"topic {topic.name} has {topic.partitions} partitions; {count} adds none"
+            )
+        if validate_only:
+            return
+        old = topic.partitions
+        topic.partitions = count
+        self._write_state()
+        for p in range(old, count):
+            self.log(topic, p)
+        self.logdir.checkpoint()
+
+    def delete(self, topic: Topic) -> None:
+        for p in range(topic.partitions):
+            self.logdir.remove_partition(topic.name, p)
+            self._epochs.pop((topic.name, p), None)
+        del self.topics[topic.name]
+        self._write_state()
+        self.logdir.checkpoint()

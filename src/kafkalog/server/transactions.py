@@ -1,0 +1,301 @@
+"""The transaction coordinator: transactional ids, their producer ids and epochs, the partitions
+and groups of each open transaction, and the COMMIT/ABORT markers that end it.
+
+Each transactional id's state is a record of ``__transaction_state`` in Kafka's format
+(``TransactionLogKey`` v0, ``TransactionLogValue`` v0), so a restart keeps its producer id and
+bumps its epoch (fencing a zombie producer). Offsets committed inside a transaction
+(TxnOffsetCommit) are held until EndTxn and then committed to the group, or dropped on abort.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalog.errors import KafkalogError
+from kafkalog.records import ControlType, Record, RecordBatch, encode_batch, encode_control_batch
+from kafkalog.server import errors as E
+from kafkalog.server.offset_store import CommittedOffset, TopicPartition, partition_for_group
+
+# TransactionState as Kafka numbers it in the transaction log
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = range(6)
+INVALID_PRODUCER_ID_MAPPING = 49
+CONCURRENT_TRANSACTIONS = 51
+INVALID_TRANSACTION_TIMEOUT = 50
+MAX_TRANSACTION_TIMEOUT_MS = 900000  # transaction.max.timeout.ms
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: int = EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    groups: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
+    started_ms: int = -1
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode("utf-8")
+    return struct.pack(">h", len(raw)) + raw
+
+
+def encode_txn_key(transactional_id: str) -> bytes:
+    return struct.pack(">h", 0) + _string(transactional_id)
+
+
+def encode_txn_value(meta: TxnMetadata, now: int) -> bytes:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(meta.partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    out = [
+        struct.pack(">hqhib", 0, meta.producer_id, meta.producer_epoch, meta.timeout_ms, meta.state)
+    ]
+    out.append(struct.pack(">i", len(by_topic)))
+    for topic, partitions in by_topic.items():
+        out.append(_string(topic) + struct.pack(">i", len(partitions)))
+        out.append(b"".join(struct.pack(">i", p) for p in partitions))
+    out.append(struct.pack(">qq", now, meta.started_ms))
+    return b"".join(out)
+
+
+def decode_txn(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | None] | None:
+    """``(transactional id, its metadata or None for a tombstone)``; None for other records.
+    Reads value version 0 (version 1 is the same fields, flexible, after Kafka 3.x)."""
+    try:
+        (kv, n) = struct.unpack_from(">hh", key, 0)
+        if kv != 0:
+            return None
+        txn_id = key[4 : 4 + n].decode("utf-8")
+        if value is None:
+            return txn_id, None
+        (vv, pid, epoch, timeout, status) = struct.unpack_from(">hqhib", value, 0)
+        if vv != 0:
+            return None
+        pos = 17
+        (topics,) = struct.unpack_from(">i", value, pos)
+        pos += 4
+        partitions: set[TopicPartition] = set()
+        for _ in range(max(topics, 0)):
+            (tn,) = struct.unpack_from(">h", value, pos)
+            topic = value[pos + 2 : pos + 2 + tn].decode("utf-8")
+            pos += 2 + tn
+            (count,) = struct.unpack_from(">i", value, pos)
+            pos += 4
+            for i in range(count):
+                partitions.add((topic, struct.unpack_from(">i", value, pos + 4 * i)[0]))
+            pos += 4 * count
+        (_, started) = struct.unpack_from(">qq", value, pos)
+    except (struct.error, UnicodeDecodeError) as e:
+        raise KafkalogError(f"unreadable __transaction_state record: {e}") from None
+    return txn_id, TxnMetadata(txn_id, pid, epoch, timeout, status, partitions, {}, started)
+
+
+class TransactionCoordinator:
+    """Runs on the event loop with the rest of the broker (no locking needed)."""
+
+    def __init__(
+        self,
+        *,
+        partitions: int,
+        append_state: Callable[[int, bytes], None],
+        read_state: Callable[[], Iterable[RecordBatch]],
+        append_marker: Callable[[str, int, bytes], None],
+        partition_exists: Callable[[str, int], bool],
+        commit_offsets: Callable[[str, dict[TopicPartition, CommittedOffset]], None],
+        next_producer_id: Callable[[], int],
+    ) -> None:
+        self.partitions = partitions
+        self._append_state = append_state
+        self._append_marker = append_marker
+        self._partition_exists = partition_exists
+        self._commit_offsets = commit_offsets
+        self._next_producer_id = next_producer_id
+        self.txns: dict[str, TxnMetadata] = {}
+        for batch in read_state():
+            if batch.is_control:
+                continue
+            for rec in batch.records():
+                if rec.key is None:
+                    continue
+                found = decode_txn(rec.key, rec.value)
+                if found is None:
+                    continue
+                txn_id, meta = found
+                if meta is None:
+                    self.txns.pop(txn_id, None)
+                else:
+                    self.txns[txn_id] = meta
+        for meta in self.txns.values():
+            # a transaction the last run left half-ended is finished as it was decided; one
+            # left open stays open until its producer is re-initialised (which aborts it)
+            if meta.state == PREPARE_COMMIT:
+                meta.state = ONGOING
+                self._end(meta, commit=True)
+            elif meta.state == PREPARE_ABORT:
+                meta.state = ONGOING
+                self._end(meta, commit=False)
+
+    def _persist(self, meta: TxnMetadata) -> None:
+        now = int(time.time() * 1000)
+        record = Record.of(
+            encode_txn_value(meta, now), key=encode_txn_key(meta.transactional_id), timestamp=now
+        )
+        self._append_state(
+            partition_for_group(meta.transactional_id, self.partitions), encode_batch([record])
+        )
+
+    def _check(self, txn_id: str, pid: int, epoch: int) -> tuple[int, TxnMetadata | None]:
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_id != pid:
+            return INVALID_PRODUCER_ID_MAPPING, None
+        if epoch != meta.producer_epoch:
+            return E.INVALID_PRODUCER_EPOCH, None
+        return E.NONE, meta
+
+    # -- requests ----------------------------------------------------------------------------
+    def init_producer_id(self, txn_id: str, timeout_ms: int) -> dict[str, Any]:
+        if not 0 < timeout_ms <= MAX_TRANSACTION_TIMEOUT_MS:
+            return {
+                "error_code": INVALID_TRANSACTION_TIMEOUT,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            }
+        meta = self.txns.get(txn_id)
+        if meta is None:
+            meta = TxnMetadata(txn_id, self._next_producer_id(), 0, timeout_ms)
+            self.txns[txn_id] = meta
+        else:
+            if meta.producer_epoch >= 32766:  # epoch exhausted: a fresh producer id
+                if meta.state == ONGOING:
+                    self._end(meta, commit=False)
+                meta.producer_id, meta.producer_epoch = self._next_producer_id(), 0
+            else:
+                meta.producer_epoch += 1
+                if meta.state == ONGOING:
+                    # a new incarnation aborts what the old one left open, its markers carrying
+                    # the new epoch: the old producer is fenced from that moment
+                    self._end(meta, commit=False)
+            meta.timeout_ms = timeout_ms
+        meta.state = EMPTY
+        meta.partitions.clear()
+        meta.groups.clear()
+        self._persist(meta)
+        return {
+            "error_code": E.NONE,
+            "producer_id": meta.producer_id,
+            "producer_epoch": meta.producer_epoch,
+        }
+
+    def _begin(self, meta: TxnMetadata, partitions: Iterable[TopicPartition]) -> None:
+        if meta.state != ONGOING:
+            meta.state = ONGOING
+            meta.started_ms = int(time.time() * 1000)
+        meta.partitions.update(partitions)
+        self._persist(meta)
+
+    def add_partitions(
+        self, txn_id: str, pid: int, epoch: int, wanted: list[tuple[str, list[int]]]
+    ) -> list[dict[str, Any]]:
+        code, meta = self._check(txn_id, pid, epoch)
+        missing = {(t, p) for t, ps in wanted for p in ps if not self._partition_exists(t, p)}
+        if code == E.NONE and missing:
+            code = E.UNKNOWN_TOPIC_OR_PARTITION
+        if code == E.NONE and meta is not None:
+            self._begin(meta, [(t, p) for t, ps in wanted for p in ps])
+        results = []
+        for topic, partitions in wanted:
+            results.append(
+                {
+                    "name": topic,
+                    "results_by_partition": [
+                        {
+                            "partition_index": p,
+                            "partition_error_code": (
+                                E.UNKNOWN_TOPIC_OR_PARTITION
+                                if (topic, p) in missing
+                                else code
+                                if code != E.UNKNOWN_TOPIC_OR_PARTITION
+                                else 55  # OPERATION_NOT_ATTEMPTED
+                            ),
+                        }
+                        for p in partitions
+                    ],
+                }
+            )
+        return results
+
+    def add_offsets(self, txn_id: str, pid: int, epoch: int, group: str) -> int:
+        code, meta = self._check(txn_id, pid, epoch)
+        if code == E.NONE and meta is not None:
+            # the offsets are committed to the group when the transaction commits (not written
+            # to __consumer_offsets as transactional records), so no marker goes there
+            self._begin(meta, [])
+            meta.groups.setdefault(group, {})
+        return code
+
+    def txn_offset_commit(
+        self,
+        txn_id: str,
+        pid: int,
+        epoch: int,
+        group: str,
+        offsets: dict[TopicPartition, CommittedOffset],
+    ) -> int:
+        code, meta = self._check(txn_id, pid, epoch)
+        if code != E.NONE or meta is None:
+            return code
+        if group not in meta.groups:
+            return E.INVALID_TXN_STATE  # AddOffsetsToTxn first, as Kafka requires
+        meta.groups[group].update(offsets)
+        return E.NONE
+
+    def end_txn(self, txn_id: str, pid: int, epoch: int, commit: bool) -> int:
+        code, meta = self._check(txn_id, pid, epoch)
+        if code != E.NONE or meta is None:
+            return code
+        if meta.state in (COMPLETE_COMMIT, COMPLETE_ABORT, EMPTY):
+            done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+            # a retried EndTxn of what already ended is fine; anything else is not
+            return E.NONE if meta.state == done else E.INVALID_TXN_STATE
+        self._end(meta, commit)
+        return E.NONE
+
+    def expire(self, now_ms: int) -> list[str]:
+        """Abort every transaction open longer than its timeout, as Kafka's coordinator does:
+        the epoch is bumped first, so the producer that abandoned it is fenced."""
+        expired = []
+        for meta in self.txns.values():
+            if meta.state == ONGOING and now_ms - meta.started_ms > meta.timeout_ms:
+                if meta.producer_epoch < 32766:
+                    meta.producer_epoch += 1
+                self._end(meta, commit=False)
+                expired.append(meta.transactional_id)
+        return expired
+
+    def _end(self, meta: TxnMetadata, commit: bool) -> None:
+        meta.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+        self._persist(meta)
+        kind = ControlType.COMMIT if commit else ControlType.ABORT
+        for topic, partition in sorted(meta.partitions):
+            marker = encode_control_batch(
+                kind,
+                offset=0,
+                timestamp=int(time.time() * 1000),
+                producer_id=meta.producer_id,
+                producer_epoch=meta.producer_epoch,
+            )
+            self._append_marker(topic, partition, marker)
+        if commit:
+            for group, offsets in meta.groups.items():
+                if offsets:
+                    self._commit_offsets(group, offsets)
+        meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        meta.partitions.clear()
+        meta.groups.clear()
+        self._persist(meta)

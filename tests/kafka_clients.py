@@ -1,0 +1,48 @@
+"""Settings for tests that drive Kafka clients against ``kafkalog serve``: a server config on a
+free loopback port, and client settings that keep librdkafka's timeouts short."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalog.server import ServerConfig
+
+
+def config(**overrides: Any) -> ServerConfig:
+    settings: dict[str, Any] = {
+        "port": 0,
+        "group_initial_rebalance_delay_ms": 0,
+        "offsets_topic_num_partitions": 3,
+    }
+    settings.update(overrides)
+    return ServerConfig(**settings)
+
+
+def rdkafka(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """librdkafka settings for a local broker: small timeouts so a failure is quick."""
+    settings: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "socket.timeout.ms": 5000,
+        "message.timeout.ms": 10000,
+        "reconnect.backoff.ms": 20,
+        "reconnect.backoff.max.ms": 200,
+        "retry.backoff.ms": 20,
+        "topic.metadata.refresh.interval.ms": 1000,
+    }
+    settings.update(extra)
+    return settings
+
+
+def consumer_settings(bootstrap: str, group: str, **extra: Any) -> dict[str, Any]:
+    return rdkafka(
+        bootstrap,
+        **{
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 100,
+            "fetch.wait.max.ms": 100,
+            "enable.auto.commit": False,
+            **extra,
+        },
+    )

@@ -1,0 +1,191 @@
+"""The group coordinator's state machine, driven directly: member ids handed out, rebalances on
+join, leave and a missed session timeout, and the errors Kafka answers stale members with."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kio.index import load_request_schema
+
+from kafkalog.server import errors as E
+from kafkalog.server.codec import build
+from kafkalog.server.groups import EMPTY, PREPARING, STABLE, GroupCoordinator
+from kafkalog.server.offset_store import CommittedOffset, TopicPartition
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.commits: list[tuple[str, dict[TopicPartition, CommittedOffset]]] = []
+
+    def load(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+        return {}
+
+    def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        self.commits.append((group, offsets))
+
+
+def request(api_key: int, version: int, **fields: Any) -> Any:
+    return build(load_request_schema(api_key, version), fields)
+
+
+def join_body(member_id: str = "", protocols: tuple[str, ...] = ("range",)) -> Any:
+    return request(
+        11,
+        5,
+        group_id="g",
+        session_timeout=300,
+        rebalance_timeout=2000,
+        member_id=member_id,
+        protocol_type="consumer",
+        protocols=[{"name": p, "metadata": p.encode()} for p in protocols],
+    )
+
+
+def coordinator() -> GroupCoordinator:
+    return GroupCoordinator(
+        MemoryStore(),
+        initial_rebalance_delay=0,
+        min_session_timeout=0.1,
+        max_session_timeout=30,
+        topic_exists=lambda topic, partition: True,
+    )
+
+
+async def join(c: GroupCoordinator, member_id: str = "", **kw: Any) -> dict[str, Any]:
+    first = await c.join(join_body(member_id, **kw), 5, "client", "127.0.0.1")
+    if first["error_code"] == E.MEMBER_ID_REQUIRED:
+        return await c.join(join_body(first["member_id"], **kw), 5, "client", "127.0.0.1")
+    return first
+
+
+async def sync(c: GroupCoordinator, member: str, generation: int, plan: dict[str, bytes]) -> Any:
+    body = request(
+        14,
+        3,
+        group_id="g",
+        generation_id=generation,
+        member_id=member,
+        assignments=[{"member_id": m, "assignment": a} for m, a in plan.items()],
+    )
+    return await c.sync(body, 3)
+
+
+async def heartbeat(c: GroupCoordinator, member: str, generation: int) -> int:
+    body = request(12, 3, group_id="g", generation_id=generation, member_id=member)
+    return int((await c.heartbeat(body, 3))["error_code"])
+
+
+def test_join_rebalance_session_timeout_and_leave() -> None:
+    async def main() -> None:
+        c = coordinator()
+        c.start()
+        try:
+            a = await join(c)
+            assert a["error_code"] == E.NONE and a["generation_id"] == 1
+            assert a["leader"] == a["member_id"] and len(a["members"]) == 1
+            a_id = a["member_id"]
+            done = await sync(c, a_id, 1, {a_id: b"all"})
+            assert done == {
+                "error_code": E.NONE,
+                "assignment": b"all",
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+            }
+            assert c.groups["g"].state == STABLE
+
+            # a second member joins: the first is told to rejoin by its heartbeat
+            b_task = asyncio.ensure_future(join(c))
+            await asyncio.sleep(0.05)
+            assert c.groups["g"].state == PREPARING
+            assert await heartbeat(c, a_id, 1) == E.REBALANCE_IN_PROGRESS
+            a2 = await join(c, a_id)
+            b = await b_task
+            assert a2["generation_id"] == b["generation_id"] == 2
+            assert a2["leader"] == a_id and {m["member_id"] for m in a2["members"]} == {
+                a_id,
+                b["member_id"],
+            }
+            assert b["members"] == []  # only the leader gets the member list
+            b_id = b["member_id"]
+            follower = asyncio.ensure_future(sync(c, b_id, 2, {}))
+            await asyncio.sleep(0.02)
+            assert not follower.done()  # waits for the leader's assignment
+            await sync(c, a_id, 2, {a_id: b"p0", b_id: b"p1"})
+            assert (await follower)["assignment"] == b"p1"
+            assert await heartbeat(c, a_id, 1) == E.ILLEGAL_GENERATION
+            assert await heartbeat(c, "nobody", 2) == E.UNKNOWN_MEMBER_ID
+
+            # b goes silent: after its session timeout (0.3 s) the group rebalances without it
+            for _ in range(10):
+                await asyncio.sleep(0.1)
+                code = await heartbeat(c, a_id, 2)
+                if code != E.NONE:
+                    break
+            assert code == E.REBALANCE_IN_PROGRESS
+            assert b_id not in c.groups["g"].members
+            a3 = await join(c, a_id)
+            assert a3["generation_id"] == 3 and [m["member_id"] for m in a3["members"]] == [a_id]
+
+            # a member whose protocols share nothing with the group's is refused
+            odd = await join(c, protocols=("sticky-only",))
+            assert odd["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
+
+            left = await c.leave(request(13, 3, group_id="g", members=[{"member_id": a_id}]), 3)
+            assert left["error_code"] == E.NONE
+            assert c.groups["g"].state == EMPTY and not c.groups["g"].members
+        finally:
+            await c.stop()
+
+    asyncio.run(main())
+
+
+def test_offset_commits_check_the_member_and_reach_the_store() -> None:
+    async def main() -> None:
+        c = coordinator()
+        c.start()
+        try:
+            a = await join(c)
+            a_id = a["member_id"]
+            await sync(c, a_id, 1, {a_id: b""})
+
+            def commit(member: str, generation: int) -> Any:
+                return request(
+                    8,
+                    8,
+                    group_id="g",
+                    generation_id_or_member_epoch=generation,
+                    member_id=member,
+                    topics=[
+                        {
+                            "name": "t",
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "committed_offset": 42,
+                                    "committed_metadata": "m",
+                                }
+                            ],
+                        }
+                    ],
+                )
+
+            stale = await c.commit(commit(a_id, 7), 8)
+            assert stale["topics"][0]["partitions"][0]["error_code"] == E.ILLEGAL_GENERATION
+            simple = await c.commit(commit("", -1), 8)  # the group has a live member
+            assert simple["topics"][0]["partitions"][0]["error_code"] == E.UNKNOWN_MEMBER_ID
+            ok = await c.commit(commit(a_id, 1), 8)
+            assert ok["topics"][0]["partitions"][0]["error_code"] == E.NONE
+            store = c.store
+            assert isinstance(store, MemoryStore)
+            assert [(g, o[("t", 0)].offset) for g, o in store.commits] == [("g", 42)]
+            fetched = await c.fetch_offsets(
+                request(9, 7, group_id="g", topics=[{"name": "t", "partition_indexes": [0, 1]}]),
+                7,
+            )
+            parts = fetched["topics"][0]["partitions"]
+            assert [(p["committed_offset"], p["metadata"]) for p in parts] == [(42, "m"), (-1, "")]
+        finally:
+            await c.stop()
+
+    asyncio.run(main())

@@ -1,0 +1,143 @@
+"""A Spark standalone cluster on loopback, started with the launcher pyspark's wheel ships.
+
+The wheel has ``bin/spark-class`` but no ``sbin/start-master.sh``, so the master and each worker
+are one ``spark-class`` process each (``org.apache.spark.deploy.master.Master`` and
+``org.apache.spark.deploy.worker.Worker spark://127.0.0.1:PORT``), on free ports, with their logs
+and work directories under a temporary directory. Readiness is read from the master's JSON page
+(``/json/``: the workers it counts ALIVE). Every process is killed and reaped on exit, also when
+starting fails half way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Cluster:
+    url: str  # spark://127.0.0.1:PORT
+    ui: str  # the master's web UI
+    logs: Path
+
+    def state(self) -> dict[str, Any]:
+        with urllib.request.urlopen(self.ui + "/json/", timeout=5) as r:
+            state: dict[str, Any] = json.load(r)
+            return state
+
+    def log_tail(self, chars: int = 4000) -> str:
+        out = []
+        for f in sorted(self.logs.glob("*.log")):
+            out.append(f"--- {f.name}\n{f.read_text(errors='replace')[-chars:]}")
+        return "\n".join(out)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["SPARK_HOME"] = str(spark_home())
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["SPARK_NO_DAEMONIZE"] = "1"
+    env["PYSPARK_PYTHON"] = sys.executable
+    return env
+
+
+@contextmanager
+def standalone_cluster(root: Path, workers: int = 2, timeout: float = 120.0) -> Iterator[Cluster]:
+    """One master and ``workers`` workers of one core and 1 GiB each."""
+    launcher = str(spark_home() / "bin" / "spark-class")
+    logs = root / "logs"
+    logs.mkdir(parents=True)
+    procs: list[subprocess.Popen[bytes]] = []
+    handles: list[BinaryIO] = []
+
+    def start(name: str, *args: str) -> None:
+        log = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed in the finally below
+        handles.append(log)
+        procs.append(
+            subprocess.Popen(
+                [launcher, *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=_env(),
+                cwd=root,
+                start_new_session=True,  # the JVM and anything it starts go as one group
+            )
+        )
+
+    port, ui_port = free_port(), free_port()
+    cluster = Cluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", logs)
+    try:
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port),
+        )  # fmt: skip
+        for n in range(workers):
+            work = root / f"worker-{n}"
+            work.mkdir()
+            start(
+                f"worker-{n}",
+                "org.apache.spark.deploy.worker.Worker", cluster.url,
+                "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                "--webui-port", str(free_port()), "--work-dir", str(work),
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while True:
+            for p in procs:
+                if p.poll() is not None:
+                    raise RuntimeError(
+                        f"a cluster process ended with {p.returncode}:\n{cluster.log_tail()}"
+                    )
+            try:
+                alive = [w for w in cluster.state().get("workers", []) if w["state"] == "ALIVE"]
+                if len(alive) == workers:
+                    break
+            except OSError:
+                pass  # the master's UI is not up yet
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the cluster did not start in {timeout} s:\n{cluster.log_tail()}"
+                )
+            time.sleep(0.5)
+        yield cluster
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for h in handles:
+            h.close()
+
+
+def java_available() -> bool:
+    return shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
