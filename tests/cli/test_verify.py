@@ -167,6 +167,31 @@ def test_lookup_and_cat(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr
 
 
+def test_lookup_json_says_what_the_text_says() -> None:
+    from kafkalog.index import OffsetIndex, TimeIndex
+
+    part = JAVA / "v2-none-0"
+    ts = "2023-11-14T22:13:23.050Z"
+    text = kafkalog("lookup", str(part), "--timestamp", ts)
+    result = kafkalog("lookup", str(part), "--timestamp", ts, "--json")
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()  # one JSON object, nothing else
+    found = json.loads(line)
+    assert found["type"] == "lookup" and found["reason"] is None
+    assert found["record"] == json.loads(text.stdout.splitlines()[-1])
+    assert found["offset"] == 59 and found["segment"]["baseOffset"] == 0
+    stem = str(part / "00000000000000000000")
+    with TimeIndex(stem + ".timeindex", 0, writable=False) as tindex:
+        assert found["timeIndex"]["entry"] == list(tindex.lookup(found["query"]["timestamp"]))
+    with OffsetIndex(stem + ".index", 0, writable=False) as oindex:
+        assert found["offsetIndex"]["entry"] == list(oindex.lookup(59))
+    assert f"batch at position {found['batch']['position']}" in text.stdout
+    missing = kafkalog("lookup", str(part), "--offset", "100000", "--json")
+    assert missing.returncode == 1
+    gone = json.loads(missing.stdout)
+    assert gone["record"] is None and "outside" in gone["reason"]
+
+
 def test_reading_commands_leave_a_read_only_directory_unchanged(tmp_path: Path) -> None:
     target = tmp_path / "ro" / "v2-txn-0"
     shutil.copytree(JAVA / "v2-txn-0", target)
