@@ -11,7 +11,7 @@ import sys
 from typing import IO, Any
 
 from kafkalog import files
-from kafkalog.cli.args import epoch_millis, int_between
+from kafkalog.cli.args import int_between, time_arg
 
 
 def add_parsers(sub: Any) -> None:
@@ -51,17 +51,7 @@ def _where(p: argparse.ArgumentParser, required: bool = True) -> None:
     )
     group = p.add_mutually_exclusive_group(required=required)
     group.add_argument("--offset", type=int)
-    group.add_argument("--timestamp", type=parse_time, help="epoch milliseconds or ISO 8601")
-
-
-def parse_time(text: str) -> int:
-    """Epoch milliseconds, or an ISO 8601 time (UTC when no zone is given)."""
-    try:
-        return epoch_millis(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither epoch milliseconds nor an ISO 8601 time"
-        ) from None
+    group.add_argument("--timestamp", type=time_arg, help="epoch milliseconds or ISO 8601")
 
 
 def _start(log: Any, args: argparse.Namespace) -> tuple[int | None, str]:

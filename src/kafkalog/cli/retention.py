@@ -24,7 +24,7 @@ import sys
 import time
 from typing import IO, Any
 
-from kafkalog.cli.args import epoch_millis
+from kafkalog.cli.args import time_arg
 from kafkalog.errors import KafkalogError
 
 
@@ -46,22 +46,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--now",
-        type=_time,
+        type=time_arg,
         default=None,
         metavar="TIMESTAMP",
         help="the time of the retention pass (epoch ms or ISO 8601; default: now)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per segment")
     p.set_defaults(run=run)
-
-
-def _time(text: str) -> int:
-    try:
-        return epoch_millis(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither epoch milliseconds nor an ISO 8601 time"
-        ) from None
 
 
 def _iso(ms: int) -> str:
