@@ -88,3 +88,30 @@ def test_demo_writes_and_dumps_a_sample(tmp_path: Path) -> None:
         assert f"compresscodec: {codec}" in result.stdout
     assert "isControl: true" in result.stdout and "LogAppendTime: " in result.stdout
     assert "isvalid: false" not in result.stdout
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    """``kafkalog dump ... | head -1``: once the reader is gone the command ends as Unix tools
+    do (status 141, 128 + SIGPIPE), with nothing on stderr (no "Broken pipe", no traceback)."""
+    import subprocess
+    import sys
+
+    from kafkalog.log import Log
+    from kafkalog.records import Record
+
+    with Log(tmp_path / "big-0") as log:
+        for i in range(0, 20_000, 100):
+            log.append_records([Record.of(b"v" * 50, key=b"k%d" % j) for j in range(i, i + 100)])
+    segment = str(tmp_path / "big-0" / "00000000000000000000.log")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkalog", "dump", "--files", segment, "--print-data-log"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away, as head does after its line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141
+    assert first.startswith(b"Dumping ")
+    assert err == b""

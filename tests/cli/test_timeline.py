@@ -60,3 +60,41 @@ def test_timeline_of_a_real_broker_data_dir(tmp_path: Path) -> None:
     assert row.split()[1:5] == ["2020-04-22", "18:41:23", "2020-04-22", "18:54:01"]
     assert "no time index entries" in result.stdout  # __consumer_offsets-0 has none
     assert png.stat().st_size > 10_000
+
+
+def test_timeline_json_is_the_summary_and_the_index_points(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from kafkalog.index import OffsetIndex, TimeIndex
+
+    result = subprocess.run(  # run where a default plot would land: none is drawn with --json
+        [sys.executable, "-m", "kafkalog", "timeline", str(BROKER_2020), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]  # nothing but JSON
+    assert list(tmp_path.iterdir()) == []
+    by_name = {r["partition"]: r for r in rows}
+    assert all(r["type"] == "partition" for r in rows)
+    text = kafkalog("timeline", str(BROKER_2020), "--png", str(tmp_path / "p.png")).stdout
+    for name, row in by_name.items():
+        line = next(x for x in text.splitlines() if x.startswith(name + " "))
+        if row["points"]:
+            records, size = (int(x.replace(",", "")) for x in line.split()[5:7])
+            assert (row["records"], row["bytes"]) == (records, size)
+        else:
+            assert "no time index entries" in line and row["firstIndexed"] is None
+    # the points are the time index's entries, each with its offset index position
+    row = by_name["__consumer_offsets-12"]
+    base = 0
+    stem = BROKER_2020 / "__consumer_offsets-12" / f"{base:020d}"
+    with (
+        TimeIndex(str(stem) + ".timeindex", base, writable=False) as tindex,
+        OffsetIndex(str(stem) + ".index", base, writable=False) as oindex,
+    ):
+        expected = [[t, o, oindex.lookup(o).position] for t, o in tindex]
+    assert row["points"][: len(expected)] == expected and expected
+    assert row["firstIndexed"] == expected[0][0]

@@ -72,7 +72,30 @@ def _damage_and_check(copy: Path, damage: str) -> list[str]:
         tindex.write_bytes(bytes(data))
     result = kafkalog("verify", str(copy))
     assert result.returncode == 1, (damage, result.stdout)
-    return [line for line in result.stdout.splitlines() if line.startswith("PROBLEM")]
+    problems = [line for line in result.stdout.splitlines() if line.startswith("PROBLEM")]
+    _same_as_json(copy, result.stdout)
+    return problems
+
+
+def _same_as_json(path: Path, text: str) -> None:
+    """``verify --json`` says what the text says, one JSON object a line and nothing else:
+    each problem and warning with its file and byte, then the summary."""
+    import json
+
+    result = kafkalog("verify", "--json", str(path))
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert rows[-1]["type"] == "summary" and all(r["type"] != "summary" for r in rows[:-1])
+    rebuilt = []
+    for r in rows[:-1]:
+        where = r["file"] if r["position"] is None else f"{r['file']} at byte {r['position']}"
+        label = "PROBLEM" if r["type"] == "problem" else "warning"
+        rebuilt.append(f"{label} {r['message'] if where is None else where + ': ' + r['message']}")
+    lines = text.splitlines()
+    assert rebuilt == lines[:-1]
+    summary = rows[-1]
+    assert summary["ok"] == (result.returncode == 0) == lines[-1].endswith(": OK")
+    assert f"{summary['segments']} segment(s), {summary['batches']} batch(es)" in lines[-1]
+    assert summary["problems"] == sum(1 for r in rows if r["type"] == "problem")
 
 
 @pytest.mark.parametrize(
@@ -114,6 +137,7 @@ def test_preallocated_tail_of_the_active_segment_is_normal(copy: Path) -> None:
     index.write_bytes(index.read_bytes() + b"\x00" * 800)  # a live broker's active segment
     result = kafkalog("verify", str(copy))
     assert result.returncode == 0, result.stdout
+    _same_as_json(copy, result.stdout)
 
 
 def test_rebuild_refuses_a_locked_partition(copy: Path) -> None:
@@ -141,6 +165,31 @@ def test_lookup_and_cat(tmp_path: Path) -> None:
     assert [json.loads(line)["offset"] for line in cat.stdout.splitlines()] == [5, 6, 7]
     bad = kafkalog("lookup", str(part), "--timestamp", "yesterday")
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr
+
+
+def test_lookup_json_says_what_the_text_says() -> None:
+    from kafkalog.index import OffsetIndex, TimeIndex
+
+    part = JAVA / "v2-none-0"
+    ts = "2023-11-14T22:13:23.050Z"
+    text = kafkalog("lookup", str(part), "--timestamp", ts)
+    result = kafkalog("lookup", str(part), "--timestamp", ts, "--json")
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()  # one JSON object, nothing else
+    found = json.loads(line)
+    assert found["type"] == "lookup" and found["reason"] is None
+    assert found["record"] == json.loads(text.stdout.splitlines()[-1])
+    assert found["offset"] == 59 and found["segment"]["baseOffset"] == 0
+    stem = str(part / "00000000000000000000")
+    with TimeIndex(stem + ".timeindex", 0, writable=False) as tindex:
+        assert found["timeIndex"]["entry"] == list(tindex.lookup(found["query"]["timestamp"]))
+    with OffsetIndex(stem + ".index", 0, writable=False) as oindex:
+        assert found["offsetIndex"]["entry"] == list(oindex.lookup(59))
+    assert f"batch at position {found['batch']['position']}" in text.stdout
+    missing = kafkalog("lookup", str(part), "--offset", "100000", "--json")
+    assert missing.returncode == 1
+    gone = json.loads(missing.stdout)
+    assert gone["record"] is None and "outside" in gone["reason"]
 
 
 def test_reading_commands_leave_a_read_only_directory_unchanged(tmp_path: Path) -> None:

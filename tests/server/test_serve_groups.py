@@ -17,12 +17,22 @@ from kafkalog.server.offset_store import CommittedOffset, TopicPartition
 class MemoryStore:
     def __init__(self) -> None:
         self.commits: list[tuple[str, dict[TopicPartition, CommittedOffset]]] = []
+        self.metadata: list[tuple[str, dict[str, Any] | None]] = []  # store_group calls
 
     def load(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
         return {}
 
+    def load_groups(self) -> dict[str, dict[str, Any]]:
+        return {}
+
     def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
         self.commits.append((group, offsets))
+
+    def store_group(self, group: str, value: dict[str, Any] | None) -> None:
+        self.metadata.append((group, value))
+
+    def delete_offsets(self, group: str, partitions: list[TopicPartition]) -> None:
+        self.commits.append((group, dict.fromkeys(partitions)))  # type: ignore[arg-type]
 
 
 def request(api_key: int, version: int, **fields: Any) -> Any:
@@ -113,6 +123,18 @@ def test_join_rebalance_session_timeout_and_leave() -> None:
             assert not follower.done()  # waits for the leader's assignment
             await sync(c, a_id, 2, {a_id: b"p0", b_id: b"p1"})
             assert (await follower)["assignment"] == b"p1"
+            # the completed rebalance was stored as Kafka's GroupMetadataValue, before answering
+            store = c.store
+            assert isinstance(store, MemoryStore)
+            group, stored = store.metadata[-1]
+            assert group == "g" and stored is not None
+            assert (stored["generation"], stored["leader"], stored["protocol"]) == (
+                2,
+                a_id,
+                "range",
+            )
+            assigned = {m["memberId"]: m["assignment"] for m in stored["members"]}
+            assert assigned == {a_id: b"p0", b_id: b"p1"}
             assert await heartbeat(c, a_id, 1) == E.ILLEGAL_GENERATION
             assert await heartbeat(c, "nobody", 2) == E.UNKNOWN_MEMBER_ID
 
@@ -134,6 +156,9 @@ def test_join_rebalance_session_timeout_and_leave() -> None:
             left = await c.leave(request(13, 3, group_id="g", members=[{"member_id": a_id}]), 3)
             assert left["error_code"] == E.NONE
             assert c.groups["g"].state == EMPTY and not c.groups["g"].members
+            # Kafka stores the now Empty group too (its members gone, its generation moved on)
+            _, empty = store.metadata[-1]
+            assert empty is not None and empty["members"] == [] and empty["generation"] == 4
         finally:
             await c.stop()
 

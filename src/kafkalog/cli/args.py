@@ -33,3 +33,13 @@ def epoch_millis(text: str) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return int(when.timestamp() * 1000)
+
+
+def time_arg(text: str) -> int:
+    """An ``argparse`` type for a time: epoch milliseconds or ISO 8601 (UTC when no zone)."""
+    try:
+        return epoch_millis(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither epoch milliseconds nor an ISO 8601 time"
+        ) from None

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from kafkalog.cli.args import epoch_millis
+from kafkalog.cli.args import time_arg
 from kafkalog.errors import KafkalogError
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--group", action="append", default=None, help="only this group (repeatable)")
     p.add_argument(
         "--at",
-        type=_time,
+        type=time_arg,
         default=None,
         metavar="TIMESTAMP",
         help="the groups as they were at this time (epoch ms or ISO 8601): records of the "
@@ -55,7 +55,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--offsets-for-time",
-        type=_time,
+        type=time_arg,
         default=None,
         metavar="TIMESTAMP",
         help="print topic,partition,offset: the first offset at or after this time in each "
@@ -64,15 +64,6 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(run=run)
-
-
-def _time(text: str) -> int:
-    try:
-        return epoch_millis(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither epoch milliseconds nor an ISO 8601 time"
-        ) from None
 
 
 # -- the replay ----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import sys
 from typing import IO, Any
 
 from kafkalog import files
-from kafkalog.cli.args import epoch_millis, int_between
+from kafkalog.cli.args import int_between, time_arg
 
 
 def add_parsers(sub: Any) -> None:
@@ -24,6 +24,11 @@ def add_parsers(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _where(p)
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object: the index entries used, segment, batch and record",
+    )
     p.set_defaults(run=run_lookup)
     c = sub.add_parser(
         "cat",
@@ -46,17 +51,7 @@ def _where(p: argparse.ArgumentParser, required: bool = True) -> None:
     )
     group = p.add_mutually_exclusive_group(required=required)
     group.add_argument("--offset", type=int)
-    group.add_argument("--timestamp", type=parse_time, help="epoch milliseconds or ISO 8601")
-
-
-def parse_time(text: str) -> int:
-    """Epoch milliseconds, or an ISO 8601 time (UTC when no zone is given)."""
-    try:
-        return epoch_millis(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither epoch milliseconds nor an ISO 8601 time"
-        ) from None
+    group.add_argument("--timestamp", type=time_arg, help="epoch milliseconds or ISO 8601")
 
 
 def _start(log: Any, args: argparse.Namespace) -> tuple[int | None, str]:
@@ -96,42 +91,85 @@ def run_lookup(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
     log = Log(files.resolve(args.path), writable=False)
     try:
-        offset, label = _start(log, args)
-        if offset is None:
-            print(f"no record at or after {label} in {args.path}", file=out)
-            return 1
-        seg = log.floor_segment(offset)
-        if seg is None or offset >= log.log_end_offset:
-            print(
-                f"offset {offset} is outside [{log.log_start_offset}, {log.log_end_offset})",
-                file=out,
-            )
-            return 1
-        if args.timestamp is not None:
-            tindex = seg._time_index()
-            if tindex is not None:
-                time_entry = tindex.lookup(args.timestamp)
-                print(f"time index {seg.time_index.path}: entry {tuple(time_entry)}", file=out)
-        index = seg._offset_index()
-        if index is not None:
-            offset_entry = index.lookup(offset)
-            print(f"offset index {seg.offset_index.path}: entry {tuple(offset_entry)}", file=out)
-        found = seg.translate_offset(offset)
-        print(f"segment {seg.log.path} (base offset {seg.base_offset})", file=out)
-        if found is not None:
-            print(
-                f"batch at position {found.position}, {found.size} bytes, last offset "
-                f"{found.offset}",
-                file=out,
-            )
-        record = next(iter(log.records(offset)), None)
-        if record is None:
-            print("no record", file=out)
-            return 1
-        print(json.dumps(_json(record, log)), file=out)
-        return 0
+        found = lookup(log, args)
     finally:
         log.close()
+    if args.json:
+        print(json.dumps(found), file=out)
+    else:
+        for line in _text(found, args.path):
+            print(line, file=out)
+    return 0 if found["record"] is not None else 1
+
+
+def lookup(log: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """What ``lookup`` found, as ``--json`` prints it: the index entries it went through, the
+    segment and batch, and the record (None, with ``reason``, when there is none)."""
+    offset, label = _start(log, args)
+    found: dict[str, Any] = {
+        "type": "lookup",
+        "query": {"offset": args.offset, "timestamp": args.timestamp},
+        "offset": offset,
+        "timeIndex": None,
+        "offsetIndex": None,
+        "segment": None,
+        "batch": None,
+        "record": None,
+        "reason": None,
+    }
+    if offset is None:
+        found["reason"] = f"no record at or after {label}"
+        return found
+    seg = log.floor_segment(offset)
+    if seg is None or offset >= log.log_end_offset:
+        found["reason"] = (
+            f"offset {offset} is outside [{log.log_start_offset}, {log.log_end_offset})"
+        )
+        return found
+    if args.timestamp is not None:
+        tindex = seg._time_index()
+        if tindex is not None:
+            entry = tindex.lookup(args.timestamp)
+            found["timeIndex"] = {"file": seg.time_index.path, "entry": list(entry)}
+    index = seg._offset_index()
+    if index is not None:
+        found["offsetIndex"] = {"file": seg.offset_index.path, "entry": list(index.lookup(offset))}
+    found["segment"] = {"file": seg.log.path, "baseOffset": seg.base_offset}
+    batch = seg.translate_offset(offset)
+    if batch is not None:
+        found["batch"] = {
+            "position": batch.position,
+            "size": batch.size,
+            "lastOffset": batch.offset,
+        }
+    record = next(iter(log.records(offset)), None)
+    if record is None:
+        found["reason"] = "no record"
+    else:
+        found["record"] = _json(record, log)
+    return found
+
+
+def _text(found: dict[str, Any], path: str) -> list[str]:
+    if found["segment"] is None:
+        where = f" in {path}" if found["offset"] is None else ""
+        return [found["reason"] + where]
+    lines = []
+    if found["timeIndex"] is not None:
+        t = found["timeIndex"]
+        lines.append(f"time index {t['file']}: entry {tuple(t['entry'])}")
+    if found["offsetIndex"] is not None:
+        o = found["offsetIndex"]
+        lines.append(f"offset index {o['file']}: entry {tuple(o['entry'])}")
+    seg = found["segment"]
+    lines.append(f"segment {seg['file']} (base offset {seg['baseOffset']})")
+    if found["batch"] is not None:
+        b = found["batch"]
+        lines.append(
+            f"batch at position {b['position']}, {b['size']} bytes, last offset {b['lastOffset']}"
+        )
+    lines.append("no record" if found["record"] is None else json.dumps(found["record"]))
+    return lines
 
 
 def _json(record: Any, log: Any) -> dict[str, Any]:

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
+import os
 import sys
 import time
 from typing import IO, Any
 
-from kafkalog.cli.args import epoch_millis
+from kafkalog.cli.args import time_arg
+from kafkalog.errors import KafkalogError
 
 
 def add_parser(sub: Any) -> None:
@@ -43,22 +46,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--now",
-        type=_time,
+        type=time_arg,
         default=None,
         metavar="TIMESTAMP",
         help="the time of the retention pass (epoch ms or ISO 8601; default: now)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per segment")
     p.set_defaults(run=run)
-
-
-def _time(text: str) -> int:
-    try:
-        return epoch_millis(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither epoch milliseconds nor an ISO 8601 time"
-        ) from None
 
 
 def _iso(ms: int) -> str:
@@ -139,6 +133,17 @@ def _why_kept(log: Any, seg: Any, last: bool, now: int, size_left: int) -> str:
     return "; ".join(reasons)
 
 
+@functools.cache
+def _log_start_offsets(data_dir: str) -> dict[tuple[str, int], int]:
+    """The data directory's log-start-offset-checkpoint (rule (a) depends on it), if any."""
+    from kafkalog.log import LogDir
+
+    try:
+        return dict(LogDir(data_dir).log_start_offsets)
+    except (OSError, KafkalogError):
+        return {}
+
+
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.log import Log, TopicConfig
     from kafkalog.log.logdir import partition_directories
@@ -155,8 +160,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     config = TopicConfig.from_properties(settings)
     total_deleted = 0
     total_bytes = 0
-    for (_topic, _partition), directory in sorted(partition_directories(args.path).items()):
-        with Log(directory, config, writable=False) as log:
+    for (topic, partition), directory in sorted(partition_directories(args.path).items()):
+        start = _log_start_offsets(os.path.dirname(directory)).get((topic, partition))
+        with Log(directory, config, writable=False, log_start_offset=start) as log:
             rows = segment_verdicts(log, now)
         for row in rows:
             if row["deleted"]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -32,7 +33,17 @@ def add_parser(sub: Any) -> None:
         nargs="+",
         help="data directories or partition directories (paths, or URIs pyarrow.fs resolves)",
     )
-    p.add_argument("--png", default="kafkalog-timeline.png", help="where to draw the plot")
+    p.add_argument(
+        "--png",
+        default=None,
+        help="where to draw the plot (default kafkalog-timeline.png; with --json, only if given)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per partition (its first and last indexed time, records, bytes, "
+        "and the index points), nothing else on stdout",
+    )
     p.set_defaults(run=run)
 
 
@@ -83,17 +94,17 @@ def _iso(ms: int) -> str:
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from kafkalog.cli.verify import partitions_under
 
     out = out or sys.stdout
     all_series = [series_for(d) for path in args.paths for d in partitions_under(path)]
-    drawn = [s for s in all_series if len(s.times) >= 2]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    if args.json:
+        for s in all_series:
+            print(json.dumps(_json(s)), file=out)
+        if args.png is not None:
+            _plot(all_series, args.png)
+        return 0
+    png = args.png or "kafkalog-timeline.png"
     print(
         f"{'partition':<40}{'first indexed':>21}{'last indexed':>21}{'records':>12}{'bytes':>14}",
         file=out,
@@ -108,6 +119,38 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
             f"{s.name:<40}{_iso(s.times[0]):>21}{_iso(s.times[-1]):>21}{records:>12,}{size:>14,}",
             file=out,
         )
+    drawn = _plot(all_series, png)
+    print(
+        "records and bytes are counted between the first and last index entries, at the"
+        " indexes' granularity (index.interval.bytes); logs are not read",
+        file=out,
+    )
+    print(f"plot: {os.path.abspath(png)} ({drawn} partition(s) drawn)", file=out)
+    return 0
+
+
+def _json(s: Series) -> dict[str, Any]:
+    """A partition's summary and its index points, for scripts (``--json``)."""
+    return {
+        "type": "partition",
+        "partition": s.name,
+        "firstIndexed": s.times[0] if s.times else None,
+        "lastIndexed": s.times[-1] if s.times else None,
+        "records": s.offsets[-1] - s.offsets[0] if s.times else 0,
+        "bytes": s.bytes[-1] - s.bytes[0] if s.times else 0,
+        "points": [list(p) for p in zip(s.times, s.offsets, s.bytes, strict=True)],
+    }
+
+
+def _plot(all_series: list[Series], png: str) -> int:
+    """Records and bytes per second of every partition with two or more points; how many."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drawn = [s for s in all_series if len(s.times) >= 2]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
     handles, labels = [], []
     for s in drawn:
         spans = [max(1, b - a) / 1000 for a, b in zip(s.times, s.times[1:], strict=False)]
@@ -132,12 +175,6 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         top.legend(handles, labels, fontsize="small", loc="upper right")
     fig.autofmt_xdate()
     fig.tight_layout()
-    fig.savefig(args.png, dpi=100)
+    fig.savefig(png, dpi=100)
     plt.close(fig)
-    print(
-        "records and bytes are counted between the first and last index entries, at the"
-        " indexes' granularity (index.interval.bytes); logs are not read",
-        file=out,
-    )
-    print(f"plot: {os.path.abspath(args.png)} ({len(drawn)} partition(s) drawn)", file=out)
-    return 0
+    return len(drawn)

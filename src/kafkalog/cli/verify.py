@@ -9,6 +9,7 @@ naming the file and the byte position; a summary; exit status 1 when anything is
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -35,6 +36,12 @@ def add_parser(sub: Any) -> None:
         nargs="+",
         help="data directories or partition directories (paths, or URIs pyarrow.fs resolves)",
     )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per problem or warning (type, file, position, message), then a "
+        "summary object",
+    )
     p.set_defaults(run=run)
 
 
@@ -45,10 +52,36 @@ class Report:
     records_checked: int = 0
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: every problem and warning as ``--json`` prints it: type, file, position, message
+    entries: list[dict[str, Any]] = field(default_factory=list)
 
-    def problem(self, path: str, position: int | None, text: str) -> None:
-        where = path if position is None else f"{path} at byte {position}"
-        self.problems.append(f"{where}: {text}")
+    def problem(self, path: str | None, position: int | None, text: str) -> None:
+        self.problems.append(_where(path, position, text))
+        self.entries.append(_entry("problem", path, position, text))
+
+    def warning(self, path: str | None, position: int | None, text: str) -> None:
+        self.warnings.append(_where(path, position, text))
+        self.entries.append(_entry("warning", path, position, text))
+
+    def error(self, e: KafkalogError, suffix: str = "") -> None:
+        """A problem an exception reported (its file and byte, when it names them)."""
+        path = getattr(e, "path", None)
+        position = getattr(e, "position", None)
+        reason = getattr(e, "reason", None)
+        if reason is None or path is None:
+            self.problems.append(f"{e}{suffix}")
+            self.entries.append(_entry("problem", path, position, f"{e}{suffix}"))
+        else:
+            self.problem(path, position, f"{reason}{suffix}")
+
+
+def _where(path: str | None, position: int | None, text: str) -> str:
+    where = path if position is None else f"{path} at byte {position}"
+    return text if where is None else f"{where}: {text}"
+
+
+def _entry(kind: str, path: str | None, position: int | None, text: str) -> dict[str, Any]:
+    return {"type": kind, "file": path, "position": position, "message": text}
 
 
 def partitions_under(path: str) -> list[str]:
@@ -111,20 +144,20 @@ def _verify_segment(
             try:
                 report.records_checked += len(entry.records())
             except KafkalogError as e:
-                report.problems.append(str(e))
+                report.error(e)
             previous_last = max(previous_last, entry.last_offset)
             running = max(running, entry.max_timestamp)
             starts[entry.position] = (first, entry.last_offset)
             batch_max.append((first, entry.last_offset, running))
     except KafkalogError as e:
-        report.problems.append(f"{e} (the rest of the segment cannot be read)")
+        report.error(e, " (the rest of the segment cannot be read)")
     tail = reader.incomplete_tail
     if tail is not None:
         text = (
             f"incomplete batch at the end ({tail.available} of {tail.declared_size or '?'} bytes)"
         )
         if active:
-            report.warnings.append(f"{log_path} at byte {tail.position}: {text} (active segment)")
+            report.warning(log_path, tail.position, f"{text} (active segment)")
         else:
             report.problem(log_path, tail.position, text)
     stem = log_path[: -len(".log")]
@@ -194,7 +227,7 @@ def _verify_offset_index(
         try:
             index.sanity_check()
         except KafkalogError as e:
-            report.problems.append(str(e))
+            report.error(e)
         position_of_last = {last: pos for pos, (_, last) in starts.items()}
         for n in range(index.entries):
             offset, position = index.entry(n)
@@ -227,7 +260,7 @@ def _verify_time_index(
         try:
             index.sanity_check()
         except KafkalogError as e:
-            report.problems.append(str(e))
+            report.error(e)
         previous = None
         for n in range(index.entries):
             ts, offset = index.entry(n)
@@ -261,7 +294,7 @@ def _verify_txn_index(path: str, base: int, report: Report) -> None:
                 f"{index.trailing_bytes} trailing bytes are not a whole entry",
             )
     except KafkalogError as e:
-        report.problems.append(str(e))
+        report.error(e)
     finally:
         index.close()
 
@@ -278,7 +311,7 @@ def _verify_checkpoints(directory: str, report: Report) -> None:
             try:
                 read(path)
             except KafkalogError as e:
-                report.problems.append(str(e))
+                report.error(e)
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
@@ -288,6 +321,21 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     with progress.bar("verifying", sum(progress.log_bytes(p) for p in partitions)) as shown:
         for directory in partitions:
             verify_partition(directory, report, shown.update)
+    if args.json:
+        for entry in report.entries:
+            print(json.dumps(entry), file=out)
+        summary = {
+            "type": "summary",
+            "partitions": len(partitions),
+            "segments": report.segments,
+            "batches": report.batches,
+            "records": report.records_checked,
+            "problems": len(report.problems),
+            "warnings": len(report.warnings),
+            "ok": not report.problems,
+        }
+        print(json.dumps(summary), file=out)
+        return 1 if report.problems else 0
     for line in report.problems:
         print(f"PROBLEM {line}", file=out)
     for line in report.warnings:

@@ -260,5 +260,6 @@ HANDLERS: dict[int, Handler] = {
     28: _txn_offset_commit,
     32: admin.describe_configs,
     37: admin.create_partitions,
+    42: _coordinator("delete_groups"),
 }
 JOIN_GROUP = 11

@@ -51,6 +51,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     32: (1, 4),  # DescribeConfigs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
 }
 
 _HEAD = struct.Struct(">hhi")

@@ -5,6 +5,13 @@ PreparingRebalance, CompletingRebalance, Stable): a rebalance starts when a memb
 or misses its session timeout, completes when every known member has rejoined (or the rebalance
 timeout dropped the rest), and the leader's assignment is handed out in SyncGroup. Committed
 offsets go to an :class:`OffsetStore` (``__consumer_offsets``) and are read back at start.
+
+As Kafka's GroupMetadataManager does, the group's metadata (protocol type, generation, protocol,
+leader, members with their subscriptions and assignments) is stored as a ``GroupMetadata``
+record when a rebalance completes (the leader's SyncGroup) and when a group becomes Empty, and a
+tombstone when the group is deleted. At start each stored group comes back Empty, with its
+generation and protocol type (its members, gone with the old server's connections, rejoin), so
+ListGroups and DescribeGroups show it after a restart as they do on a restarted broker.
 """
 
 from __future__ import annotations
@@ -78,6 +85,10 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         for group_id, offsets in store.load().items():
             self.groups[group_id] = Group(group_id, offsets=dict(offsets))
+        for group_id, meta in store.load_groups().items():
+            group = self.groups.setdefault(group_id, Group(group_id))
+            group.generation = int(meta.get("generation", 0))
+            group.protocol_type = meta.get("protocolType") or None
         self._reaper: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -243,6 +254,7 @@ class GroupCoordinator:
         if not group.members:
             group.state = EMPTY
             group.protocol_name = group.leader = None
+            self._store_metadata(group)  # Kafka stores the now Empty group too
             return
         candidates = self._candidates(group)
         votes: dict[str, int] = {}
@@ -318,6 +330,8 @@ class GroupCoordinator:
             group.state = STABLE
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
+            self._store_metadata(group)  # before anyone is answered, as Kafka's storeGroup
+            for m in group.members.values():
                 fut, m.sync_future = m.sync_future, None
                 if fut is not None and not fut.done():
                     fut.set_result({"error_code": E.NONE, "assignment": m.assignment, **names})
@@ -350,6 +364,51 @@ class GroupCoordinator:
         if hasattr(body, "member_id"):
             return {"error_code": results[0]["error_code"]}
         return {"error_code": E.NONE, "members": results}
+
+    def _store_metadata(self, group: Group) -> None:
+        """The group as a ``GroupMetadataValue`` (version 3, what Kafka 2.3+ writes)."""
+        self.store.store_group(
+            group.group_id,
+            {
+                "protocolType": group.protocol_type or "",
+                "generation": group.generation,
+                "protocol": group.protocol_name,
+                "leader": group.leader,
+                "currentStateTimestamp": int(time.time() * 1000),
+                "members": [
+                    {
+                        "memberId": m.member_id,
+                        "groupInstanceId": m.group_instance_id,
+                        "clientId": m.client_id,
+                        "clientHost": m.client_host,
+                        "rebalanceTimeout": int(m.rebalance_timeout * 1000),
+                        "sessionTimeout": int(m.session_timeout * 1000),
+                        "subscription": m.metadata_for(group.protocol_name),
+                        "assignment": m.assignment,
+                    }
+                    for m in group.members.values()
+                ],
+            },
+        )
+
+    async def delete_groups(self, body: Any, version: int) -> dict[str, Any]:
+        """DeleteGroups: an Empty group's offsets and metadata go, as tombstones (Kafka's
+        GroupCoordinator.handleDeleteGroups); a group with members is refused."""
+        results = []
+        for gid in body.groups_names:
+            group = self.groups.get(gid)
+            if group is None:
+                code = E.GROUP_ID_NOT_FOUND
+            elif group.members or group.state != EMPTY:
+                code = E.NON_EMPTY_GROUP
+            else:
+                code = E.NONE
+                if group.offsets:
+                    self.store.delete_offsets(gid, list(group.offsets))
+                self.store.store_group(gid, None)
+                del self.groups[gid]
+            results.append({"group_id": gid, "error_code": code})
+        return {"results": results}
 
     # -- offsets ---------------------------------------------------------------------------------
     async def commit(self, body: Any, version: int) -> dict[str, Any]:

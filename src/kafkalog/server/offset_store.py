@@ -1,24 +1,32 @@
-"""Committed offsets, kept in ``__consumer_offsets`` as Kafka keeps them.
+"""Committed offsets and group metadata, kept in ``__consumer_offsets`` as Kafka keeps them.
 
 :class:`OffsetStore` is what the group coordinator needs (load everything at start, append
-commits); :class:`ConsumerOffsetsTopic` implements it on the ``__consumer_offsets`` partitions of
-the data directory, one record per committed partition, keyed and valued in Kafka's own record
-formats through an :class:`OffsetRecordCodec` (the schema-driven codec of the ``ops`` work plugs
-in there), so ``kafkalog dump`` and a real broker read what this server wrote.
+commits and group metadata); :class:`ConsumerOffsetsTopic` implements it on the
+``__consumer_offsets`` partitions of the data directory, one record per committed partition and
+one per group change, keyed and valued in Kafka's own record formats through the schema-driven
+codec generated from Kafka's message definitions (:mod:`kafkalog.records.internal_topics`, the
+one ``kafkalog dump`` and ``kafkalog groups`` read with), so they and a real broker read what
+this server wrote.
 """
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from kafkalog.errors import KafkalogError
 from kafkalog.records import Record, RecordBatch, encode_batch
+from kafkalog.records.internal_topics import (
+    UnknownRecordType,
+    decode_offsets_record,
+    group_metadata_record,
+    offset_commit_record,
+    offset_commit_tombstone_key,
+)
 
 TopicPartition = tuple[str, int]
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,8 @@ class CommittedOffset:
 
 
 class OffsetRecordCodec(Protocol):
-    """Keys and values of ``__consumer_offsets`` offset-commit records."""
+    """Keys and values of ``__consumer_offsets`` records: offset commits and classic groups'
+    metadata."""
 
     def encode_key(self, group: str, topic: str, partition: int) -> bytes: ...
 
@@ -42,94 +51,82 @@ class OffsetRecordCodec(Protocol):
         """An offset commit (value None: a tombstone); None for any other record kind."""
         ...
 
+    def decode_group(
+        self, key: bytes, value: bytes | None
+    ) -> tuple[str, dict[str, Any] | None] | None:
+        """A group metadata record, as its fields (value None: a tombstone); None for any
+        other record kind."""
+        ...
+
 
 class OffsetStore(Protocol):
     def load(self) -> dict[str, dict[TopicPartition, CommittedOffset]]: ...
 
+    def load_groups(self) -> dict[str, dict[str, Any]]:
+        """Each classic group's last ``GroupMetadataValue`` fields, tombstones applied."""
+        ...
+
     def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None: ...
 
+    def store_group(self, group: str, value: dict[str, Any] | None) -> None:
+        """Append the group's metadata (``GroupMetadataValue`` fields), or its tombstone."""
+        ...
 
-def _string(value: str | None) -> bytes:
-    if value is None:
-        return struct.pack(">h", -1)
-    raw = value.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
-
-
-class _Cursor:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, fmt: str) -> int:
-        s = struct.Struct(fmt)
-        if self.pos + s.size > len(self.data):
-            raise KafkalogError(f"offset record cut short at byte {self.pos}")
-        (v,) = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return int(v)
-
-    def string(self) -> str | None:
-        return self._text(self.take(">h"))
-
-    def compact_string(self) -> str | None:
-        """A flexible version's string: unsigned varint length + 1 (0 is null)."""
-        n = shift = 0
-        while True:
-            if self.pos >= len(self.data) or shift > 28:
-                raise KafkalogError(f"offset record varint cut short at byte {self.pos}")
-            b = self.data[self.pos]
-            self.pos += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        return self._text(n - 1)
-
-    def _text(self, n: int) -> str | None:
-        if n < 0:
-            return None
-        if self.pos + n > len(self.data):
-            raise KafkalogError(f"offset record string cut short at byte {self.pos}")
-        raw = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return raw.decode("utf-8")
+    def delete_offsets(self, group: str, partitions: list[TopicPartition]) -> None:
+        """Append tombstones for the group's committed offsets of ``partitions``."""
+        ...
 
 
 class KafkaOffsetCodec:
-    """``OffsetCommitKey`` version 1 and ``OffsetCommitValue`` version 3 (non-flexible), the
-    formats Kafka's group coordinator writes for classic groups; reads key versions 0/1 and
-    value versions 0..4 (4 is flexible: compact metadata string, tagged fields after)."""
+    """``OffsetCommitKey`` version 1 and ``OffsetCommitValue`` version 3, the formats Kafka's
+    group coordinator writes for classic groups, through the schema-driven codec (which reads
+    every version). A null metadata is stored as ``""``, as Kafka's coordinator stores it
+    (``OffsetAndMetadata.NoMetadata``)."""
 
     def encode_key(self, group: str, topic: str, partition: int) -> bytes:
-        return struct.pack(">h", 1) + _string(group) + _string(topic) + struct.pack(">i", partition)
+        return offset_commit_tombstone_key(group, topic, partition)
 
     def encode_value(self, committed: CommittedOffset) -> bytes:
-        return (
-            struct.pack(">hqi", 3, committed.offset, committed.leader_epoch)
-            + _string(committed.metadata)
-            + struct.pack(">q", committed.commit_timestamp)
+        _, value = offset_commit_record(
+            "",
+            "",
+            0,
+            committed.offset,
+            commit_timestamp=committed.commit_timestamp,
+            metadata=committed.metadata or "",
+            leader_epoch=committed.leader_epoch,
         )
+        return value
 
     def decode(
         self, key: bytes, value: bytes | None
     ) -> tuple[str, TopicPartition, CommittedOffset | None] | None:
-        c = _Cursor(key)
-        version = c.take(">h")
-        if version not in (0, 1):
-            return None  # group metadata (2) and anything newer
-        group = c.string() or ""
-        topic = c.string() or ""
-        partition = c.take(">i")
-        if value is None:
-            return group, (topic, partition), None
-        v = _Cursor(value)
-        vv = v.take(">h")
-        offset = v.take(">q")
-        epoch = v.take(">i") if vv >= 3 else -1
-        metadata = v.compact_string() if vv >= 4 else v.string()
-        ts = v.take(">q")  # v0 timestamp, v1..4 commit timestamp
-        return group, (topic, partition), CommittedOffset(offset, epoch, metadata, ts)
+        try:
+            found = decode_offsets_record(key, value, what=OFFSETS_TOPIC)
+        except UnknownRecordType:
+            return None  # records of newer group kinds: no offsets of a classic group
+        if not found.is_offset_commit:
+            return None
+        k = found.key.data
+        tp = (k["topic"], k["partition"])
+        if found.value is None:
+            return k["group"], tp, None
+        v = found.value.data
+        committed = CommittedOffset(
+            v["offset"], v.get("leaderEpoch", -1), v["metadata"], v["commitTimestamp"]
+        )
+        return k["group"], tp, committed
+
+    def decode_group(
+        self, key: bytes, value: bytes | None
+    ) -> tuple[str, dict[str, Any] | None] | None:
+        try:
+            found = decode_offsets_record(key, value, what=OFFSETS_TOPIC)
+        except UnknownRecordType:
+            return None
+        if not found.is_group_metadata:
+            return None
+        return found.key.data["group"], None if found.value is None else dict(found.value.data)
 
 
 def java_string_hash(text: str) -> int:
@@ -167,9 +164,13 @@ class ConsumerOffsetsTopic:
         self._read_all = read_all
         self.codec: OffsetRecordCodec = codec if codec is not None else KafkaOffsetCodec()
         self.clock = clock
+        self._metadata: dict[str, dict[str, Any]] | None = None
 
     def load(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+        """Replay every record: the committed offsets (returned) and each group's metadata
+        (kept for :meth:`load_groups`), later records and tombstones winning."""
         groups: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        metadata: dict[str, dict[str, Any]] = {}
         for batch in self._read_all():
             if batch.is_control:
                 continue
@@ -177,14 +178,27 @@ class ConsumerOffsetsTopic:
                 if rec.key is None:
                     continue
                 found = self.codec.decode(rec.key, rec.value)
-                if found is None:
+                if found is not None:
+                    group, tp, committed = found
+                    if committed is None:
+                        groups.get(group, {}).pop(tp, None)
+                    else:
+                        groups.setdefault(group, {})[tp] = committed
                     continue
-                group, tp, committed = found
-                if committed is None:
-                    groups.get(group, {}).pop(tp, None)
-                else:
-                    groups.setdefault(group, {})[tp] = committed
+                meta = self.codec.decode_group(rec.key, rec.value)
+                if meta is not None:
+                    name, value = meta
+                    if value is None:
+                        metadata.pop(name, None)
+                    else:
+                        metadata[name] = value
+        self._metadata = metadata
         return groups
+
+    def load_groups(self) -> dict[str, dict[str, Any]]:
+        if self._metadata is None:
+            self.load()
+        return dict(self._metadata or {})
 
     def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
         now = int(self.clock() * 1000)
@@ -195,6 +209,20 @@ class ConsumerOffsetsTopic:
                 timestamp=now,
             )
             for (topic, partition), c in offsets.items()
+        ]
+        if records:
+            self._append(partition_for_group(group, self.partitions), encode_batch(records))
+
+    def store_group(self, group: str, value: dict[str, Any] | None) -> None:
+        key, data = group_metadata_record(group, value)
+        record = Record.of(data, key=key, timestamp=int(self.clock() * 1000))
+        self._append(partition_for_group(group, self.partitions), encode_batch([record]))
+
+    def delete_offsets(self, group: str, partitions: list[TopicPartition]) -> None:
+        now = int(self.clock() * 1000)
+        records = [
+            Record.of(None, key=self.codec.encode_key(group, topic, p), timestamp=now)
+            for topic, p in partitions
         ]
         if records:
             self._append(partition_for_group(group, self.partitions), encode_batch(records))

@@ -2,21 +2,21 @@
 and groups of each open transaction, and the COMMIT/ABORT markers that end it.
 
 Each transactional id's state is a record of ``__transaction_state`` in Kafka's format
-(``TransactionLogKey`` v0, ``TransactionLogValue`` v0), so a restart keeps its producer id and
+(``TransactionLogKey`` v0, ``TransactionLogValue`` v0, through the codec generated from Kafka's
+message definitions that ``kafkalog dump`` reads with), so a restart keeps its producer id and
 bumps its epoch (fencing a zombie producer). Offsets committed inside a transaction
 (TxnOffsetCommit) are held until EndTxn and then committed to the group, or dropped on abort.
 """
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalog.errors import KafkalogError
 from kafkalog.records import ControlType, Record, RecordBatch, encode_batch, encode_control_batch
+from kafkalog.records.internal_topics import TRANSACTION_STATE, UnknownRecordType
 from kafkalog.server import errors as E
 from kafkalog.server.offset_store import CommittedOffset, TopicPartition, partition_for_group
 
@@ -40,60 +40,60 @@ class TxnMetadata:
     started_ms: int = -1
 
 
-def _string(value: str) -> bytes:
-    raw = value.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
-
-
 def encode_txn_key(transactional_id: str) -> bytes:
-    return struct.pack(">h", 0) + _string(transactional_id)
+    return TRANSACTION_STATE.encode_key(
+        "TransactionLogKey", {"transactionalId": transactional_id}, 0
+    )
 
 
 def encode_txn_value(meta: TxnMetadata, now: int) -> bytes:
+    """``TransactionLogValue`` version 0, what Kafka's coordinator writes for a classic
+    (transaction version 1) producer, through the schema-driven codec."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(meta.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    out = [
-        struct.pack(">hqhib", 0, meta.producer_id, meta.producer_epoch, meta.timeout_ms, meta.state)
-    ]
-    out.append(struct.pack(">i", len(by_topic)))
-    for topic, partitions in by_topic.items():
-        out.append(_string(topic) + struct.pack(">i", len(partitions)))
-        out.append(b"".join(struct.pack(">i", p) for p in partitions))
-    out.append(struct.pack(">qq", now, meta.started_ms))
-    return b"".join(out)
+    data = {
+        "producerId": meta.producer_id,
+        "producerEpoch": meta.producer_epoch,
+        "transactionTimeoutMs": meta.timeout_ms,
+        "transactionStatus": meta.state,
+        "transactionPartitions": [
+            {"topic": topic, "partitionIds": partitions} for topic, partitions in by_topic.items()
+        ],
+        "transactionLastUpdateTimestampMs": now,
+        "transactionStartTimestampMs": meta.started_ms,
+    }
+    return TRANSACTION_STATE.encode_value("TransactionLogValue", data, 0)
 
 
 def decode_txn(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | None] | None:
     """``(transactional id, its metadata or None for a tombstone)``; None for other records.
-    Reads value version 0 (version 1 is the same fields, flexible, after Kafka 3.x)."""
+    Reads every version of the value (1 is flexible, with the producer ids of transaction
+    version 2)."""
+    what = "__transaction_state"
     try:
-        (kv, n) = struct.unpack_from(">hh", key, 0)
-        if kv != 0:
-            return None
-        txn_id = key[4 : 4 + n].decode("utf-8")
-        if value is None:
-            return txn_id, None
-        (vv, pid, epoch, timeout, status) = struct.unpack_from(">hqhib", value, 0)
-        if vv != 0:
-            return None
-        pos = 17
-        (topics,) = struct.unpack_from(">i", value, pos)
-        pos += 4
-        partitions: set[TopicPartition] = set()
-        for _ in range(max(topics, 0)):
-            (tn,) = struct.unpack_from(">h", value, pos)
-            topic = value[pos + 2 : pos + 2 + tn].decode("utf-8")
-            pos += 2 + tn
-            (count,) = struct.unpack_from(">i", value, pos)
-            pos += 4
-            for i in range(count):
-                partitions.add((topic, struct.unpack_from(">i", value, pos + 4 * i)[0]))
-            pos += 4 * count
-        (_, started) = struct.unpack_from(">qq", value, pos)
-    except (struct.error, UnicodeDecodeError) as e:
-        raise KafkalogError(f"unreadable __transaction_state record: {e}") from None
-    return txn_id, TxnMetadata(txn_id, pid, epoch, timeout, status, partitions, {}, started)
+        k = TRANSACTION_STATE.decode_key(key, what=what)
+    except UnknownRecordType:
+        return None
+    txn_id = k.data["transactionalId"]
+    decoded = TRANSACTION_STATE.decode_value(k.version, value, what=what)
+    if decoded is None:
+        return txn_id, None
+    v = decoded.data
+    partitions = {
+        (t["topic"], int(p)) for t in v["transactionPartitions"] or [] for p in t["partitionIds"]
+    }
+    meta = TxnMetadata(
+        txn_id,
+        v["producerId"],
+        v["producerEpoch"],
+        v["transactionTimeoutMs"],
+        v["transactionStatus"],
+        partitions,
+        {},
+        v["transactionStartTimestampMs"],
+    )
+    return txn_id, meta
 
 
 class TransactionCoordinator:

@@ -1,0 +1,133 @@
+"""``kafkalog retention`` against a brute-force oracle (issue 15's proof).
+
+Generated partitions (old and new records, a batch with a timestamp in the future, a log start
+offset moved by DeleteRecords, size limits) are read by the command; the oracle scans every
+record of every ``.log`` file itself (no index, no kafkalog log layer) for each segment's newest
+timestamp and applies Kafka's retention passes as UnifiedLog.deleteOldSegments documents them:
+the log start offset, then ``retention.bytes``, then ``retention.ms``, each deleting the oldest
+segments while its rule holds, never an empty last segment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clirun import kafkalog, tree_snapshot
+from kafkalog.log import LogDir, TopicConfig
+from kafkalog.records import LogReader, Record
+
+DAY = 24 * 3600 * 1000
+NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the --now of every run
+WEEK = 7 * DAY
+
+
+def _write(root: Path, topic: str, stamps: list[int], log_start: int | None = None) -> Path:
+    config = TopicConfig(segment_bytes=1200, retention_ms=-1, retention_bytes=-1)
+    with LogDir(str(root), writable=True) as logdir:
+        log = logdir.log(topic, 0, create=True, config=config)
+        for i, ts in enumerate(stamps):
+            log.append_records([Record.of(b"x" * 60, key=b"k%d" % i, timestamp=ts)])
+        if log_start is not None:
+            log.increment_log_start_offset(log_start)  # DeleteRecords; kept in the checkpoint
+        logdir.checkpoint()
+    return root / f"{topic}-0"
+
+
+def _oracle(
+    directory: Path, now: int, retention_ms: int, retention_bytes: int, start: int
+) -> dict[int, str]:
+    """base offset -> the rule deleting it, by Kafka's passes over a brute-force scan."""
+    segments = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".log"):
+            continue
+        data = (directory / name).read_bytes()
+        stamps = [r.timestamp for batch in LogReader(data) for r in batch.records()]
+        largest = max(stamps) if stamps else int((directory / name).stat().st_mtime * 1000)
+        segments.append((int(name[:-4]), len(data), largest))
+    doomed: dict[int, str] = {}
+
+    def run(rule: str, holds: Any) -> None:
+        nonlocal segments
+        n = 0
+        for i, (base, size, largest) in enumerate(segments):
+            nxt = segments[i + 1][0] if i + 1 < len(segments) else None
+            if nxt is None and size == 0:
+                break
+            if not holds(base, size, largest, nxt):
+                break
+            doomed[base] = rule
+            n += 1
+        segments = segments[n:]
+
+    run("log-start-offset", lambda b, s, t, nxt: nxt is not None and nxt <= start)
+    if segments and retention_bytes >= 0:
+        budget = [sum(s for _, s, _ in segments) - retention_bytes]
+
+        def over(b: int, s: int, t: int, nxt: int | None) -> bool:
+            if budget[0] - s >= 0:
+                budget[0] -= s
+                return True
+            return False
+
+        if budget[0] >= 0:
+            run("retention.bytes", over)
+    if segments and retention_ms >= 0:
+        run("retention.ms", lambda b, s, t, nxt: now - t > retention_ms)
+    return doomed
+
+
+def _command(path: Path, *options: str) -> list[dict[str, Any]]:
+    result = kafkalog("retention", str(path), "--now", str(NOW), "--json", *options)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]  # nothing but JSON
+
+
+CASES = {
+    # ten days old then fresh: the time rule deletes the old prefix
+    "aging": (lambda i: NOW - 10 * DAY + i * 60_000 if i < 40 else NOW - DAY, None),
+    # one batch stamped a year ahead in the second segment keeps it and all after
+    "future": (lambda i: NOW + 365 * DAY if i == 20 else NOW - 30 * DAY + i, None),
+    # DeleteRecords moved the log start offset past the first segments
+    "deleted-records": (lambda i: NOW - DAY + i, 47),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize(
+    ("retention_ms", "retention_bytes"), [(WEEK, -1), (-1, 3000), (WEEK, 5000), (-1, -1)]
+)
+def test_retention_matches_a_brute_force_scan(
+    tmp_path: Path, case: str, retention_ms: int, retention_bytes: int
+) -> None:
+    stamp, start = CASES[case]
+    directory = _write(tmp_path / "data", case, [stamp(i) for i in range(90)], start)
+    before = tree_snapshot(tmp_path / "data")
+    rows = _command(
+        directory, "--retention-ms", str(retention_ms), "--retention-bytes", str(retention_bytes)
+    )
+    segments = [r for r in rows if r["type"] == "segment"]
+    expected = _oracle(directory, NOW, retention_ms, retention_bytes, start or 0)
+    assert {r["baseOffset"]: r["rule"] for r in segments if r["deleted"]} == expected
+    assert len(segments) == len(list(directory.glob("*.log"))) > 3
+    kept = [r for r in segments if not r["deleted"]]
+    assert all(r["reason"] for r in kept)  # every kept segment says why
+    (summary,) = [r for r in rows if r["type"] == "summary"]
+    assert summary["segments"] == len(expected)
+    assert summary["bytes"] == sum(r["size"] for r in segments if r["deleted"])
+    assert tree_snapshot(tmp_path / "data") == before  # read only
+
+
+def test_a_future_timestamp_is_named_as_what_keeps_the_segment(tmp_path: Path) -> None:
+    stamp, _ = CASES["future"]
+    directory = _write(tmp_path / "data", "future", [stamp(i) for i in range(90)])
+    rows = _command(directory, "--retention-ms", str(WEEK))
+    first_kept = next(r for r in rows if r["type"] == "segment" and not r["deleted"])
+    assert "future" in first_kept["reason"] and "offset 20" in first_kept["reason"]
+    later = [r for r in rows if r["type"] == "segment" and not r["deleted"]][1:]
+    assert later and all("older segment is kept" in r["reason"] for r in later)
