@@ -69,7 +69,7 @@ def stream_to_parquet(spark: Any, path: str, work: str, name: str) -> list[list[
         .option("path", path)
         .option("subscribe", TOPIC)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "50")  # several micro-batches (112 records)
+        .option("maxOffsetsPerTrigger", "60")  # two micro-batches (112 records)
         .load()
         .writeStream.format("parquet")
         .option("path", out)

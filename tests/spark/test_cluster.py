@@ -40,8 +40,11 @@ def test_standalone_cluster_gives_local_modes_answers(
     work.mkdir()
     out = tmp_path / "cluster.json"
     began = time.monotonic()
-    with standalone_cluster(tmp_path / "cluster") as cluster:
-        proc = subprocess.run(
+    local_work = tmp_path / "local-work"
+    local_work.mkdir()
+    driver_log = tmp_path / "driver.log"  # a file, not a pipe: nothing reads it while it runs
+    with standalone_cluster(tmp_path / "cluster") as cluster, open(driver_log, "w") as log:
+        driver = subprocess.Popen(
             [
                 sys.executable,
                 str(Path(cluster_queries.__file__)),
@@ -51,12 +54,22 @@ def test_standalone_cluster_gives_local_modes_answers(
                 str(work),
                 str(out),
             ],
-            capture_output=True,
-            text=True,
-            timeout=400,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
             env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         )
-        assert proc.returncode == 0, proc.stderr[-4000:] + cluster.log_tail()
+        try:
+            # local mode's answers meanwhile (both sides mostly wait on their JVMs)
+            try:
+                expected = cluster_queries.answers(spark, local_dir, s3_uri, str(local_work))
+            finally:
+                set_pushdown(spark, False)  # as the other tests expect the shared session
+            driver.wait(timeout=400)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+        assert driver.returncode == 0, driver_log.read_text()[-4000:] + cluster.log_tail()
         apps = cluster.state().get("completedapps", [])
         assert any(a["name"] == "kafkalog-cluster-test" for a in apps), apps
     print(f"\ncluster run: {time.monotonic() - began:.1f} s")
@@ -69,12 +82,6 @@ def test_standalone_cluster_gives_local_modes_answers(
     assert all(e["totalTasks"] > 0 for e in executors), executors
     assert len(got["python workers"]) >= 2
 
-    local_work = tmp_path / "local-work"
-    local_work.mkdir()
-    try:
-        expected = cluster_queries.answers(spark, local_dir, s3_uri, str(local_work))
-    finally:
-        set_pushdown(spark, False)  # as the other tests expect the shared session
     for name, rows in expected.items():
         assert rows, f"{name}: local mode found nothing, the comparison would prove nothing"
         assert got[name] == rows, f"{name}: the cluster's rows differ from local mode's"
