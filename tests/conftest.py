@@ -57,23 +57,3 @@ def spark(spark_session: Any) -> Iterator[Any]:
     import kafkalog.spark
 
     kafkalog.spark.register(spark_session)
-
-
-# The longest tests, started first: pytest-xdist hands tests out in collection order, and one
-# of these left for the end keeps a worker busy alone for minutes while the other idles.
-LONGEST_FIRST = (
-    "tests/spark/test_cluster.py",
-    "tests/cli/test_job.py",
-    "tests/cli/test_query.py",
-    "tests/log/test_crash_producers.py",
-    "tests/spark/test_stream_restarts.py",
-    "tests/log/test_crash.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        path = item.nodeid.split("::", 1)[0]
-        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: the rest keep their order
