@@ -1,4 +1,4 @@
-"""Kafka's warm/cold binary search over index entries (spec §2.5), compiled and reference forms.
+"""Kafka's warm/cold binary search over index entries (spec §2.5).
 
 Entries live big-endian in the mapped file. A search compares one field of each entry (the
 *key*: offset or timestamp; or the *value*: position or offset) with the target and returns a
@@ -7,159 +7,167 @@ quirk of never examining the loop's initial ``lo``). The last ``8192`` bytes of 
 "warm" section) are searched first, so lookups of recent entries keep touching the same few
 pages however large the index grows.
 
-The compiled kernels read the mapped bytes directly (no copy of the index) and never trust the
-entry count they are given: each bounds it by the buffer's own length first, so no caller mistake
-or race (an index closed or remapped by another thread between reading its buffer and its count)
-can make them read outside the buffer, which for an index of millions of entries meant a
-SIGSEGV. The buffer they are handed keeps its mapping alive until they return. The pure-Python
+Two forms of the same search: plain Python over ``struct`` reads of the buffer, and compiled
+kernels (``_kernels``, numba). Importing numba and loading its cached kernels costs a process
+~0.4 s, more than a short command spends on everything else, so a single lookup runs in Python
+until the process has made ``COMPILED_AFTER`` of them (or numba is loaded anyway, by the
+columnar decoder); from then on, and for every many-targets call, the compiled kernels answer.
+Both bound the entry count by the buffer's own length, so neither reads past the buffer.
 :func:`search_reference` takes an entry reader, so tests can record which pages a search
 touches.
 """
 
 from __future__ import annotations
 
+import struct
+import sys
 from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import numpy as np
-from numba import njit
 
 WARM_BYTES = 8192
 LLB = 0
 SUB = 1
+COMPILED_AFTER = 256  # single lookups answered in Python before the compiled search takes over
+
+_FIELD = {4: struct.Struct(">i"), 8: struct.Struct(">q")}
+_compiled: ModuleType | None = None
+_python_lookups = 0
+
+# the many-targets kernels, always compiled (``_search.NAME`` loads them on first use)
+_BATCH_KERNELS = frozenset(
+    {"search_many", "floor_sorted", "floor_sorted_fields", "fields_at", "fields_at_slots"}
+)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _field(buf, slot, entry_size, offset, width):  # type: ignore[no-untyped-def]
-    """The big-endian signed field at ``offset`` (4 or 8 bytes wide) of entry ``slot``."""
-    p = slot * entry_size + offset
-    v = np.int64(0)
-    for i in range(width):
-        v = (v << 8) | np.int64(buf[p + i])
-    if width == 4 and v >= 0x80000000:
-        v -= 0x100000000
-    return v
+def kernels() -> ModuleType:
+    """The compiled kernels, importing numba on first use."""
+    global _compiled
+    if _compiled is None:
+        from kafkalog.index import _kernels
+
+        _compiled = _kernels
+    return _compiled
 
 
-@njit(cache=True, nogil=True)
-def search(buf, entries, entry_size, offset, width, target, kind, warm_entries):  # type: ignore[no-untyped-def]
-    """Kafka's ``indexSlotRangeFor``: the LLB or SUB slot for ``target``, or -1."""
-    entries = min(entries, buf.shape[0] // entry_size)  # never past the buffer (see module doc)
-    if entries <= 0:
-        return -1
-    first_hot = max(0, entries - 1 - warm_entries)
-    if _field(buf, first_hot, entry_size, offset, width) < target:
-        lo = first_hot
-        hi = entries - 1
-    else:
-        if _field(buf, 0, entry_size, offset, width) > target:
-            return -1 if kind == LLB else 0
-        lo = 0
-        hi = first_hot
-    while lo < hi:
-        mid = (lo + hi + 1) >> 1
-        v = _field(buf, mid, entry_size, offset, width)
-        if v > target:
-            hi = mid - 1
-        elif v < target:
-            lo = mid
-        else:
-            return mid
-    if kind == LLB:
-        return lo
-    return -1 if lo == entries - 1 else lo + 1
+def __getattr__(name: str) -> Any:
+    if name in _BATCH_KERNELS:
+        return getattr(kernels(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@njit(cache=True, nogil=True)
-def offset_floor(buf, entries, target):  # type: ignore[no-untyped-def]
-    """OffsetIndex.lookup in one call with few arguments (dispatch cost dominates a single
-    lookup): the floor slot for a relative offset, with that entry's two fields."""
-    slot = search(buf, entries, 8, 0, 4, target, LLB, WARM_BYTES // 8)
+def _switch() -> ModuleType:
+    """From now on the module's single-lookup names are the compiled kernels themselves (no
+    dispatch left on the hot path: callers look ``_search.offset_floor`` up at each call)."""
+    compiled = kernels()
+    module = sys.modules[__name__]
+    for name in ("search", "offset_floor", "time_floor"):
+        setattr(module, name, getattr(compiled, name))
+    return compiled
+
+
+def _python_turn() -> bool:
+    """Whether this single lookup still runs in Python (else the kernels were switched in)."""
+    global _python_lookups
+    _python_lookups += 1
+    if _python_lookups > COMPILED_AFTER or "numba" in sys.modules:
+        _switch()
+        return False
+    return True
+
+
+def _reader(buf: Any, entry_size: int, offset: int, width: int) -> Callable[[int], int]:
+    unpack = _FIELD[width].unpack_from
+
+    def read(slot: int) -> int:
+        return int(unpack(buf, slot * entry_size + offset)[0])
+
+    return read
+
+
+def search_python(
+    buf: Any,
+    entries: int,
+    entry_size: int,
+    offset: int,
+    width: int,
+    target: int,
+    kind: int,
+    warm_entries: int,
+) -> int:
+    """Kafka's ``indexSlotRangeFor`` in plain Python: the LLB or SUB slot, or -1."""
+    entries = max(0, min(entries, len(buf) // entry_size))
+    read = _reader(buf, entry_size, offset, width)
+    return search_reference(read, entries, target, kind, warm_entries)
+
+
+def _floor_python(
+    buf: Any, entries: int, target: int, entry_size: int, key_width: int
+) -> tuple[int, int, int]:
+    entries = max(0, min(entries, len(buf) // entry_size))
+    slot = search_reference(
+        _reader(buf, entry_size, 0, key_width), entries, target, LLB, WARM_BYTES // entry_size
+    )
     if slot < 0:
         return slot, 0, 0
-    return slot, _field(buf, slot, 8, 0, 4), _field(buf, slot, 8, 4, 4)
+    key = int(_FIELD[key_width].unpack_from(buf, slot * entry_size)[0])
+    value = int(_FIELD[4].unpack_from(buf, slot * entry_size + key_width)[0])
+    return slot, key, value
 
 
-@njit(cache=True, nogil=True)
-def time_floor(buf, entries, target):  # type: ignore[no-untyped-def]
-    """TimeIndex.lookup in one call: the floor slot for a timestamp, with its two fields."""
-    slot = search(buf, entries, 12, 0, 8, target, LLB, WARM_BYTES // 12)
-    if slot < 0:
-        return slot, 0, 0
-    return slot, _field(buf, slot, 12, 0, 8), _field(buf, slot, 12, 8, 4)
+def offset_floor_python(buf: Any, entries: int, target: int) -> tuple[int, int, int]:
+    """OffsetIndex.lookup in plain Python: the floor slot for a relative offset with that
+    entry's two fields (slot -1 and zeros when every entry is above the target)."""
+    return _floor_python(buf, entries, target, 8, 4)
 
 
-@njit(cache=True, nogil=True)
-def floor_sorted_fields(  # type: ignore[no-untyped-def]
-    buf, entries, entry_size, key_off, key_width, val_off, val_width, targets, out_key, out_val
-):
-    """Floor lookups for ascending targets with both fields gathered (-1 slots give -1, -1)."""
-    slots = np.empty(targets.shape[0], np.int64)
-    floor_sorted(buf, entries, entry_size, key_off, key_width, targets, slots)
-    for i in range(targets.shape[0]):
-        s = slots[i]
-        if s < 0:
-            out_key[i] = -1
-            out_val[i] = -1
-        else:
-            out_key[i] = _field(buf, s, entry_size, key_off, key_width)
-            out_val[i] = _field(buf, s, entry_size, val_off, val_width)
-    return slots
+def time_floor_python(buf: Any, entries: int, target: int) -> tuple[int, int, int]:
+    """TimeIndex.lookup in plain Python: the floor slot for a timestamp, with its two fields."""
+    return _floor_python(buf, entries, target, 12, 8)
 
 
-@njit(cache=True, nogil=True)
-def search_many(buf, entries, entry_size, offset, width, targets, kind, warm_entries, out):  # type: ignore[no-untyped-def]
-    """:func:`search` for every target, in one call (the vectorised form the Spark path uses)."""
-    for i in range(targets.shape[0]):
-        out[i] = search(buf, entries, entry_size, offset, width, targets[i], kind, warm_entries)
+# The names callers use; each is replaced by its compiled kernel at the switch.
+def search(
+    buf: Any,
+    entries: int,
+    entry_size: int,
+    offset: int,
+    width: int,
+    target: int,
+    kind: int,
+    warm_entries: int,
+) -> int:
+    """:func:`search_python` until the switch, then the compiled ``search``."""
+    if _python_turn():
+        return search_python(buf, entries, entry_size, offset, width, target, kind, warm_entries)
+    return int(search(buf, entries, entry_size, offset, width, target, kind, warm_entries))
 
 
-@njit(cache=True, nogil=True)
-def floor_sorted(buf, entries, entry_size, offset, width, targets, out):  # type: ignore[no-untyped-def]
-    """Floor slots (LLB) for ascending ``targets``, galloping from the previous answer.
-
-    For strictly increasing keys every correct floor search returns the same slot, so this
-    agrees with :func:`search`; walking the index once in order turns a batch of random
-    lookups from cache misses into a near-sequential scan.
-    """
-    entries = min(entries, buf.shape[0] // entry_size)
-    j = -1
-    for i in range(targets.shape[0]):
-        t = targets[i]
-        if j + 1 < entries and _field(buf, j + 1, entry_size, offset, width) <= t:
-            lo = j + 1
-            step = 1
-            while lo + step < entries and _field(buf, lo + step, entry_size, offset, width) <= t:
-                lo += step
-                step *= 2
-            hi = min(lo + step, entries)
-            while hi - lo > 1:
-                mid = (lo + hi) >> 1
-                if _field(buf, mid, entry_size, offset, width) <= t:
-                    lo = mid
-                else:
-                    hi = mid
-            j = lo
-        out[i] = j
+def offset_floor(buf: Any, entries: int, target: int) -> tuple[int, int, int]:
+    """:func:`offset_floor_python` until the switch, then the compiled ``offset_floor``."""
+    if _python_turn():
+        return offset_floor_python(buf, entries, target)
+    return offset_floor(buf, entries, target)
 
 
-@njit(cache=True, nogil=True)
-def fields_at(buf, slots, entry_size, offset, width, out):  # type: ignore[no-untyped-def]
-    """Gather one field of many entries (slot -1 gives -1)."""
-    available = buf.shape[0] // entry_size
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        out[i] = -1 if s < 0 or s >= available else _field(buf, s, entry_size, offset, width)
+def time_floor(buf: Any, entries: int, target: int) -> tuple[int, int, int]:
+    """:func:`time_floor_python` until the switch, then the compiled ``time_floor``."""
+    if _python_turn():
+        return time_floor_python(buf, entries, target)
+    return time_floor(buf, entries, target)
 
 
-@njit(cache=True, nogil=True)
-def fields_at_slots(buf, entries, slots, entry_size, offset, width, out):  # type: ignore[no-untyped-def]
-    """:func:`fields_at` with the (buffer, entry count) head every other kernel has (the count
-    is not needed: a slot past the buffer gives -1 there)."""
-    fields_at(buf, slots, entry_size, offset, width, out)
-
-
-@njit(cache=True, nogil=True)
-def valid_prefix(buf, max_entries, entry_size, key_off, key_width, val_off, val_width):  # type: ignore[no-untyped-def]
+def valid_prefix(
+    buf: np.ndarray,
+    max_entries: int,
+    entry_size: int,
+    key_off: int,
+    key_width: int,
+    val_off: int,
+    val_width: int,
+) -> int:
     """How many leading entries of a possibly preallocated file are real.
 
     A running broker's active index is preallocated and zero-filled past its entries. Real
@@ -169,28 +177,28 @@ def valid_prefix(buf, max_entries, entry_size, key_off, key_width, val_off, val_
     change any lookup, which falls back to (base offset, position 0) anyway. Values (a position
     in the log, or an offset relative to the base) are never negative: a corrupt entry with a
     negative one ends the prefix too, else a lookup would read the log before its first byte.
+    (Vectorised with numpy: it runs on every read-only open.)
     """
-    max_entries = min(max_entries, buf.shape[0] // entry_size)
+    max_entries = min(max_entries, len(buf) // entry_size)
     if max_entries <= 0:
         return 0
-    prev_key = _field(buf, 0, entry_size, key_off, key_width)
-    prev_val = _field(buf, 0, entry_size, val_off, val_width)
-    if prev_val < 0:
+    layout = np.dtype(
+        {
+            "names": ["k", "v"],
+            "formats": [f">i{key_width}", f">i{val_width}"],
+            "offsets": [key_off, val_off],
+            "itemsize": entry_size,
+        }
+    )
+    entries = np.frombuffer(buf, layout, count=max_entries)
+    keys = entries["k"].astype(np.int64)
+    values = entries["v"].astype(np.int64)
+    if values[0] < 0:
         return 0
-    n = max_entries
-    for slot in range(1, max_entries):
-        k = _field(buf, slot, entry_size, key_off, key_width)
-        v = _field(buf, slot, entry_size, val_off, val_width)
-        if k <= prev_key or v < prev_val:
-            n = slot
-            break
-        prev_key = k
-        prev_val = v
-    if n == 1:
-        first_key = _field(buf, 0, entry_size, key_off, key_width)
-        first_val = _field(buf, 0, entry_size, val_off, val_width)
-        if first_key == 0 and first_val == 0:
-            return 0
+    broken = np.flatnonzero((keys[1:] <= keys[:-1]) | (values[1:] < values[:-1]))
+    n = int(broken[0]) + 1 if broken.size else max_entries
+    if n == 1 and keys[0] == 0 and values[0] == 0:
+        return 0
     return n
 
 

@@ -35,9 +35,13 @@ from kafkalog.records import compression
 from kafkalog.records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_RECORD_SIZE
 from kafkalog.records.crc import crc32c
 from kafkalog.records.reader import IncompleteTail, LogReader
-from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits, TimestampType
-
-TimestampUnit = Literal["ms", "us"]
+from kafkalog.records.types import (
+    DEFAULT_LIMITS,
+    Compression,
+    Limits,
+    TimestampType,
+    TimestampUnit,
+)
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Literal
+
+TimestampUnit = Literal["ms", "us"]  # of the timestamp column in Arrow outputs
 
 
 class Compression(enum.IntEnum):
