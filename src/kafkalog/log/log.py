@@ -35,6 +35,7 @@ from kafkalog.log.layout import (
 from kafkalog.log.loader import LogLoader, rebuild_producer_state
 from kafkalog.log.producer_state import ProducerAppendInfo, ProducerStateManager
 from kafkalog.log.segment import (
+    FileRegion,
     LogSegment,
     RollParams,
     SegmentConfig,
@@ -47,11 +48,10 @@ from kafkalog.records.batch import (
     CRC_OFFSET,
     HEADER_SIZE,
 )
-from kafkalog.records.columnar import TimestampUnit
 from kafkalog.records.crc import crc32c, crc32c_c
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.small_batch import encode_small_batch
-from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits
+from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits, TimestampUnit
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -714,6 +714,14 @@ class Log:
     def read(self, start_offset: int, max_bytes: int, min_one_message: bool = True) -> bytes:
         """Raw batches from the one holding ``start_offset``, at most ``max_bytes`` (at least one
         batch with ``min_one_message``), as a Kafka fetch returns them."""
+        data = self.read_region(start_offset, max_bytes, min_one_message)
+        return b"" if data is None else data.read()
+
+    def read_region(
+        self, start_offset: int, max_bytes: int, min_one_message: bool = True
+    ) -> FileRegion | None:
+        """What :meth:`read` returns, as a range of one segment file not yet read (None when
+        there is nothing): a server sends it to the socket with ``sendfile``."""
         if start_offset > self.log_end_offset or start_offset < self.log_start_offset:
             raise KafkalogError(
                 f"offset {start_offset} is out of range [{self.log_start_offset}, "
@@ -721,10 +729,13 @@ class Log:
             )
         i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
         for base in self._bases[i:]:
-            data = self._segments[base].read(start_offset, max_bytes, None, min_one_message)
+            data = self._segments[base].read(
+                start_offset, max_bytes, None, min_one_message, as_region=True
+            )
             if data is not None:
-                return data.records
-        return b""
+                records = data.records  # b"" when asked for no bytes at all
+                return records if isinstance(records, FileRegion) and records.length else None
+        return None
 
     def offsets_for_times(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets for one partition (spec §7.5): -2 earliest, -1 latest, -3 the

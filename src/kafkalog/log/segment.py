@@ -99,13 +99,29 @@ class LogOffsetPosition(NamedTuple):
 
 
 @dataclass(frozen=True)
+class FileRegion:
+    """A range of a segment file that has not been read: :meth:`read` copies it; a server sends
+    it with ``sendfile`` from :meth:`SegmentFile.duplicate_fd` (Kafka's zero-copy fetch)."""
+
+    file: SegmentFile
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        return self.file.read(self.position, self.length)
+
+    def __len__(self) -> int:
+        return self.length
+
+
+@dataclass(frozen=True)
 class FetchData:
     """What :meth:`LogSegment.read` returns: where reading started and the raw bytes."""
 
     start_offset: int
     segment_base_offset: int
     position: int
-    records: bytes
+    records: bytes | FileRegion
     first_entry_incomplete: bool = False
 
 
@@ -232,6 +248,23 @@ class SegmentFile:
                     done += n
                 return done
             return self._handle().pread_into(buffer[:length], position)
+        finally:
+            users.leave()
+
+    def region(self, position: int, length: int) -> FileRegion:
+        """Bytes [position, position + length) of this file (cut at the logical end), not read:
+        a fetch sends them to a socket without copying them through Python."""
+        return FileRegion(self, position, max(0, min(length, self.size - position)))
+
+    def duplicate_fd(self) -> int:
+        """A new descriptor of this local file that the caller owns and must close (-1 for a
+        file read through ``pyarrow.fs``): a ``sendfile`` that outlives an ``await`` uses it,
+        so closing the segment meanwhile (retention, shutdown) neither waits for it nor hands
+        its number to another file."""
+        users = self._users
+        users.enter(self.path)
+        try:
+            return os.dup(self.fd) if self.fd >= 0 else -1
         finally:
             users.leave()
 
@@ -636,8 +669,11 @@ class LogSegment:
         max_size: int,
         max_position: int | None = None,
         min_one_message: bool = False,
+        *,
+        as_region: bool = False,
     ) -> FetchData | None:
-        """Raw bytes from the batch holding ``start_offset`` (spec §6.4); None past the end."""
+        """Raw bytes from the batch holding ``start_offset`` (spec §6.4); None past the end.
+        With ``as_region`` the records are a :class:`FileRegion`, not yet read."""
         if max_size < 0:
             raise ValueError(
                 f"invalid max size {max_size} for log read from segment {self.log.path}"
@@ -650,11 +686,12 @@ class LogSegment:
         if adjusted == 0:
             return FetchData(start_offset, self.base_offset, found.position, b"")
         fetch = min(limit - found.position, adjusted)
+        region = self.log.region(found.position, fetch)
         return FetchData(
             start_offset,
             self.base_offset,
             found.position,
-            self.log.read(found.position, fetch),
+            region if as_region else region.read(),
             adjusted < found.size,
         )
 

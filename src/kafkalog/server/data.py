@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log import LATEST_TIMESTAMP, Log
-from kafkalog.log.segment import TxnState
+from kafkalog.log.segment import FileRegion, TxnState
 from kafkalog.records import RecordBatch
 from kafkalog.server import errors as E
 from kafkalog.server.topics import TopicError
@@ -163,9 +163,14 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
             if offset < upper and budget > 0:
                 limit = min(int(fp.partition_max_bytes), budget)
                 try:
-                    data = log.read(offset, limit, min_one_message=total == 0)
+                    data: bytes | FileRegion | None
+                    if upper == hw:
+                        # the batches go from the file to the socket unread (zero_copy)
+                        data = log.read_region(offset, limit, min_one_message=total == 0)
+                        data = b"" if data is None else data
+                    else:  # read_committed below the LSO: cut at the first open transaction
+                        data = _cut_at(log.read(offset, limit, min_one_message=total == 0), upper)
                     if isolation == READ_COMMITTED:
-                        data = _cut_at(data, upper)
                         entry["aborted_transactions"] = _aborted(log, offset, upper)
                 except (KafkalogError, OSError) as e:
                     # a damaged segment or index: this partition answers an error, the others

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from kafkalog.server import zero_copy
 from kafkalog.server.broker import HANDLERS, JOIN_GROUP, Broker
 from kafkalog.server.codec import (
     API_VERSIONS_KEY,
@@ -34,9 +35,11 @@ from kafkalog.server.codec import (
 )
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.offset_store import OffsetRecordCodec
+from kafkalog.server.zero_copy import Piece
 
 log = logging.getLogger("kafkalog.server")
 PRODUCE = 0
+FETCH = 1
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 ILLEGAL_SASL_STATE = 34
@@ -201,13 +204,15 @@ class KafkaServer:
             frame = await reader.readexactly(size)
             position += 4 + size
             reply = await self._handle(frame, session)
-            if reply is not None:
+            if isinstance(reply, list):  # a fetch response with file regions
+                await zero_copy.send(writer, reply, where)
+            elif reply is not None:
                 writer.write(reply)
                 await writer.drain()
             if session.close_after_reply:
                 raise ProtocolError(f"{where}: SASL authentication failed")
 
-    async def _handle(self, frame: bytes, session: Session) -> bytes | None:
+    async def _handle(self, frame: bytes, session: Session) -> bytes | list[Piece] | None:
         broker = self.broker
         assert broker is not None
         where = session.where
@@ -231,9 +236,11 @@ class KafkaServer:
             result = await HANDLERS[key](broker, request.body, version)
         if key == PRODUCE and int(request.body.acks) == 0:
             return None  # acks=0: the producer reads no response
-        return encode_response(
+        regions = zero_copy.take_regions(result) if key == FETCH else {}
+        frame = encode_response(
             key, version, correlation, build(response_type(key, version), result)
         )
+        return zero_copy.splice(frame, regions) if regions else frame
 
     def _sasl(self, key: int, body: Any, session: Session) -> dict[str, Any]:
         users = self.config.sasl_plain_users
