@@ -62,8 +62,8 @@ def test_a_store_reads_back_what_it_committed() -> None:
     def read_all():  # type: ignore[no-untyped-def]
         from kafkalog.records import LogReader
 
-        for _, data in appended:
-            yield from LogReader(data)
+        for partition in sorted({p for p, _ in appended}):
+            yield [b for p, data in appended if p == partition for b in LogReader(data)]
 
     store = ConsumerOffsetsTopic(50, lambda p, b: appended.append((p, b)), read_all)
     store.commit("g", {("t", 0): CommittedOffset(5, 0, "meta", 1), ("t", 1): CommittedOffset(9)})

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from kafkalog.cli.args import time_arg
 from kafkalog.errors import KafkalogError
+from kafkalog.log.internal_replay import InternalEntry, entries_of, in_effect
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -89,35 +90,22 @@ class GroupState:
         return sorted({g for g, _, _ in self.offsets} | set(self.groups))
 
 
-@dataclass(frozen=True)
-class OffsetsEntry:
-    """One record of ``__consumer_offsets`` with what the replay needs of its batch."""
+OffsetsEntry = InternalEntry
 
-    log_offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    producer_id: int
-    transactional: bool
-    control: int | None  # 0 ABORT, 1 COMMIT for markers
+
+def offsets_entries(log: Any) -> Iterator[OffsetsEntry]:
+    """Every record of one ``__consumer_offsets`` partition, in offset order."""
+    return entries_of(log.batches(), log.log_start_offset)
 
 
 def replay(entries: Iterable[OffsetsEntry], at: int | None = None) -> GroupState:
     """The coordinator's view after the records (in offset order) appended at or before
-    ``at``. Transactional commits wait for their producer's marker."""
+    ``at``. Transactional commits wait for their producer's marker (``in_effect``)."""
     from kafkalog.records.internal_topics import CONSUMER_OFFSETS, UnknownRecordType
 
     state = GroupState()
-    pending: dict[int, list[tuple[str, str, int, Commit | None]]] = {}
-    for e in entries:
-        if at is not None and e.timestamp > at:
-            continue
-        if e.control is not None:
-            changes = pending.pop(e.producer_id, [])
-            if e.control == 1:
-                for group, topic, partition, commit in changes:
-                    _apply(state, (group, topic, partition), commit)
-            continue
+    upto = entries if at is None else (e for e in entries if e.timestamp <= at)
+    for e in in_effect(upto):
         if e.key is None:
             continue
         try:
@@ -136,59 +124,19 @@ def replay(entries: Iterable[OffsetsEntry], at: int | None = None) -> GroupState
         if key.name != "OffsetCommitKey":
             continue
         tp = (key.data["group"], key.data["topic"], key.data["partition"])
-        commit = None
-        if e.value is not None:
-            v = CONSUMER_OFFSETS.decode_value(key.version, e.value)
-            assert v is not None
-            commit = Commit(
-                v.data["offset"],
-                v.data["commitTimestamp"],
-                v.data["metadata"],
-                v.data.get("leaderEpoch", -1),
-                e.log_offset,
-            )
-        if e.transactional:
-            pending.setdefault(e.producer_id, []).append((*tp, commit))
-        else:
-            _apply(state, tp, commit)
+        if e.value is None:
+            state.offsets.pop(tp, None)
+            continue
+        v = CONSUMER_OFFSETS.decode_value(key.version, e.value)
+        assert v is not None
+        state.offsets[tp] = Commit(
+            v.data["offset"],
+            v.data["commitTimestamp"],
+            v.data["metadata"],
+            v.data.get("leaderEpoch", -1),
+            e.log_offset,
+        )
     return state
-
-
-def _apply(state: GroupState, tp: tuple[str, str, int], commit: Commit | None) -> None:
-    if commit is None:
-        state.offsets.pop(tp, None)
-    else:
-        state.offsets[tp] = commit
-
-
-def offsets_entries(log: Any) -> Iterator[OffsetsEntry]:
-    """Every record of one ``__consumer_offsets`` partition, in offset order."""
-    from kafkalog.records import RecordBatch
-    from kafkalog.records.model import parse_control_record
-
-    for batch in log.batches():
-        is_v2 = isinstance(batch, RecordBatch)
-        producer_id = batch.producer_id if is_v2 else -1
-        transactional = bool(is_v2 and batch.is_transactional)
-        control = bool(is_v2 and batch.is_control)
-        for rec in batch.records():
-            if rec.offset < log.log_start_offset:
-                continue
-            marker: int | None = None
-            if control:
-                parsed = parse_control_record(rec.key, rec.value)
-                if not parsed.is_transaction_marker:
-                    continue
-                marker = parsed.type_id
-            yield OffsetsEntry(
-                rec.offset,
-                rec.timestamp,
-                rec.key,
-                rec.value,
-                producer_id,
-                transactional,
-                marker,
-            )
 
 
 # -- the command ---------------------------------------------------------------------------------

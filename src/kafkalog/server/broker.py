@@ -108,8 +108,14 @@ class Broker:
         self.registry.log(topic, partition).append(marker, leader_epoch=epoch)
         self.appended()
 
-    def _read_offsets(self) -> Iterator[RecordBatch]:
-        return self._read_internal(OFFSETS_TOPIC)
+    def _read_offsets(self) -> Iterator[Iterator[RecordBatch]]:
+        """Each ``__consumer_offsets`` partition's batches, one partition after the other (a
+        transaction's marker only ends it in its own partition)."""
+        topic = self.registry.get(OFFSETS_TOPIC)
+        if topic is None:
+            return
+        for p in range(topic.partitions):
+            yield self._read_partition(topic, p)
 
     def _read_txn_state(self) -> Iterator[RecordBatch]:
         return self._read_internal(TRANSACTION_TOPIC)
@@ -119,10 +125,13 @@ class Broker:
         if topic is None:
             return
         for p in range(topic.partitions):
-            log = self.registry.log(topic, p)
-            for batch in log.batches(log.log_start_offset):
-                if isinstance(batch, RecordBatch):
-                    yield batch
+            yield from self._read_partition(topic, p)
+
+    def _read_partition(self, topic: Topic, partition: int) -> Iterator[RecordBatch]:
+        log = self.registry.log(topic, partition)
+        for batch in log.batches(log.log_start_offset):
+            if isinstance(batch, RecordBatch):
+                yield batch
 
     def last_stable_offset(self, log: Log) -> int:
         key = (log.topic, log.partition)

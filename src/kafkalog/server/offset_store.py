@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kafkalog.log.internal_replay import entries_of, in_effect
 from kafkalog.records import Record, RecordBatch, encode_batch
 from kafkalog.records.internal_topics import (
     UnknownRecordType,
@@ -147,15 +148,16 @@ def partition_for_group(group: str, partitions: int) -> int:
 class ConsumerOffsetsTopic:
     """An :class:`OffsetStore` on ``__consumer_offsets`` partitions.
 
-    ``append(partition, batch_bytes)`` and ``read_all()`` come from the server's topic registry
-    so this module stays free of how partitions are opened.
+    ``append(partition, batch_bytes)`` and ``read_all()`` (each partition's batches, partition
+    by partition) come from the server's topic registry so this module stays free of how
+    partitions are opened.
     """
 
     def __init__(
         self,
         partitions: int,
         append: Callable[[int, bytes], None],
-        read_all: Callable[[], Iterable[RecordBatch]],
+        read_all: Callable[[], Iterable[Iterable[RecordBatch]]],
         codec: OffsetRecordCodec | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -167,17 +169,18 @@ class ConsumerOffsetsTopic:
         self._metadata: dict[str, dict[str, Any]] | None = None
 
     def load(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
-        """Replay every record: the committed offsets (returned) and each group's metadata
-        (kept for :meth:`load_groups`), later records and tombstones winning."""
+        """Replay every partition as Kafka's coordinator loads it: the committed offsets
+        (returned) and each group's metadata (kept for :meth:`load_groups`), later records and
+        tombstones winning, transactional commits only once their COMMIT marker follows (a
+        directory written by a Kafka broker has them; this server writes commits only at
+        EndTxn). The same replay as ``kafkalog groups`` (:mod:`kafkalog.log.internal_replay`)."""
         groups: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         metadata: dict[str, dict[str, Any]] = {}
-        for batch in self._read_all():
-            if batch.is_control:
-                continue
-            for rec in batch.records():
-                if rec.key is None:
+        for batches in self._read_all():
+            for entry in in_effect(entries_of(batches)):
+                if entry.key is None:
                     continue
-                found = self.codec.decode(rec.key, rec.value)
+                found = self.codec.decode(entry.key, entry.value)
                 if found is not None:
                     group, tp, committed = found
                     if committed is None:
@@ -185,7 +188,7 @@ class ConsumerOffsetsTopic:
                     else:
                         groups.setdefault(group, {})[tp] = committed
                     continue
-                meta = self.codec.decode_group(rec.key, rec.value)
+                meta = self.codec.decode_group(entry.key, entry.value)
                 if meta is not None:
                     name, value = meta
                     if value is None:
