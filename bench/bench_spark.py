@@ -186,7 +186,7 @@ def _decode_all(data: str) -> None:
 def _replayed(spark: Any, data: str, rows: int, query: tuple[str, ...]) -> Any:
     """The query over four tasks that each decode kafkalog's first batch of the topic once and
     yield it (sliced to the exact count) until they have a quarter of ``rows``."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from pyspark.sql.datasource import DataSourceReader, InputPartition
 
     class Reader(DataSourceReader):
         def partitions(self) -> list[InputPartition]:
@@ -205,10 +205,18 @@ def _replayed(spark: Any, data: str, rows: int, query: tuple[str, ...]) -> Any:
                 left -= piece.num_rows
                 yield piece
 
-    class Replayed(DataSource):
+    return _query_source(spark, "kafkalog_bench_replayed", Reader, query)
+
+
+def _query_source(spark: Any, name: str, reader: Any, query: tuple[str, ...]) -> Any:
+    """Register a Python data source of Spark's Kafka columns named ``name`` whose reader is
+    ``reader()``, and run ``query`` over it."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class Source(DataSource):
         @classmethod
         def name(cls) -> str:
-            return "kafkalog_bench_replayed"
+            return name
 
         def schema(self) -> str:
             return (
@@ -217,10 +225,10 @@ def _replayed(spark: Any, data: str, rows: int, query: tuple[str, ...]) -> Any:
             )
 
         def reader(self, schema: Any) -> DataSourceReader:
-            return Reader()
+            return reader()  # type: ignore[no-any-return]
 
-    spark.dataSource.register(Replayed)
-    return spark.read.format("kafkalog_bench_replayed").load().selectExpr(*query).collect()
+    spark.dataSource.register(Source)
+    return spark.read.format(name).load().selectExpr(*query).collect()
 
 
 def _ceiling(spark: Any, rows: int, query: tuple[str, ...], partitions: int = 4) -> Any:
@@ -229,7 +237,7 @@ def _ceiling(spark: Any, rows: int, query: tuple[str, ...], partitions: int = 4)
     partition, the least any query through such a source costs (Spark's fixed cost)."""
     import numpy as np
     import pyarrow as pa
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from pyspark.sql.datasource import DataSourceReader, InputPartition
 
     class Reader(DataSourceReader):
         def partitions(self) -> list[InputPartition]:
@@ -256,22 +264,7 @@ def _ceiling(spark: Any, rows: int, query: tuple[str, ...], partitions: int = 4)
             for _ in range(rows // partitions // n):
                 yield batch
 
-    class Ceiling(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "kafkalog_bench_ceiling"
-
-        def schema(self) -> str:
-            return (
-                "key binary, value binary, topic string, partition int, offset long, "
-                "timestamp timestamp, timestampType int"
-            )
-
-        def reader(self, schema: Any) -> DataSourceReader:
-            return Reader()
-
-    spark.dataSource.register(Ceiling)
-    return spark.read.format("kafkalog_bench_ceiling").load().selectExpr(*query).collect()
+    return _query_source(spark, "kafkalog_bench_ceiling", Reader, query)
 
 
 if __name__ == "__main__":
