@@ -9,8 +9,10 @@ expected (a cut-off trailing batch is simply the end, for now).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from kafkalog.errors import (
     KafkalogError,
     ReadOnlyError,
 )
+from kafkalog.log.buffered import AppendBuffer
 from kafkalog.log.deletion import SegmentDeleter
 from kafkalog.log.layout import (
     SNAPSHOT_SUFFIX,
@@ -69,9 +72,16 @@ _CRC = struct.Struct(">I")
 _unpack_append_header = struct.Struct(">iibIhiqqq").unpack_from
 _stamp_base_offset = _BASE_OFFSET.pack_into
 _new_object = object.__new__
+_NO_COMPRESSION = Compression.NONE
+# buffered appends drained in plain Python below this many calls, unless numba is loaded already
+_COMPILED_DRAIN_FROM = 256
 # what the fast path of Log.append reads of the configuration: the largest single-batch append,
 # the largest batch, segment.bytes, the roll age, flush.messages, flush.ms (None: never)
 _FastParams = tuple[int, int, int, int, int, int | None]
+
+
+def _numba_loaded() -> bool:
+    return "numba" in sys.modules
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,7 @@ class Log:
         self._fast_limits: object = None
         self._fast_params: _FastParams | None = None
         self._deleter = SegmentDeleter()  # segments renamed .deleted, removed after the delay
+        self._buffer: AppendBuffer | None = None  # set inside ``with log.buffered():``
         self.last_flush_ms = int(clock() * 1000)
         if writable and files.is_remote(self.directory):
             raise files.RemoteLocationError(
@@ -228,6 +239,8 @@ class Log:
         return self._segments[self._bases[i]] if i >= 0 else None
 
     def size_in_bytes(self) -> int:
+        if self._buffer is not None:
+            self._drain()
         return sum(s.size for s in self._segments.values())
 
     def refresh(self) -> None:
@@ -285,6 +298,8 @@ class Log:
         """
         if not self.writable:
             self._require_writable("append to")
+        if self._buffer is not None:
+            self._drain()
         data = bytearray(records)  # the one copy: offsets and epochs are stamped into it
         if assign_offsets and leader_epoch is None:
             # The fast path: a producer's append to a CreateTime topic, no roll due. Anything
@@ -558,7 +573,19 @@ class Log:
         compression: Compression | str = Compression.NONE,
         **batch_options: Any,
     ) -> AppendInfo:
-        """Encode ``records`` as one batch and append it (offsets assigned by the log)."""
+        """Encode ``records`` as one batch and append it (offsets assigned by the log).
+
+        Inside ``with log.buffered():`` the batch is kept in the process and written with the
+        others when the block ends (see :meth:`buffered`)."""
+        buf = self._buffer
+        if buf is not None:
+            if compression is _NO_COMPRESSION and not batch_options:
+                info: AppendInfo | None = buf.add(records, self.log_end_offset)
+                if info is not None:
+                    if buf.bytes >= buf.max_bytes:
+                        self._drain()
+                    return info
+            self._drain()
         if compression is Compression.NONE and not batch_options:
             data = encode_small_batch(records)  # a record at a time: no field-by-field encode
             if data is not None:
@@ -566,6 +593,90 @@ class Log:
         if self.config.message_timestamp_type == "LogAppendTime":
             batch_options.setdefault("timestamp_type", TimestampType.CREATE_TIME)
         return self.append(encode_batch(records, compression=compression, **batch_options))
+
+    @contextlib.contextmanager
+    def buffered(self, max_bytes: int = 1024 * 1024) -> Iterator[Log]:
+        """Keep :meth:`append_records` calls in the process and write them together, as
+        SQLite keeps the rows of a transaction until COMMIT.
+
+        Inside the block each call is checked and gets its offsets and its
+        :class:`AppendInfo` at once; its records are written, one batch per call exactly as
+        the calls would have written them one at a time, when the block ends (also when it
+        ends with an exception), whenever the kept batches reach ``max_bytes``, and before
+        anything else that uses the log (any other append, a read through this object, a
+        roll, a flush, retention, truncation, close). Written, they are in the files as any
+        append's are; a crash before that (SIGKILL, power loss) loses the kept ones, and an
+        error while writing them (a full disk) is raised by the call that wrote them, with
+        the ones not yet written dropped. ``log_end_offset``, ``segments`` and the files
+        show the kept records once written.
+
+        One record per call, this stores records several times faster than calls that write
+        each (no ``pwrite`` and no Python encoding per call: the kept records are encoded in
+        one compiled pass). A block inside a block is part of the outer one. Not for a log
+        shared between threads (use :class:`~kafkalog.log.group_commit.SharedLog` or the
+        :class:`~kafkalog.log.batching_writer.BatchingWriter` there).
+        """
+        self._require_writable("append to")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be at least 1, not {max_bytes}")
+        if self._buffer is not None:
+            yield self
+            return
+        if self.config is not self._fast_config or self.limits is not self._fast_limits:
+            self._refresh_fast_params()
+        max_batch = self._fast_params[0] if self._fast_params is not None else 0
+        self._buffer = AppendBuffer(self.log_end_offset, max_bytes, max_batch, AppendInfo)
+        try:
+            yield self
+        finally:
+            try:
+                self._drain()
+            finally:
+                self._buffer = None
+
+    def _drain(self) -> None:
+        """Write what :meth:`buffered` kept: the longest runs the active segment takes in one
+        write each, and any batch that needs a roll (or anything else unusual) through
+        :meth:`append`, so the files are what the calls would have written one at a time."""
+        buf = self._buffer
+        if buf is None or not buf.calls:
+            return
+        if buf.calls < _COMPILED_DRAIN_FROM and not _numba_loaded():
+            first, batches = buf.take_batches()
+            self._check_buffered_start(first)
+            for batch in batches:
+                self.append(batch)
+            return
+        first, run = buf.take()
+        self._check_buffered_start(first)
+        if self.config is not self._fast_config or self.limits is not self._fast_limits:
+            self._refresh_fast_params()
+        params = self._fast_params
+        count = len(run.sizes)
+        i = 0
+        while i < count:
+            taken = 0
+            if params is not None:
+                taken = self._segments[self._bases[-1]].append_run(run, i, params[2], params[3])
+            if taken:
+                i += taken
+                self.log_end_offset = int(run.last_offsets[i - 1]) + 1
+            else:
+                position = int(run.positions[i])
+                self.append(run.data[position : position + int(run.sizes[i])])
+                i += 1
+        if params is not None and (
+            self.log_end_offset - self.recovery_point >= params[4]
+            or (params[5] is not None and self.clock() * 1000 - self.last_flush_ms >= params[5])
+        ):
+            self.flush()
+
+    def _check_buffered_start(self, first: int) -> None:
+        if first != self.log_end_offset:  # every other change to the log drains first
+            raise KafkalogError(
+                f"{self.directory}: buffered appends were given offsets from {first}, but the "
+                f"log ends at {self.log_end_offset}"
+            )
 
     def _maybe_roll(
         self, size: int, max_ts: int, last_offset: int, first_offset: int
@@ -585,6 +696,8 @@ class Log:
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment (spec §7.3)."""
+        if self._buffer is not None:
+            self._drain()
         self._require_writable("roll")
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
         active = self.active_segment
@@ -618,6 +731,11 @@ class Log:
     ) -> Iterator[LogEntry]:
         """Batches holding offsets from ``start_offset`` (default: log start) to before
         ``end_offset``, across segments, found through the offset index."""
+        if self._buffer is not None:
+            self._drain()  # here, not in the generator: what was appended before this call
+        return self._batches(start_offset, end_offset)
+
+    def _batches(self, start_offset: int | None, end_offset: int | None) -> Iterator[LogEntry]:
         start = self.log_start_offset if start_offset is None else start_offset
         i = max(0, bisect.bisect_right(self._bases, start) - 1)
         for base in list(self._bases[i:]):
@@ -643,8 +761,15 @@ class Log:
         include_control: bool = False,
     ) -> Iterator[Record]:
         """Records with offsets in [start, end), control records skipped unless asked."""
+        if self._buffer is not None:
+            self._drain()
+        return self._records(start_offset, end_offset, include_control)
+
+    def _records(
+        self, start_offset: int | None, end_offset: int | None, include_control: bool
+    ) -> Iterator[Record]:
         start = self.log_start_offset if start_offset is None else start_offset
-        for entry in self.batches(start, end_offset):
+        for entry in self._batches(start, end_offset):
             if entry.is_control and not include_control:
                 continue
             for rec in entry.records(self.limits):
@@ -670,6 +795,8 @@ class Log:
         segment from the position the offset index gives, with no Python object per record
         (:meth:`records` makes one each). Records of aborted transactions are included, as a
         ``read_uncommitted`` consumer sees them."""
+        if self._buffer is not None:
+            self._drain()
         import pyarrow as pa
 
         from kafkalog.log.arrow_read import decode_file, keep_rows, offsets_within
@@ -722,6 +849,8 @@ class Log:
     ) -> FileRegion | None:
         """What :meth:`read` returns, as a range of one segment file not yet read (None when
         there is nothing): a server sends it to the socket with ``sendfile``."""
+        if self._buffer is not None:
+            self._drain()
         if start_offset > self.log_end_offset or start_offset < self.log_start_offset:
             raise KafkalogError(
                 f"offset {start_offset} is out of range [{self.log_start_offset}, "
@@ -742,6 +871,8 @@ class Log:
         record with the largest timestamp, else the first record at or after ``timestamp``.
         Tiered storage's -4 (earliest local) and -5 (latest tiered) answer as a broker without
         it does: the log start offset, and offset -1 with epoch -1."""
+        if self._buffer is not None:
+            self._drain()
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self.log_start_offset, self._epoch_at_start())
         if timestamp == LATEST_TIERED_TIMESTAMP:
@@ -764,6 +895,8 @@ class Log:
         the high watermark at the log end). A writable log keeps its producer state as it
         appends; a read-only one rebuilds it from the newest ``.snapshot`` at or below the
         log end and the batches after it, writing nothing."""
+        if self._buffer is not None:
+            self._drain()
         if self.writable:
             state = self.producer_state
         else:
@@ -799,6 +932,8 @@ class Log:
     def delete_old_segments(self, now: int | None = None) -> int:
         """Kafka's retention pass (spec §7.6): below the log start offset, then by size, then by
         time; returns the number of segments deleted (renamed ``.deleted``, removed later)."""
+        if self._buffer is not None:
+            self._drain()
         self._require_writable("delete segments of")
         now = int(self.clock() * 1000) if now is None else now
         deleted = 0
@@ -812,6 +947,8 @@ class Log:
         """What :meth:`delete_old_segments` would delete now, oldest first, each with the rule
         that deletes it (``log-start-offset``, ``retention.bytes``, ``retention.ms``); deletes
         nothing, so a read-only log can answer. The same rules and walk as the real pass."""
+        if self._buffer is not None:
+            self._drain()
         now = int(self.clock() * 1000) if now is None else now
         remaining = list(self.segments)
         plan: list[tuple[LogSegment, str]] = []
@@ -910,6 +1047,8 @@ class Log:
 
     def increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start forward (segments below go at the next retention)."""
+        if self._buffer is not None:
+            self._drain()
         self._require_writable("move the start of")
         if offset > self.log_end_offset:
             raise ValueError(f"log start offset {offset} is beyond the log end offset")
@@ -920,6 +1059,8 @@ class Log:
 
     def truncate_to(self, offset: int) -> None:
         """Remove every record at or after ``offset`` (spec §7.7)."""
+        if self._buffer is not None:
+            self._drain()
         self._require_writable("truncate")
         if offset < 0:
             raise ValueError(f"cannot truncate to a negative offset {offset}")
@@ -945,6 +1086,8 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
+        if self._buffer is not None:
+            self._drain()
         self._require_writable("truncate")
         for base in list(self._bases):
             self._delete_segment(self._segments[base])
@@ -964,6 +1107,8 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets before ``offset`` (default: everything) and move
         the recovery point there."""
+        if self._buffer is not None:
+            self._drain()
         if not self.writable:
             return
         upto = self.log_end_offset if offset is None else offset
@@ -992,6 +1137,8 @@ class Log:
 
     def write_checkpoints(self) -> None:
         """The partition's own files: ``leader-epoch-checkpoint``."""
+        if self._buffer is not None:
+            self._drain()
         if not self.writable or self.leader_epochs is None:
             return
         self.leader_epochs.write(os.path.join(self.directory, "leader-epoch-checkpoint"))
@@ -1000,6 +1147,8 @@ class Log:
         """Flush, close every segment (final: later reads raise ClosedError) and drop the
         deletions still waiting for their delay (their ``.deleted`` files go at the next open,
         as after a broker's shutdown)."""
+        if self._buffer is not None:
+            self._drain()
         if self.writable and self._lock is not None:
             # Kafka's UnifiedLog.close: a snapshot at the log end, so the next open (after this
             # clean shutdown) loads it and replays nothing

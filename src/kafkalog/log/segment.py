@@ -60,6 +60,18 @@ _pwrite = os.pwrite
 _new_tuple = tuple.__new__  # TimestampOffset(a, b) without its Python-level __new__
 
 
+class BatchRun(NamedTuple):
+    """Batches back to back with what :meth:`LogSegment.append_run` needs of each (numpy
+    arrays, one element per batch), already checked and with their offsets stamped."""
+
+    data: memoryview
+    positions: Any
+    sizes: Any
+    last_offsets: Any
+    max_timestamps: Any
+    max_batch: int  # the largest batch the topic accepts (a larger one takes the general path)
+
+
 class SegmentOverflowError(IndexOffsetOverflowError):
     """An append whose offsets do not fit this segment's 32-bit relative offsets."""
 
@@ -645,6 +657,66 @@ class LogSegment:
             self.bytes_since_last_index_entry += size
         self._max_ts_and_offset = latest
         return True
+
+    def append_run(self, run: BatchRun, first: int, segment_bytes: int, max_segment_ms: int) -> int:
+        """Append as many of ``run``'s batches from ``first`` on as :meth:`try_append` would
+        take one at a time, in one write, with the index entries those appends would have
+        made; returns how many (0 when the first needs the general path: a roll, an empty
+        segment, a full index). The embedded log's buffered appends come through here."""
+        import numpy as np  # here, not at the top: the CLI's light commands never need it
+
+        from kafkalog.log import _run_kernel as R
+
+        log = self.log
+        position = log.size
+        based = self.rolling_based_timestamp
+        current = self._max_ts_and_offset
+        if not position or based is None or based < 0 or current == _UNKNOWN:
+            return 0
+        oindex = self.offset_index._index
+        tindex = self.time_index._index
+        if oindex is None or tindex is None or oindex._mm is None or tindex._mm is None:
+            return 0
+        count = len(run.sizes) - first
+        room = min(count, max(oindex._max_entries - oindex._entries, 0)) + 1
+        out_o_rel = np.empty(room, np.int64)
+        out_o_pos = np.empty(room, np.int64)
+        out_t_ts = np.empty(room, np.int64)
+        out_t_rel = np.empty(room, np.int64)
+        state = np.empty(R.STATE_FIELDS, np.int64)
+        last_ts, last_ts_offset = tindex._last_entry
+        R.plan_run(
+            run.sizes, run.last_offsets, run.max_timestamps, first, count, run.max_batch,
+            position, segment_bytes, based, max_segment_ms - self.roll_jitter_ms,
+            self.base_offset, self.bytes_since_last_index_entry, self.index_interval_bytes,
+            current[0], current[1], oindex._entries, oindex._max_entries, oindex._last_offset,
+            tindex._entries, tindex._max_entries - 1, last_ts, last_ts_offset,
+            out_o_rel, out_o_pos, out_t_ts, out_t_rel, state,
+        )  # fmt: skip
+        taken, no, nt, since, max_ts, max_ts_offset, end = state.tolist()
+        if not taken:
+            return 0
+        log.append(run.data[int(run.positions[first]) : int(run.positions[first]) + end - position])
+        if no:
+            omm, entries = oindex._mm, oindex._entries
+            for rel, pos in zip(out_o_rel[:no].tolist(), out_o_pos[:no].tolist(), strict=True):
+                _pack_offset_entry(omm, entries * 8, rel, pos)
+                entries += 1
+            oindex._entries = entries
+            oindex._last_offset = int(out_o_rel[no - 1]) + self.base_offset
+        if nt:
+            tmm, entries = tindex._mm, tindex._entries
+            for ts, rel in zip(out_t_ts[:nt].tolist(), out_t_rel[:nt].tolist(), strict=True):
+                _pack_time_entry(tmm, entries * 12, ts, rel)
+                entries += 1
+            tindex._entries = entries
+            tindex._last_entry = TimestampOffset(
+                int(out_t_ts[nt - 1]), int(out_t_rel[nt - 1]) + self.base_offset
+            )
+        self.bytes_since_last_index_entry = since
+        if (max_ts, max_ts_offset) != current:
+            self._max_ts_and_offset = TimestampOffset(max_ts, max_ts_offset)
+        return int(taken)
 
     def update_txn_index(self, aborted: AbortedTxn) -> None:
         self._require_writable("append to")

@@ -32,6 +32,8 @@ from kafkalog.records.crc import crc32c
 from kafkalog.records.types import Compression, TimestampType
 
 _CRC = struct.Struct(">I")
+# batches up to this size get the compiled CRC (no Python call per batch); larger ones the C one
+_COMPILED_CRC_MAX = 512
 _LENGTH_ATTRS = struct.Struct(">i")
 
 
@@ -125,6 +127,7 @@ def encode_arrow(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     is_transactional: bool = False,
+    batch_record_counts: np.ndarray | None = None,
 ) -> EncodedBatches:
     """Encode the rows of ``table`` as v2 batches with contiguous offsets from ``base_offset``.
 
@@ -132,6 +135,8 @@ def encode_arrow(
     missing means ``default_timestamp``, by default now) and ``headers``
     (list<struct<key: string, value: binary>>). A batch holds at most ``max_records_per_batch``
     records and stays under ``max_batch_bytes`` unless a single record is larger.
+    ``batch_record_counts`` (records per batch, summing to the row count) cuts the batches
+    where the caller says instead: an embedded log's buffered appends keep one batch per call.
     """
     codec = Compression.parse(compression)
     names = table.schema.names
@@ -167,29 +172,36 @@ def encode_arrow(
         hk_data = hv_data = np.empty(0, np.uint8)
         hv_valid = np.zeros(1, np.bool_)
 
-    max_batches = n + 1
-    b_first = np.empty(max_batches + 1, np.int64)
-    b_area = np.empty(max_batches, np.int64)
     rec_size = np.empty(max(n, 1), np.int64)
-    area_limit = max(1, max_batch_bytes - HEADER_SIZE)
-    nb = K.plan_batches(
-        ts,
-        key_off,
-        key_valid,
-        val_off,
-        val_valid,
-        has_headers,
-        hl_off,
-        hl_valid,
-        hk_off,
-        hv_off,
-        hv_valid,
-        max_records_per_batch,
-        area_limit,
-        b_first,
-        b_area,
-        rec_size,
-    )
+    if batch_record_counts is None:
+        b_first = np.empty(n + 2, np.int64)
+        b_area = np.empty(n + 1, np.int64)
+        nb = K.plan_batches(
+            ts,
+            key_off,
+            key_valid,
+            val_off,
+            val_valid,
+            has_headers,
+            hl_off,
+            hl_valid,
+            hk_off,
+            hv_off,
+            hv_valid,
+            max_records_per_batch,
+            max(1, max_batch_bytes - HEADER_SIZE),
+            b_first,
+            b_area,
+            rec_size,
+        )
+    else:
+        nb, b_first, b_area = _given_batches(
+            batch_record_counts,
+            n,
+            (ts, key_off, key_valid, val_off, val_valid, has_headers),
+            (hl_off, hl_valid, hk_off, hv_off, hv_valid),
+            rec_size,
+        )
     if nb < 0:
         i = -nb - 1
         raise InvalidRecordError(f"row {i}: timestamp {int(ts[i])} is neither >= 0 nor -1")
@@ -244,11 +256,12 @@ def encode_arrow(
     base_offsets = base_offset + b_first[:-1]
     if codec is Compression.NONE:
         view = out.data
-        for b in range(nb):
-            p = int(b_pos[b])
-            _CRC.pack_into(
-                view, p + CRC_OFFSET, crc32c(view[p + ATTRIBUTES_OFFSET : p + int(sizes[b])])
-            )
+        if K.stamp_small_crcs(out, b_pos, sizes, nb, _COMPILED_CRC_MAX):
+            for b in np.flatnonzero(sizes > _COMPILED_CRC_MAX).tolist():
+                p = int(b_pos[b])
+                _CRC.pack_into(
+                    view, p + CRC_OFFSET, crc32c(view[p + ATTRIBUTES_OFFSET : p + int(sizes[b])])
+                )
         data = view
         positions = b_pos
     else:
@@ -262,6 +275,45 @@ def encode_arrow(
         offsets_of_max_timestamp=max_ts_off,
         record_counts=counts,
     )
+
+
+def _given_batches(
+    counts: np.ndarray,
+    n: int,
+    records: tuple[Any, ...],
+    headers: tuple[np.ndarray, ...],
+    rec_size: np.ndarray,
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """Batch boundaries from records-per-batch counts, and every record's size in them."""
+    counts = np.asarray(counts, np.int64)
+    if (counts < 1).any() or int(counts.sum()) != n:
+        raise InvalidRecordError(
+            f"batch_record_counts must be positive and sum to the {n} rows, not {counts.sum()}"
+        )
+    nb = len(counts)
+    b_first = np.zeros(nb + 1, np.int64)
+    np.cumsum(counts, out=b_first[1:])
+    b_area = np.empty(nb, np.int64)
+    ts, key_off, key_valid, val_off, val_valid, has_headers = records
+    hl_off, hl_valid, hk_off, hv_off, hv_valid = headers
+    bad = K.size_given_batches(
+        ts,
+        key_off,
+        key_valid,
+        val_off,
+        val_valid,
+        has_headers,
+        hl_off,
+        hl_valid,
+        hk_off,
+        hv_off,
+        hv_valid,
+        b_first,
+        nb,
+        b_area,
+        rec_size,
+    )
+    return (bad if bad < 0 else nb), b_first, b_area
 
 
 def _compress_batches(

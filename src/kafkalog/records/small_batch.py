@@ -171,3 +171,39 @@ def encode_rows(
     tail = _pack_tail(int(compression), count - 1, base_ts, max_ts, -1, -1, -1, count)
     crc = crc32c_c(area, crc32c_c(tail))
     return _pack_head(0, _BATCH_OVERHEAD + len(area), -1, 2, crc) + tail + area
+
+
+def _uvarint_size(u: int) -> int:
+    size = 1
+    while u >= 0x80:
+        u >>= 7
+        size += 1
+    return size
+
+
+def _bytes_size(b: bytes | None) -> int:
+    """A key, value or header value with its length prefix (a null is one byte: -1)."""
+    if b is None:
+        return 1
+    n = len(b)
+    return (1 if n < 64 else 2 if n < 8192 else _uvarint_size(n << 1)) + n
+
+
+def encoded_size(records: Sequence[Record]) -> int:
+    """The size of ``encode_small_batch(records)`` without encoding: an embedded log's buffered
+    append reports it (as :class:`~kafkalog.log.log.AppendInfo` ``size``) when the call returns,
+    while the bytes are written later. The caller checked what ``encode_small_batch`` checks."""
+    base_ts = records[0].timestamp
+    total = _BATCH_OVERHEAD + 12
+    for i, rec in enumerate(records):
+        d = rec.timestamp - base_ts
+        d = ((d + 2**63) & 0xFFFFFFFFFFFFFFFF) - 2**63
+        body = 1 + _uvarint_size(((d << 1) ^ (d >> 63)) & 0xFFFFFFFFFFFFFFFF)
+        body += (1 if i < 64 else _uvarint_size(i << 1)) + _bytes_size(rec.key)
+        body += _bytes_size(rec.value)
+        headers = rec.headers
+        body += _uvarint_size(len(headers) << 1)
+        for h in headers:
+            body += _bytes_size(h.key.encode("utf-8")) + _bytes_size(h.value)
+        total += body + _uvarint_size(body << 1)
+    return total
