@@ -30,6 +30,7 @@ key. SQLite keeps them in ``t(id INTEGER PRIMARY KEY, ts INTEGER, k BLOB, v BLOB
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -85,15 +86,16 @@ def sqlite_one_transaction(vals: list[bytes]) -> float:
         shutil.rmtree(d)
 
 
-def log_append_records(vals: list[bytes]) -> float:
+def log_append_records(vals: list[bytes], buffered: bool = False) -> float:
     d = fresh_dir()
     try:
         log = Log(os.path.join(d, "events-0"))
         append = log.append_records
         of = Record.of
         start = time.perf_counter()
-        for v in vals:
-            append([of(v, timestamp=TS)])
+        with log.buffered() if buffered else contextlib.nullcontext():
+            for v in vals:
+                append([of(v, timestamp=TS)])
         elapsed = time.perf_counter() - start
         assert log.log_end_offset == len(vals)
         log.close()
@@ -103,21 +105,7 @@ def log_append_records(vals: list[bytes]) -> float:
 
 
 def log_buffered(vals: list[bytes]) -> float:
-    d = fresh_dir()
-    try:
-        log = Log(os.path.join(d, "events-0"))
-        append = log.append_records
-        of = Record.of
-        start = time.perf_counter()
-        with log.buffered():
-            for v in vals:
-                append([of(v, timestamp=TS)])
-        elapsed = time.perf_counter() - start
-        assert log.log_end_offset == len(vals)
-        log.close()
-        return elapsed
-    finally:
-        shutil.rmtree(d)
+    return log_append_records(vals, buffered=True)
 
 
 def first_block_in_a_fresh_process(vals: list[bytes]) -> float:

@@ -166,6 +166,14 @@ def borrowed(fd: int) -> ReadHandle:
     return _BorrowedHandle(fd)
 
 
+def pread_into_by_copy(handle: ReadHandle, buffer: memoryview, position: int) -> int:
+    """``pread_into`` for a handle that can only return new bytes (a store's API, a guarded
+    descriptor): read, then copy into ``buffer``; returns the bytes read."""
+    data = handle.pread(len(buffer), position)
+    buffer[: len(data)] = data
+    return len(data)
+
+
 class _ArrowHandle:
     """A ``pyarrow`` random-access file; the size is re-read on demand so a tailing reader sees
     an object that was replaced by a longer one (stores that allow appends: HDFS, ABFS)."""
@@ -202,9 +210,7 @@ class _ArrowHandle:
             ) from e
 
     def pread_into(self, buffer: memoryview, position: int) -> int:
-        data = self.pread(len(buffer), position)
-        buffer[: len(data)] = data
-        return len(data)
+        return pread_into_by_copy(self, buffer, position)
 
     def identity(self) -> tuple[int, int] | None:
         return None  # object stores replace objects whole; nothing stable to compare

@@ -104,9 +104,9 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         {},  # one segment, an index entry every 4096 bytes
         {"segment_bytes": 32 * 1024, "index_interval_bytes": 300},  # many rolls and entries
         {"segment_bytes": 64 * 1024, "index_interval_bytes": 1},  # an entry for every batch
-        {"segment_index_bytes": 8 * 10, "index_interval_bytes": 100},  # rolls on a full index
-        {"segment_ms": 500},  # rolls on record time
-        {"segment_jitter_ms": 300, "segment_ms": 700},
+        {"segment_index_bytes": 8 * 40, "index_interval_bytes": 100},  # rolls on a full index
+        {"segment_ms": 4000},  # rolls on record time
+        {"segment_jitter_ms": 300, "segment_ms": 4000},
     ],
 )
 @pytest.mark.parametrize("seed", [1, 2])
@@ -127,6 +127,8 @@ def test_buffered_calls_write_what_single_calls_write(
     assert buf_infos == one_infos
     assert sum(runs) > 1500  # most batches went through the compiled runs
     assert len(buf.segments) == len(one.segments)
+    if config.get("index_interval_bytes", 4096) < 4096 or "segment_ms" in config:
+        assert len(one.segments) > 5  # the scenario rolls (by size, full index or time)
     assert_same(one, buf)
 
 

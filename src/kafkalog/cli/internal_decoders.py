@@ -79,20 +79,30 @@ def _group_metadata_tree(message: Message) -> Any:
     return tree
 
 
-def offsets_parser(rec: Record) -> Parsed:
-    """``--offsets-decoder`` (``__consumer_offsets``)."""
+def _keyed_messages(
+    rec: Record, topic: Any, decoder: str
+) -> tuple[Message, Message | None] | tuple[str, None]:
+    """A keyed internal record's key and value messages, or the line DumpLogSegments prints
+    instead (an unknown record type, an error); a missing key is the error it raises."""
     if rec.key is None:
         raise KafkalogError(
-            f"Failed to decode message at offset {rec.offset} using offset topic decoder "
+            f"Failed to decode message at offset {rec.offset} using {decoder} decoder "
             "(message had a missing key)"
         )
     try:
-        key = CONSUMER_OFFSETS.decode_key(rec.key)
-        value = CONSUMER_OFFSETS.decode_value(key.version, rec.value)
+        key = topic.decode_key(rec.key)
+        return key, topic.decode_value(key.version, rec.value)
     except UnknownRecordType as e:
         return f"Unknown record type {e.record_type} at offset {rec.offset}, skipping.", None
     except KafkalogError as e:
         return _error(rec, e), None
+
+
+def offsets_parser(rec: Record) -> Parsed:
+    """``--offsets-decoder`` (``__consumer_offsets``)."""
+    key, value = _keyed_messages(rec, CONSUMER_OFFSETS, "offset topic")
+    if isinstance(key, str):
+        return key, None
     key_text = _typed("type", key)
     if value is None:
         return key_text, "<DELETE>"
@@ -102,18 +112,9 @@ def offsets_parser(rec: Record) -> Parsed:
 
 def share_group_state_parser(rec: Record) -> Parsed:
     """``--share-group-state-decoder`` (``__share_group_state``)."""
-    if rec.key is None:
-        raise KafkalogError(
-            f"Failed to decode message at offset {rec.offset} using share group state topic "
-            "decoder (message had a missing key)"
-        )
-    try:
-        key = SHARE_GROUP_STATE.decode_key(rec.key)
-        value = SHARE_GROUP_STATE.decode_value(key.version, rec.value)
-    except UnknownRecordType as e:
-        return f"Unknown record type {e.record_type} at offset {rec.offset}, skipping.", None
-    except KafkalogError as e:
-        return _error(rec, e), None
+    key, value = _keyed_messages(rec, SHARE_GROUP_STATE, "share group state topic")
+    if isinstance(key, str):
+        return key, None
     return _typed("type", key), "<DELETE>" if value is None else _typed("type", value)
 
 

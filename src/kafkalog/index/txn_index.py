@@ -510,9 +510,7 @@ class _GuardedHandle:
         return self._call(lambda fd: os.pread(fd, length, position))  # type: ignore[no-any-return]
 
     def pread_into(self, buffer: memoryview, position: int) -> int:
-        data = self.pread(len(buffer), position)
-        buffer[: len(data)] = data
-        return len(data)
+        return files.pread_into_by_copy(self, buffer, position)
 
     def identity(self) -> tuple[int, int] | None:
         return self._call(lambda fd: (os.fstat(fd).st_dev, os.fstat(fd).st_ino))  # type: ignore[no-any-return]

@@ -60,6 +60,15 @@ _pwrite = os.pwrite
 _new_tuple = tuple.__new__  # TimestampOffset(a, b) without its Python-level __new__
 
 
+def _put_entries(mm: Any, count: int, width: int, pack: Any, firsts: Any, seconds: Any) -> int:
+    """Index entries (two numpy columns) packed into a map after its ``count`` entries of
+    ``width`` bytes; returns the new count."""
+    for a, b in zip(firsts.tolist(), seconds.tolist(), strict=True):
+        pack(mm, count * width, a, b)
+        count += 1
+    return count
+
+
 class BatchRun(NamedTuple):
     """Batches back to back with what :meth:`LogSegment.append_run` needs of each (numpy
     arrays, one element per batch), already checked and with their offsets stamped."""
@@ -698,18 +707,14 @@ class LogSegment:
             return 0
         log.append(run.data[int(run.positions[first]) : int(run.positions[first]) + end - position])
         if no:
-            omm, entries = oindex._mm, oindex._entries
-            for rel, pos in zip(out_o_rel[:no].tolist(), out_o_pos[:no].tolist(), strict=True):
-                _pack_offset_entry(omm, entries * 8, rel, pos)
-                entries += 1
-            oindex._entries = entries
+            oindex._entries = _put_entries(
+                oindex._mm, oindex._entries, 8, _pack_offset_entry, out_o_rel[:no], out_o_pos[:no]
+            )
             oindex._last_offset = int(out_o_rel[no - 1]) + self.base_offset
         if nt:
-            tmm, entries = tindex._mm, tindex._entries
-            for ts, rel in zip(out_t_ts[:nt].tolist(), out_t_rel[:nt].tolist(), strict=True):
-                _pack_time_entry(tmm, entries * 12, ts, rel)
-                entries += 1
-            tindex._entries = entries
+            tindex._entries = _put_entries(
+                tindex._mm, tindex._entries, 12, _pack_time_entry, out_t_ts[:nt], out_t_rel[:nt]
+            )
             tindex._last_entry = TimestampOffset(
                 int(out_t_ts[nt - 1]), int(out_t_rel[nt - 1]) + self.base_offset
             )

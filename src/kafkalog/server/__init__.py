@@ -11,7 +11,9 @@ from kafkalog.server.config import ListenerRefusedError, ServerConfig, parse_lis
 from kafkalog.server.offset_store import (
     CommittedOffset,
     ConsumerOffsetsTopic,
+    GroupMetadataRecord,
     KafkaOffsetCodec,
+    OffsetCommitRecord,
     OffsetRecordCodec,
     OffsetStore,
 )
@@ -20,9 +22,11 @@ from kafkalog.server.server import KafkaServer, ServerThread, serve
 __all__ = [
     "CommittedOffset",
     "ConsumerOffsetsTopic",
+    "GroupMetadataRecord",
     "KafkaOffsetCodec",
     "KafkaServer",
     "ListenerRefusedError",
+    "OffsetCommitRecord",
     "OffsetRecordCodec",
     "OffsetStore",
     "ServerConfig",

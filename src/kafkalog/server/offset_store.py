@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kafkalog.log.internal_replay import entries_of, in_effect
 from kafkalog.records import Record, RecordBatch, encode_batch
@@ -38,6 +38,22 @@ class CommittedOffset:
     commit_timestamp: int = -1
 
 
+class OffsetCommitRecord(NamedTuple):
+    """A committed offset read back (``committed`` None: its tombstone)."""
+
+    group: str
+    partition: TopicPartition
+    committed: CommittedOffset | None
+
+
+class GroupMetadataRecord(NamedTuple):
+    """A classic group's metadata read back, as ``GroupMetadataValue`` fields (None: its
+    tombstone)."""
+
+    group: str
+    value: dict[str, Any] | None
+
+
 class OffsetRecordCodec(Protocol):
     """Keys and values of ``__consumer_offsets`` records: offset commits and classic groups'
     metadata."""
@@ -46,17 +62,11 @@ class OffsetRecordCodec(Protocol):
 
     def encode_value(self, committed: CommittedOffset) -> bytes: ...
 
-    def decode(
+    def decode_record(
         self, key: bytes, value: bytes | None
-    ) -> tuple[str, TopicPartition, CommittedOffset | None] | None:
-        """An offset commit (value None: a tombstone); None for any other record kind."""
-        ...
-
-    def decode_group(
-        self, key: bytes, value: bytes | None
-    ) -> tuple[str, dict[str, Any] | None] | None:
-        """A group metadata record, as its fields (value None: a tombstone); None for any
-        other record kind."""
+    ) -> OffsetCommitRecord | GroupMetadataRecord | None:
+        """An offset commit or a group's metadata (value None: a tombstone), decoded once;
+        None for any other record kind."""
         ...
 
 
@@ -99,35 +109,37 @@ class KafkaOffsetCodec:
         )
         return value
 
-    def decode(
+    def decode_record(
         self, key: bytes, value: bytes | None
-    ) -> tuple[str, TopicPartition, CommittedOffset | None] | None:
+    ) -> OffsetCommitRecord | GroupMetadataRecord | None:
         try:
             found = decode_offsets_record(key, value, what=OFFSETS_TOPIC)
         except UnknownRecordType:
-            return None  # records of newer group kinds: no offsets of a classic group
+            return None  # records of newer group kinds: nothing of a classic group
+        if found.is_group_metadata:
+            data = None if found.value is None else dict(found.value.data)
+            return GroupMetadataRecord(found.key.data["group"], data)
         if not found.is_offset_commit:
             return None
         k = found.key.data
         tp = (k["topic"], k["partition"])
         if found.value is None:
-            return k["group"], tp, None
+            return OffsetCommitRecord(k["group"], tp, None)
         v = found.value.data
         committed = CommittedOffset(
             v["offset"], v.get("leaderEpoch", -1), v["metadata"], v["commitTimestamp"]
         )
-        return k["group"], tp, committed
+        return OffsetCommitRecord(k["group"], tp, committed)
 
-    def decode_group(
-        self, key: bytes, value: bytes | None
-    ) -> tuple[str, dict[str, Any] | None] | None:
-        try:
-            found = decode_offsets_record(key, value, what=OFFSETS_TOPIC)
-        except UnknownRecordType:
-            return None
-        if not found.is_group_metadata:
-            return None
-        return found.key.data["group"], None if found.value is None else dict(found.value.data)
+    def decode(self, key: bytes, value: bytes | None) -> OffsetCommitRecord | None:
+        """An offset commit (value None: a tombstone); None for any other record kind."""
+        found = self.decode_record(key, value)
+        return found if isinstance(found, OffsetCommitRecord) else None
+
+    def decode_group(self, key: bytes, value: bytes | None) -> GroupMetadataRecord | None:
+        """A group metadata record, as its fields (value None: a tombstone)."""
+        found = self.decode_record(key, value)
+        return found if isinstance(found, GroupMetadataRecord) else None
 
 
 def java_string_hash(text: str) -> int:
@@ -180,17 +192,15 @@ class ConsumerOffsetsTopic:
             for entry in in_effect(entries_of(batches)):
                 if entry.key is None:
                     continue
-                found = self.codec.decode(entry.key, entry.value)
-                if found is not None:
+                found = self.codec.decode_record(entry.key, entry.value)
+                if isinstance(found, OffsetCommitRecord):
                     group, tp, committed = found
                     if committed is None:
                         groups.get(group, {}).pop(tp, None)
                     else:
                         groups.setdefault(group, {})[tp] = committed
-                    continue
-                meta = self.codec.decode_group(entry.key, entry.value)
-                if meta is not None:
-                    name, value = meta
+                elif found is not None:
+                    name, value = found
                     if value is None:
                         metadata.pop(name, None)
                     else:
