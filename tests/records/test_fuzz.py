@@ -18,7 +18,7 @@ skipped, CRC checks on and off). Asserted: only positioned kafkalog errors escap
 a byte position inside the data and a reason; tails are reported alike by every walker; and the
 object API and the columnar path return the same records whenever both decode (differential).
 
-The example counts (profile ``fuzz-ci``) add up to about 9000 cases, run derandomized so CI is
+The example counts (profile ``fuzz-ci``) add up to about 6000 cases, run derandomized so CI is
 deterministic; ``KAFKALOG_FUZZ_SCALE=10`` (or ``HYPOTHESIS_PROFILE=fuzz-deep``, randomized) runs
 more. Examples have a 2 s deadline (the numba kernels are compiled/loaded by a warm-up at import).
 """
@@ -450,7 +450,7 @@ SEED_COVERED = {_crc_covered(entry) for seed in SEEDS.values() for entry in LogR
 
 
 @pytest.mark.usefixtures("peak_rss_guard")
-@fuzz(3000)
+@fuzz(1500)
 @given(raw_mutation())
 def test_raw_mutations(data: bytes) -> None:
     out = decode_everything(data)
@@ -464,14 +464,14 @@ def test_raw_mutations(data: bytes) -> None:
 
 
 @pytest.mark.usefixtures("peak_rss_guard")
-@fuzz(2500)
+@fuzz(1200)
 @given(fixed_mutation())
 def test_mutations_with_fixed_crc(data: bytes) -> None:
     assert_agree(decode_everything(data))
 
 
 @pytest.mark.usefixtures("peak_rss_guard")
-@fuzz(1200)
+@fuzz(600)
 @given(inner_mutation())
 def test_mutations_inside_compressed_payloads(data: bytes) -> None:
     assert_agree(decode_everything(data))

@@ -608,7 +608,8 @@ class Log:
         append's are; a crash before that (SIGKILL, power loss) loses the kept ones, and an
         error while writing them (a full disk) is raised by the call that wrote them, with
         the ones not yet written dropped. ``log_end_offset``, ``segments`` and the files
-        show the kept records once written.
+        show the kept records once written; ``flush.messages`` and ``flush.ms`` are applied
+        then, once for what was written together.
 
         One record per call, this stores records several times faster than calls that write
         each (no ``pwrite`` and no Python encoding per call: the kept records are encoded in
