@@ -209,6 +209,3 @@ class AppendBuffer:
         self.first_offset = self.next_offset
         self._clear()
         return first, batches
-
-    def __len__(self) -> int:
-        return self.calls

@@ -354,6 +354,13 @@ class Log:
                         return info
         return self._append_general(data, assign_offsets, leader_epoch)
 
+    def _current_fast_params(self) -> _FastParams | None:
+        """The fast path's parameters for the current configuration (:meth:`append` makes
+        the same test inline: a call there costs more than the test)."""
+        if self.config is not self._fast_config or self.limits is not self._fast_limits:
+            self._refresh_fast_params()
+        return self._fast_params
+
     def _refresh_fast_params(self) -> None:
         """What the fast path of :meth:`append` needs of the configuration, read once per
         configuration object (both are frozen; assigning a new ``config`` or ``limits`` comes
@@ -586,7 +593,7 @@ class Log:
                         self._drain()
                     return info
             self._drain()
-        if compression is Compression.NONE and not batch_options:
+        if compression is _NO_COMPRESSION and not batch_options:
             data = encode_small_batch(records)  # a record at a time: no field-by-field encode
             if data is not None:
                 return self.append(data)
@@ -623,9 +630,8 @@ class Log:
         if self._buffer is not None:
             yield self
             return
-        if self.config is not self._fast_config or self.limits is not self._fast_limits:
-            self._refresh_fast_params()
-        max_batch = self._fast_params[0] if self._fast_params is not None else 0
+        params = self._current_fast_params()
+        max_batch = params[0] if params is not None else 0
         self._buffer = AppendBuffer(self.log_end_offset, max_bytes, max_batch, AppendInfo)
         try:
             yield self
@@ -650,9 +656,7 @@ class Log:
             return
         first, run = buf.take()
         self._check_buffered_start(first)
-        if self.config is not self._fast_config or self.limits is not self._fast_limits:
-            self._refresh_fast_params()
-        params = self._fast_params
+        params = self._current_fast_params()
         count = len(run.sizes)
         i = 0
         while i < count:
