@@ -10,7 +10,6 @@ Every segment is recovered with the producer state as it stood at its base offse
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
 from typing import TYPE_CHECKING
@@ -29,12 +28,13 @@ from kafkalog.log.layout import (
     is_segment_log,
     offset_from_filename,
 )
+from kafkalog.log.local_log import LocalLog
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.segment import LogSegment, SegmentOverflowError
 from kafkalog.records import RecordBatch
 
 if TYPE_CHECKING:
-    from kafkalog.log.log import Log
+    from kafkalog.log.checkpoints import LeaderEpochCache
 
 # KRaft snapshots marked for deletion are left to the metadata log's own recovery (LogLoader)
 _KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
@@ -42,20 +42,19 @@ _SNAPSHOT_TMP = ".snapshot.tmp"  # a snapshot write cut short by a crash
 
 
 def rebuild_producer_state(
-    log: Log, state: ProducerStateManager, log_start: int, last_offset: int
+    log: LocalLog, state: ProducerStateManager, log_start: int, last_offset: int
 ) -> None:
     """Kafka's UnifiedLog.rebuildProducerState: the newest snapshot in (log start, last
     offset] (newer ones deleted), then the batches from there up to ``last_offset``, with
     snapshots taken at the last two segments' base offsets and at ``last_offset``."""
     state.truncate_and_reload(log_start, last_offset)
-    bases = log._bases
+    bases = log.segments.bases
     to_snapshot = {last_offset, *bases[-2:]}
     if last_offset > state.map_end_offset:
-        i = max(0, bisect.bisect_right(bases, state.map_end_offset) - 1)
-        for base in bases[i:]:
+        for seg, _ in log.segments.from_floor(state.map_end_offset):
+            base = seg.base_offset
             if base >= last_offset:
                 break
-            seg = log._segments[base]
             start = max(base, state.map_end_offset, log_start)
             state.map_end_offset = start
             if base in to_snapshot:
@@ -66,7 +65,7 @@ def rebuild_producer_state(
 
 
 def replay_segment(
-    log: Log, seg: LogSegment, state: ProducerStateManager, start: int, end: int
+    log: LocalLog, seg: LogSegment, state: ProducerStateManager, start: int, end: int
 ) -> None:
     """Apply to ``state`` the batches of ``seg`` holding offsets in [start, end)."""
     found = seg.translate_offset(start) if start > seg.base_offset else None
@@ -81,16 +80,23 @@ def replay_segment(
 
 
 class LogLoader:
-    """Opens the segments of ``log`` and recovers them; see :meth:`load`."""
+    """Fills the segment set of a :class:`LocalLog` from its directory and recovers it; see
+    :meth:`load`. It works on the local log and the producer state it is given, never on the
+    :class:`~kafkalog.log.log.Log` facade that owns them."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: LocalLog, producer_state: ProducerStateManager) -> None:
         self.log = log
+        self.producer_state = producer_state
+        self.leader_epochs: LeaderEpochCache | None = None
         self.log_start_checkpoint = 0
 
-    def load(self, recovery_point: int, log_start: int | None, clean: bool) -> None:
+    def load(
+        self, recovery_point: int, log_start: int | None, clean: bool
+    ) -> LeaderEpochCache | None:
         """Kafka's LogLoader.load (spec §7.9): complete or undo interrupted swaps, open every
         segment (recovering those whose indexes are missing or corrupt), recover from the
-        recovery point after an unclean shutdown, then rebuild the producer state."""
+        recovery point after an unclean shutdown, then rebuild the producer state. The local
+        log's offsets are set; the leader-epoch cache it loaded is returned."""
         self.log_start_checkpoint = log_start or 0
         sizes = None if self.log.writable else files.listed_sizes(self.log.directory)
         names = sorted(files.listdir(self.log.directory) if sizes is None else sizes)
@@ -108,7 +114,7 @@ class LogLoader:
                     os.remove(os.path.join(self.log.directory, n))  # orphaned index
         for base, name in logs:
             suffix = SWAP_SUFFIX if name in swapped else ""
-            seg = self.log._open_segment(
+            seg = self.log.open_segment(
                 base,
                 exists=True,
                 listed_size=None if sizes is None else sizes[name + suffix],
@@ -119,41 +125,51 @@ class LogLoader:
                 seg.rebuild_time_index()  # the offset and transaction indexes are right
             elif damage is not None:
                 self.recover_segment(seg)
-            self.log._add(seg)
+            self.log.segments.add(seg)
         self._load_leader_epochs()
         if self.log.writable:
-            self.log._ensure_partition_metadata()
+            self._ensure_partition_metadata()
         if self.log.writable and not clean and not self._marked_for_deletion():
             self._recover(recovery_point)
         if log_start is not None:
             self._drop_segments_below_log_start(log_start)
-        if not self.log._bases:
+        if not self.log.segments:
             if not self.log.writable:
                 start = log_start or 0
                 self.log.recovery_point = self.log.log_start_offset = self.log.log_end_offset = (
                     start
                 )
-                return
-            self.log._add(self.log._open_segment(log_start or 0, exists=False))
-        active = self.log.active_segment
+                return self.leader_epochs
+            self.log.segments.add(self.log.open_segment(log_start or 0, exists=False))
+        active = self.log.segments.active
+        assert active is not None
         if self.log.writable:
             active.offset_index.get().resize(self.log.config.segment_index_bytes)
             active.time_index.get().resize(self.log.config.segment_index_bytes)
-        self.log.log_end_offset = self.log._read_next_offset(active)
-        first_base = self.log._bases[0]
+        self.log.log_end_offset = self.log.read_next_offset(active)
+        first_base = self.log.segments.bases[0]
         self.log.log_start_offset = max(log_start or 0, first_base)
         self.log.recovery_point = (
             self.log.log_end_offset if clean else min(recovery_point, self.log.log_end_offset)
         )
-        if self.log.leader_epochs is not None:
-            self.log.leader_epochs.truncate_from_end(self.log.log_end_offset)
-            self.log.leader_epochs.truncate_from_start(self.log.log_start_offset)
+        if self.leader_epochs is not None:
+            self.leader_epochs.truncate_from_end(self.log.log_end_offset)
+            self.leader_epochs.truncate_from_start(self.log.log_start_offset)
         if self.log.writable:
-            state = self.log.producer_state
-            state.remove_stray_snapshots(self.log._bases)
+            state = self.producer_state
+            state.remove_stray_snapshots(list(self.log.segments.bases))
             rebuild_producer_state(
                 self.log, state, self.log.log_start_offset, self.log.log_end_offset
             )
+        return self.leader_epochs
+
+    def _ensure_partition_metadata(self) -> None:
+        """A new partition gets a topic id in ``partition.metadata``, as a broker writes it."""
+        from kafkalog.log.checkpoints import PartitionMetadata, new_topic_id
+
+        path = os.path.join(self.log.directory, "partition.metadata")
+        if not os.path.exists(path):
+            PartitionMetadata.write(path, new_topic_id())
 
     @staticmethod
     def _index_damage(seg: LogSegment) -> str | None:
@@ -191,18 +207,21 @@ class LogLoader:
         checkpointed log start offset (segment files deleted behind the broker's back), every
         segment goes and the leader-epoch cache is cleared; the caller then starts an empty
         segment at the log start offset. Read-only, the segments are only left out of view."""
-        if not self.log._bases or self.log._read_next_offset(self.log.active_segment) >= log_start:
+        active = self.log.segments.active
+        if active is None or self.log.read_next_offset(active) >= log_start:
             return
-        for seg in self.log.segments:
+        for seg in list(self.log.segments):
             if self.log.writable:
-                self.log._delete_segment(seg)
+                self.log.delete_segment(seg)
             else:
                 seg.close_handlers()
-        self.log._bases.clear()
-        self.log._segments.clear()
-        if self.log.leader_epochs is not None:
-            self.log.leader_epochs.clear()
-            self.log.write_checkpoints()
+        self.log.segments.clear()
+        if self.leader_epochs is not None:
+            self.leader_epochs.clear()
+            if self.log.writable:
+                self.leader_epochs.write(
+                    os.path.join(self.log.directory, "leader-epoch-checkpoint")
+                )
 
     def _swap_plan(
         self, names: list[str], sizes: dict[str, int] | None
@@ -286,11 +305,7 @@ class LogLoader:
         """Kafka's recoverLog: recover every segment from the one holding the recovery point;
         a truncated segment makes every later one go (spec §7.9)."""
         log = self.log
-        if not log._bases:
-            return
-        i = max(0, bisect.bisect_right(log._bases, recovery_point) - 1)
-        for base in list(log._bases[i:]):
-            seg = log._segments[base]
+        for seg, _ in log.segments.from_floor(recovery_point):
             try:
                 truncated = self.recover_segment(seg)
             except SegmentOverflowError:
@@ -301,8 +316,8 @@ class LogLoader:
                 seg.truncate_to(seg.base_offset)
                 truncated = 1
             if truncated > 0:
-                for later in log._bases[log._bases.index(base) + 1 :]:
-                    log._delete_segment(log._segments[later])
+                for later in log.segments.higher(seg.base_offset):
+                    log.delete_segment(later)
                 break
 
     def recover_segment(self, seg: LogSegment) -> int:
@@ -313,7 +328,7 @@ class LogLoader:
         log = self.log
         state = ProducerStateManager(log.directory, writable=log.writable)
         rebuild_producer_state(log, state, self.log_start_checkpoint, seg.base_offset)
-        truncated = seg.recover(log._leader_epoch_cache_or_none(), state)
+        truncated = seg.recover(self.leader_epochs, state)
         state.take_snapshot()
         return truncated
 
@@ -322,6 +337,6 @@ class LogLoader:
 
         path = os.path.join(self.log.directory, "leader-epoch-checkpoint")
         try:
-            self.log.leader_epochs = LeaderEpochCache.from_file(path)
+            self.leader_epochs = LeaderEpochCache.from_file(path)
         except KafkalogError:
-            self.log.leader_epochs = LeaderEpochCache()  # unreadable: rebuilt from the batches
+            self.leader_epochs = LeaderEpochCache()  # unreadable: rebuilt from the batches

@@ -8,7 +8,6 @@ expected (a cut-off trailing batch is simply the end, for now).
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
 import struct
@@ -25,17 +24,14 @@ from kafkalog.errors import (
     KafkalogError,
     ReadOnlyError,
 )
+from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.buffered import AppendBuffer
-from kafkalog.log.deletion import SegmentDeleter
 from kafkalog.log.layout import (
-    SNAPSHOT_SUFFIX,
-    is_segment_log,
     new_partition_dir_name,
-    offset_from_filename,
     parse_partition_dir,
-    segment_file,
 )
 from kafkalog.log.loader import LogLoader, rebuild_producer_state
+from kafkalog.log.local_log import FetchInfo, LocalLog, SegmentRange
 from kafkalog.log.producer_state import ProducerAppendInfo, ProducerStateManager
 from kafkalog.log.segment import (
     FileRegion,
@@ -102,11 +98,6 @@ class AppendInfo:
 class Log:
     """A partition log: ``<topic>-<partition>`` directory of segments."""
 
-    # set by the loader (kafkalog.log.loader.LogLoader), kept by every change after it
-    log_start_offset: int
-    log_end_offset: int
-    recovery_point: int
-
     def __init__(
         self,
         directory: str | os.PathLike[str],
@@ -129,14 +120,15 @@ class Log:
         self.writable = writable
         self.clock = clock
         self.limits = limits
-        self._bases: list[int] = []
-        self._segments: dict[int, LogSegment] = {}
+        # the segments, the offsets and every read of the files (Kafka's LocalLog)
+        self._local = LocalLog(
+            self.directory, self.config, writable=writable, clock=clock, limits=limits
+        )
         self.leader_epochs: Any = None
         self._lock: Any = None
         self._fast_config: object = None
         self._fast_limits: object = None
         self._fast_params: _FastParams | None = None
-        self._deleter = SegmentDeleter()  # segments renamed .deleted, removed after the delay
         self._buffer: AppendBuffer | None = None  # set inside ``with log.buffered():``
         self.last_flush_ms = int(clock() * 1000)
         if writable and files.is_remote(self.directory):
@@ -162,7 +154,9 @@ class Log:
             self._lock.acquire()  # one writer per partition: a second one gets a clear error
         self.producer_state = ProducerStateManager(self.directory, writable=writable)
         try:
-            LogLoader(self).load(recovery_point, log_start_offset, had_clean_shutdown)
+            self.leader_epochs = LogLoader(self._local, self.producer_state).load(
+                recovery_point, log_start_offset, had_clean_shutdown
+            )
         except BaseException:
             self._release_lock()
             raise
@@ -172,40 +166,30 @@ class Log:
             self._lock.release()
             self._lock = None
 
-    def _read_next_offset(self, active: LogSegment) -> int:
-        """The log end offset. A read-only log whose active segment ends in bytes that are no
-        batch (preallocated zeros, a torn write: what a writable open's recovery cuts) ends
-        where recovery would cut it, with the file left as it is."""
-        try:
-            return active.read_next_offset()
-        except CorruptRecordError:
-            if self.writable:
-                raise
-        active.log.size = active.valid_size()
-        return active.read_next_offset()
+    # -- offsets: the local log's, where every change to the segments keeps them -----------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._local.log_start_offset
 
-    def _open_segment(
-        self, base: int, *, exists: bool, listed_size: int | None = None, suffix: str = ""
-    ) -> LogSegment:
-        return LogSegment(
-            self.directory,
-            base,
-            self.config,
-            writable=self.writable,
-            file_already_exists=exists,
-            suffix=suffix,
-            clock=self.clock,
-            limits=self.limits,
-            listed_size=listed_size,
-        )
+    @log_start_offset.setter
+    def log_start_offset(self, offset: int) -> None:
+        self._local.log_start_offset = offset
 
-    def _ensure_partition_metadata(self) -> None:
-        """A new partition gets a topic id in ``partition.metadata``, as a broker writes it."""
-        from kafkalog.log.checkpoints import PartitionMetadata, new_topic_id
+    @property
+    def log_end_offset(self) -> int:
+        return self._local.log_end_offset
 
-        path = os.path.join(self.directory, "partition.metadata")
-        if not os.path.exists(path):
-            PartitionMetadata.write(path, new_topic_id())
+    @log_end_offset.setter
+    def log_end_offset(self, offset: int) -> None:
+        self._local.log_end_offset = offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._local.recovery_point
+
+    @recovery_point.setter
+    def recovery_point(self, offset: int) -> None:
+        self._local.recovery_point = offset
 
     @property
     def topic_id(self) -> str | None:
@@ -218,49 +202,29 @@ class Log:
         except FileNotFoundError:
             return None
 
-    def _leader_epoch_cache_or_none(self) -> Any:
-        return self.leader_epochs
-
-    def _add(self, seg: LogSegment) -> None:
-        bisect.insort(self._bases, seg.base_offset)
-        self._segments[seg.base_offset] = seg
-
     # -- segments -----------------------------------------------------------------------------
     @property
     def segments(self) -> list[LogSegment]:
-        return [self._segments[b] for b in self._bases]
+        return list(self._local.segments)
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[self._bases[-1]]
+        active = self._local.segments.active
+        assert active is not None  # a loaded log always has one
+        return active
 
     def floor_segment(self, offset: int) -> LogSegment | None:
-        i = bisect.bisect_right(self._bases, offset) - 1
-        return self._segments[self._bases[i]] if i >= 0 else None
+        return self._local.segments.floor(offset)
 
     def size_in_bytes(self) -> int:
         if self._buffer is not None:
             self._drain()
-        return sum(s.size for s in self._segments.values())
+        return self._local.size_in_bytes()
 
     def refresh(self) -> None:
         """Pick up what a broker appended or rolled since this read-only log was opened."""
-        if self.writable:
-            return
-        names = files.listdir(self.directory)
-        # gone first: a segment seen as ``.swap`` that the broker renamed is then opened again
-        for base in list(self._bases):
-            if not files.exists(self._segments[base].log.path):
-                self._bases.remove(base)
-                del self._segments[base]
-        for base in sorted(offset_from_filename(n) for n in names if is_segment_log(n)):
-            if base not in self._segments:
-                self._add(self._open_segment(base, exists=True))
-        for seg in self._segments.values():
-            seg.refresh()
-        if self._bases:
-            self.log_end_offset = self._read_next_offset(self.active_segment)
-            self.log_start_offset = max(self.log_start_offset, self._bases[0])
+        if not self.writable:
+            self._local.refresh()
 
     # -- appending -----------------------------------------------------------------------------
     def _require_writable(self, what: str) -> None:
@@ -323,7 +287,8 @@ class Log:
                     and pid < 0  # idempotent and transactional batches: producer state
                     and crc32c_c(memoryview(data)[ATTRIBUTES_OFFSET:]) == crc
                 ):
-                    base = self.log_end_offset
+                    local = self._local
+                    base = local.log_end_offset
                     last = base + delta
                     _stamp_base_offset(data, 0, base)
                     ts_offset = last
@@ -331,13 +296,13 @@ class Log:
                         max_ts = ts_offset = -1
                     # flush.ms = Long.MAX_VALUE (Kafka's default) never flushes: no clock read
                     now = int(self.clock() * 1000) if flush_ms is not None else 0
-                    if self._segments[self._bases[-1]].try_append(
+                    if local.segments.active.try_append(  # type: ignore[union-attr]
                         data, last, max_ts, ts_offset, segment_bytes, max_segment_ms
                     ):
                         if epoch >= 0 and self.leader_epochs is not None:
                             self.leader_epochs.assign(epoch, base)
-                        self.log_end_offset = last + 1
-                        if last + 1 - self.recovery_point >= flush_messages or (
+                        local.log_end_offset = last + 1
+                        if last + 1 - local.recovery_point >= flush_messages or (
                             flush_ms is not None and now - self.last_flush_ms >= flush_ms
                         ):
                             self.flush()
@@ -662,7 +627,7 @@ class Log:
         while i < count:
             taken = 0
             if params is not None:
-                taken = self._segments[self._bases[-1]].append_run(run, i, params[2], params[3])
+                taken = self.active_segment.append_run(run, i, params[2], params[3])
             if taken:
                 i += taken
                 self.log_end_offset = int(run.last_offsets[i - 1]) + 1
@@ -706,9 +671,9 @@ class Log:
         self._require_writable("roll")
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
         active = self.active_segment
-        if new_offset in self._segments:
+        if new_offset in self._local.segments:
             if active.base_offset == new_offset and active.size == 0:
-                self._delete_segment(active)
+                self._local.delete_segment(active)
             else:
                 raise KafkalogError(
                     f"cannot roll {self.directory}: a segment with base offset {new_offset} "
@@ -721,8 +686,8 @@ class Log:
             )
         else:
             active.on_become_inactive()
-        segment = self._open_segment(new_offset, exists=False)
-        self._add(segment)
+        segment = self._local.open_segment(new_offset, exists=False)
+        self._local.segments.add(segment)
         # Kafka's UnifiedLog.roll: the producer state at the new base offset, so recovering
         # the new segment starts from this snapshot and scans this segment only
         self.producer_state.map_end_offset = new_offset
@@ -730,7 +695,7 @@ class Log:
         self.flush(new_offset)
         return segment
 
-    # -- reading ---------------------------------------------------------------------------------
+    # -- reading: every read goes through the local log's read path --------------------------
     def batches(
         self, start_offset: int | None = None, end_offset: int | None = None
     ) -> Iterator[LogEntry]:
@@ -738,25 +703,7 @@ class Log:
         ``end_offset``, across segments, found through the offset index."""
         if self._buffer is not None:
             self._drain()  # here, not in the generator: what was appended before this call
-        return self._batches(start_offset, end_offset)
-
-    def _batches(self, start_offset: int | None, end_offset: int | None) -> Iterator[LogEntry]:
-        start = self.log_start_offset if start_offset is None else start_offset
-        i = max(0, bisect.bisect_right(self._bases, start) - 1)
-        for base in list(self._bases[i:]):
-            if end_offset is not None and base >= end_offset:
-                return
-            seg = self._segments[base]
-            found = seg.translate_offset(start) if start > base else None
-            position = found.position if found is not None else 0
-            if start > base and found is None:
-                continue
-            for entry in seg.entries(position):
-                if entry.last_offset < start:
-                    continue
-                if end_offset is not None and _first_offset(entry) >= end_offset:
-                    return
-                yield entry
+        return self._local.batches(start_offset, end_offset)
 
     def records(
         self,
@@ -768,21 +715,30 @@ class Log:
         """Records with offsets in [start, end), control records skipped unless asked."""
         if self._buffer is not None:
             self._drain()
-        return self._records(start_offset, end_offset, include_control)
+        return self._local.records(start_offset, end_offset, include_control=include_control)
 
-    def _records(
-        self, start_offset: int | None, end_offset: int | None, include_control: bool
-    ) -> Iterator[Record]:
-        start = self.log_start_offset if start_offset is None else start_offset
-        for entry in self._batches(start, end_offset):
-            if entry.is_control and not include_control:
-                continue
-            for rec in entry.records(self.limits):
-                if rec.offset < start:
-                    continue
-                if end_offset is not None and rec.offset >= end_offset:
-                    return
-                yield rec
+    def ranges(
+        self, start_offset: int | None = None, end_offset: int | None = None
+    ) -> list[SegmentRange]:
+        """The byte ranges of segment files holding the records with offsets in [start, end)
+        (see :meth:`LocalLog.ranges`): what a reader that decodes the files itself, such as a
+        Spark task, reads."""
+        if self._buffer is not None:
+            self._drain()
+        return self._local.ranges(start_offset, end_offset)
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping offsets [start, end), from ``.txnindex``."""
+        if self._buffer is not None:
+            self._drain()
+        return self._local.aborted_transactions(start_offset, end_offset)
+
+    def first_offset_at_or_after(self, timestamp: int) -> int | None:
+        """The first offset of a record with timestamp >= ``timestamp``, every record before it
+        being older (see :meth:`LocalLog.first_offset_at_or_after`); None when none has one."""
+        if self._buffer is not None:
+            self._drain()
+        return self._local.first_offset_at_or_after(timestamp)
 
     def read_arrow(
         self,
@@ -802,46 +758,14 @@ class Log:
         ``read_uncommitted`` consumer sees them."""
         if self._buffer is not None:
             self._drain()
-        import pyarrow as pa
-
-        from kafkalog.log.arrow_read import decode_file, keep_rows, offsets_within
-        from kafkalog.records import arrow_schema
-
-        schema = arrow_schema(
+        return self._local.read_arrow(
+            start_offset,
+            end_offset,
+            topic=self.topic,
+            partition=self.partition,
             include_headers=include_headers,
             timestamp_unit=timestamp_unit,
-            topic_partition=True,
         )
-        start = self.log_start_offset if start_offset is None else start_offset
-        start = max(start, self.log_start_offset)
-        end = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
-        batches: list[Any] = []
-        segments = self.segments
-        for i, seg in enumerate(segments):
-            upper = segments[i + 1].base_offset if i + 1 < len(segments) else end
-            if upper <= start or seg.base_offset >= end:
-                continue
-            found = seg.translate_offset(start) if start > seg.base_offset else None
-            handle = seg.log.read_handle()  # ClosedError, not a reopen, once the log is closed
-            try:
-                for batch in decode_file(
-                    handle,
-                    found.position if found is not None else 0,
-                    seg.size,
-                    path=seg.log.path,
-                    last_offset=end - 1,
-                    include_headers=include_headers,
-                    timestamp_unit=timestamp_unit,
-                    topic=self.topic,
-                    partition=self.partition,
-                    limits=self.limits,
-                ):
-                    kept = keep_rows(batch, offsets_within(batch, start, end))
-                    if kept.num_rows:
-                        batches.append(kept)
-            finally:
-                handle.close()
-        return pa.Table.from_batches(batches, schema=schema)
 
     def read(self, start_offset: int, max_bytes: int, min_one_message: bool = True) -> bytes:
         """Raw batches from the one holding ``start_offset``, at most ``max_bytes`` (at least one
@@ -854,22 +778,29 @@ class Log:
     ) -> FileRegion | None:
         """What :meth:`read` returns, as a range of one segment file not yet read (None when
         there is nothing): a server sends it to the socket with ``sendfile``."""
+        return self.fetch(start_offset, max_bytes, min_one_message=min_one_message).region
+
+    def fetch(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+        include_aborted: bool = False,
+    ) -> FetchInfo:
+        """Kafka's fetch read (:meth:`LocalLog.fetch`): whole batches from the one holding
+        ``start_offset``, none at or past ``max_offset`` (a last stable offset), with the
+        aborted transactions they overlap when asked."""
         if self._buffer is not None:
             self._drain()
-        if start_offset > self.log_end_offset or start_offset < self.log_start_offset:
-            raise KafkalogError(
-                f"offset {start_offset} is out of range [{self.log_start_offset}, "
-                f"{self.log_end_offset}] of {self.directory}"
-            )
-        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-        for base in self._bases[i:]:
-            data = self._segments[base].read(
-                start_offset, max_bytes, None, min_one_message, as_region=True
-            )
-            if data is not None:
-                records = data.records  # b"" when asked for no bytes at all
-                return records if isinstance(records, FileRegion) and records.length else None
-        return None
+        return self._local.fetch(
+            start_offset,
+            max_bytes,
+            max_offset=max_offset,
+            min_one_message=min_one_message,
+            include_aborted=include_aborted,
+        )
 
     def offsets_for_times(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets for one partition (spec §7.5): -2 earliest, -1 latest, -3 the
@@ -906,7 +837,7 @@ class Log:
             state = self.producer_state
         else:
             state = ProducerStateManager(self.directory, writable=False)
-            rebuild_producer_state(self, state, self.log_start_offset, self.log_end_offset)
+            rebuild_producer_state(self._local, state, self.log_start_offset, self.log_end_offset)
         first = state.first_unstable_offset()
         return self.log_end_offset if first is None else min(first, self.log_end_offset)
 
@@ -1032,23 +963,13 @@ class Log:
             if self.active_segment is doomed[-1]:
                 doomed.pop()
         for seg in doomed:
-            self._delete_segment(seg)
-        if self._bases:
-            self.log_start_offset = max(self.log_start_offset, self._bases[0])
+            self._local.delete_segment(seg)
+        first = self._local.segments.first
+        if first is not None:
+            self.log_start_offset = max(self.log_start_offset, first.base_offset)
             if self.leader_epochs is not None:
                 self.leader_epochs.truncate_from_start(self.log_start_offset)
         return len(doomed)
-
-    def _delete_segment(self, seg: LogSegment) -> None:
-        """Remove from the map, rename every file ``.deleted`` and remove them
-        ``file.delete.delay.ms`` later, with the segment's producer snapshot
-        (UnifiedLog.deleteProducerSnapshots); a reader holding the segment keeps reading it
-        until then (:mod:`kafkalog.log.deletion`)."""
-        if seg.base_offset in self._segments:
-            self._bases.remove(seg.base_offset)
-            del self._segments[seg.base_offset]
-        snapshot = segment_file(self.directory, seg.base_offset, SNAPSHOT_SUFFIX)
-        self._deleter.delete([seg], [snapshot], self.config.file_delete_delay_ms)
 
     def increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start forward (segments below go at the next retention)."""
@@ -1071,11 +992,11 @@ class Log:
             raise ValueError(f"cannot truncate to a negative offset {offset}")
         if offset >= self.log_end_offset:
             return
-        if self._bases[0] > offset:
+        if self._local.segments.bases[0] > offset:
             self.truncate_fully_and_start_at(offset)
             return
-        for base in [b for b in self._bases if b > offset]:
-            self._delete_segment(self._segments[base])
+        for seg in self._local.segments.higher(offset):
+            self._local.delete_segment(seg)
         self.active_segment.truncate_to(offset)
         # Kafka's LocalLog.truncateTo: the log end offset is the target, also when the target
         # was inside a batch (the segment is cut at that batch's start; the next append
@@ -1087,17 +1008,17 @@ class Log:
             self.leader_epochs.truncate_from_end(offset)
         # the producer state as of the target: snapshots past it deleted (a snapshot left
         # behind would describe records that are gone), the newest one left reloaded
-        rebuild_producer_state(self, self.producer_state, self.log_start_offset, offset)
+        rebuild_producer_state(self._local, self.producer_state, self.log_start_offset, offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
         if self._buffer is not None:
             self._drain()
         self._require_writable("truncate")
-        for base in list(self._bases):
-            self._delete_segment(self._segments[base])
+        for seg in list(self._local.segments):
+            self._local.delete_segment(seg)
         self.producer_state.truncate_fully_and_start_at(offset)
-        self._add(self._open_segment(offset, exists=False))
+        self._local.segments.add(self._local.open_segment(offset, exists=False))
         self.log_end_offset = self.log_start_offset = offset
         # Kafka's LocalLog.updateLogEndOffset: the recovery point only ever comes down to the
         # new log end, never up (what was below it was never flushed)
@@ -1119,11 +1040,10 @@ class Log:
         upto = self.log_end_offset if offset is None else offset
         if upto <= self.recovery_point:
             return
-        i = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
-        for base in self._bases[i:]:
-            if base >= upto and base != self._bases[i]:
+        for k, (seg, _) in enumerate(self._local.segments.from_floor(self.recovery_point)):
+            if k and seg.base_offset >= upto:
                 break
-            self._segments[base].flush()
+            seg.flush()
         # Kafka's Utils.flushDirIfExists: a partition directory removed under a live log (a
         # deleted topic) is no error; its files are gone with it, there is nothing to sync
         try:
@@ -1160,9 +1080,7 @@ class Log:
             self.producer_state.map_end_offset = self.log_end_offset
             self.producer_state.take_snapshot()
             self.flush()
-        for seg in self._segments.values():
-            seg.close()
-        self._deleter.close()
+        self._local.close()
         self._release_lock()
 
     def __enter__(self) -> Log:
@@ -1174,7 +1092,7 @@ class Log:
     def __repr__(self) -> str:
         mode = "rw" if self.writable else "r"
         return (
-            f"Log({self.directory!r}, segments={len(self._bases)}, "
+            f"Log({self.directory!r}, segments={len(self._local.segments)}, "
             f"offsets=[{getattr(self, 'log_start_offset', '?')}, "
             f"{getattr(self, 'log_end_offset', '?')}), mode={mode!r})"
         )

@@ -731,6 +731,29 @@ class LogSegment:
     def entries(self, start_position: int = 0, **kwargs: Any) -> Iterator[LogEntry]:
         return self.log.entries(start_position, limits=self.limits, **kwargs)
 
+    def scan_start(self, offset: int) -> int:
+        """Where a scan for ``offset`` starts: the position of the last offset-index entry at or
+        below it, 0 without an index. Every batch before that position holds smaller offsets:
+        an entry names the start of the *append* holding its offset (spec §4), and the batch
+        holding ``offset`` may be any later batch of that append."""
+        index = self._offset_index()
+        return index.lookup(offset).position if index is not None else 0
+
+    def end_position(self, offset: int) -> int:
+        """The position of the first batch whose first offset is ``offset`` or more (the size
+        when there is none): the bytes before it hold every offset of this segment below
+        ``offset``, and no batch at or after it does. A batch's first offset is its base offset
+        (for a compressed v0/v1 wrapper, whose own offset is its last, the first inner one,
+        which costs a decompression of that wrapper only)."""
+        for entry in self.log.entries(self.scan_start(offset), limits=self.limits):
+            if entry.last_offset >= offset and entry.base_offset >= offset:
+                return entry.position
+        return self.size
+
+    def has_time_index(self) -> bool:
+        """Whether the segment has a ``.timeindex`` (a read-only one may lack the file)."""
+        return self._time_index() is not None
+
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is >= ``offset``: its last offset, start, size."""
         index = self._offset_index()

@@ -1,0 +1,390 @@
+"""A partition's segments and every read of them (Kafka's ``LocalLog``).
+
+The one place that turns offsets into byte positions of segment files. A reader asks here for
+the bytes holding offsets [start, end) (:meth:`LocalLog.ranges`), for a fetch's bytes bounded by
+a last stable offset or high watermark *by position* (:meth:`LocalLog.fetch`), for the aborted
+transactions of a range (:meth:`LocalLog.aborted_transactions`), or for the batches, records or
+Arrow rows of a range; nothing above the log layer re-derives them. The rule they all rest on
+(spec §4): an offset-index entry names the byte position where the *append* holding its offset
+starts; the batch holding the offset may be any later batch of that append, so every lookup
+scans forward from the entry, and a range ends at the first batch whose *first* offset is past
+it, never at the end of the batch an entry points at.
+
+The :class:`~kafkalog.log.log.Log` facade owns a ``LocalLog`` and adds validation, producer
+state and the append paths; the loader (:mod:`kafkalog.log.loader`) fills one.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog import files
+from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.index.txn_index import AbortedTxn
+from kafkalog.log.deletion import SegmentDeleter
+from kafkalog.log.layout import SNAPSHOT_SUFFIX, is_segment_log, offset_from_filename, segment_file
+from kafkalog.log.segment import FileRegion, LogSegment
+from kafkalog.log.segment_set import SegmentSet
+from kafkalog.records import Record
+from kafkalog.records.reader import LogEntry
+from kafkalog.records.types import Limits, TimestampUnit
+
+
+@dataclass(frozen=True)
+class SegmentRange:
+    """Bytes [start_position, end_position) of one segment's ``.log``, holding every record of
+    the segment with an offset in [start_offset, end_offset). The bytes are whole batches, and
+    the first and last of them may hold other offsets too (a reader drops those rows)."""
+
+    path: str
+    base_offset: int
+    start_position: int
+    end_position: int
+    start_offset: int
+    end_offset: int
+    # the segment as it was when the range was made: its size and which file it was (device,
+    # inode; None remotely), so a later reader can tell a segment cut or swapped since then
+    segment_size: int = -1
+    identity: tuple[int, int] | None = None
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end_position - self.start_position)
+
+    def cut(self, target_bytes: int) -> list[SegmentRange]:
+        """This range in parts of about ``target_bytes``, cut only where the segment's offset
+        index names a batch start (so no batch is split). Each part keeps the whole range's
+        offsets: the parts' bytes are disjoint, every batch lies in exactly one of them."""
+        if self.size <= target_bytes:
+            return [self]
+        cuts = [
+            p
+            for p in batch_starts(self.path, self.base_offset)
+            if self.start_position < p < self.end_position
+        ]
+        parts = -(-self.size // target_bytes)
+        chosen: list[int] = []
+        for k in range(1, parts):
+            goal = self.start_position + self.size * k / parts
+            i = bisect.bisect_left(cuts, goal)
+            if i < len(cuts) and (not chosen or cuts[i] > chosen[-1]):
+                chosen.append(int(cuts[i]))
+        bounds = [self.start_position, *chosen, self.end_position]
+        return [
+            dataclasses.replace(self, start_position=a, end_position=b)
+            for a, b in itertools.pairwise(bounds)
+        ]
+
+
+def batch_starts(segment_path: str, base_offset: int) -> list[int]:
+    """The batch starts a segment's ``.index`` names (empty without one), read-only: what a
+    range of the segment can be cut at, without opening its log."""
+    from kafkalog.index import OffsetIndex
+
+    index_path = segment_path[: -len(".log")] + ".index"
+    if not segment_path.endswith(".log") or not files.exists(index_path):
+        return []
+    with OffsetIndex(index_path, base_offset, writable=False) as index:
+        _, positions = index.to_numpy()
+    return [int(p) for p in positions.tolist()]
+
+
+@dataclass(frozen=True)
+class FetchInfo:
+    """What :meth:`LocalLog.fetch` returns: the bytes (a range of one segment file, not yet
+    read; None when there is nothing) and, when asked for, the aborted transactions that
+    overlap them."""
+
+    region: FileRegion | None
+    aborted: list[AbortedTxn] | None = None
+
+
+def _txns_of(
+    segments: list[tuple[LogSegment, int | None]], start: int, end: int
+) -> list[AbortedTxn]:
+    found: list[AbortedTxn] = []
+    for seg, _ in segments:
+        result = seg.txn_index.collect_aborted_txns(start, end)
+        found.extend(result.aborted)
+        if result.is_complete:
+            break
+    return found
+
+
+class LocalLog:
+    """The segments of one partition directory, its offsets, and the reads of its bytes."""
+
+    def __init__(
+        self,
+        directory: str,
+        config: Any,
+        *,
+        writable: bool,
+        clock: Callable[[], float],
+        limits: Limits,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.writable = writable
+        self.clock = clock
+        self.limits = limits
+        self.segments = SegmentSet()
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = 0
+        self.deleter = SegmentDeleter()  # segments renamed .deleted, removed after the delay
+
+    # -- the segment set -------------------------------------------------------------------------
+    def open_segment(
+        self, base: int, *, exists: bool, listed_size: int | None = None, suffix: str = ""
+    ) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base,
+            self.config,
+            writable=self.writable,
+            file_already_exists=exists,
+            suffix=suffix,
+            clock=self.clock,
+            limits=self.limits,
+            listed_size=listed_size,
+        )
+
+    def read_next_offset(self, active: LogSegment) -> int:
+        """The offset after ``active``'s last batch. A read-only log whose active segment ends
+        in bytes that are no batch (preallocated zeros, a torn write: what a writable open's
+        recovery cuts) ends where recovery would cut it, with the file left as it is."""
+        try:
+            return active.read_next_offset()
+        except CorruptRecordError:
+            if self.writable:
+                raise
+        active.log.size = active.valid_size()
+        return active.read_next_offset()
+
+    def delete_segment(self, seg: LogSegment) -> None:
+        """Take ``seg`` out, rename its files ``.deleted`` and remove them
+        ``file.delete.delay.ms`` later, with the segment's producer snapshot
+        (UnifiedLog.deleteProducerSnapshots); a reader holding the segment keeps reading it
+        until then (:mod:`kafkalog.log.deletion`)."""
+        self.segments.remove(seg.base_offset)
+        snapshot = segment_file(self.directory, seg.base_offset, SNAPSHOT_SUFFIX)
+        self.deleter.delete([seg], [snapshot], self.config.file_delete_delay_ms)
+
+    def refresh(self) -> None:
+        """Read-only: pick up what a broker appended or rolled since the log was opened."""
+        names = files.listdir(self.directory)
+        # gone first: a segment seen as ``.swap`` that the broker renamed is then opened again
+        for seg in list(self.segments):
+            if not files.exists(seg.log.path):
+                self.segments.remove(seg.base_offset)
+        for base in sorted(offset_from_filename(n) for n in names if is_segment_log(n)):
+            if base not in self.segments:
+                self.segments.add(self.open_segment(base, exists=True))
+        for seg in self.segments:
+            seg.refresh()
+        active = self.segments.active
+        if active is not None:
+            self.log_end_offset = self.read_next_offset(active)
+            self.log_start_offset = max(self.log_start_offset, self.segments.bases[0])
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+        self.deleter.close()
+
+    # -- reads -----------------------------------------------------------------------------------
+    def _check_in_range(self, offset: int) -> None:
+        if offset > self.log_end_offset or offset < self.log_start_offset:
+            raise KafkalogError(
+                f"offset {offset} is out of range [{self.log_start_offset}, "
+                f"{self.log_end_offset}] of {self.directory}"
+            )
+
+    def ranges(self, start: int | None = None, end: int | None = None) -> list[SegmentRange]:
+        """The byte ranges of segment files holding every record with an offset in
+        [start, end) (clamped to the log's offsets), in offset order: from the batch holding
+        ``start`` (or the first after it) to the first batch whose first offset is ``end`` or
+        more. Segments with nothing in the range (gaps left by compaction) give none."""
+        lo = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        hi = self.log_end_offset if end is None else min(end, self.log_end_offset)
+        out: list[SegmentRange] = []
+        if lo >= hi:
+            return out
+        for seg, nxt in self.segments.from_floor(lo):
+            if seg.base_offset >= hi:
+                break
+            upper = self.log_end_offset if nxt is None else nxt
+            if upper <= lo:
+                continue
+            first, last = max(lo, seg.base_offset), min(hi, upper)
+            if first > seg.base_offset:
+                found = seg.translate_offset(first)
+                if found is None:
+                    continue  # nothing in this segment at or after ``first``
+                start_pos = found.position
+            else:
+                start_pos = 0
+            end_pos = seg.size if last >= upper else seg.end_position(last)
+            if end_pos > start_pos:
+                path = seg.log.path
+                out.append(
+                    SegmentRange(
+                        path,
+                        seg.base_offset,
+                        start_pos,
+                        end_pos,
+                        first,
+                        last,
+                        segment_size=seg.size,
+                        identity=files.identity(path),
+                    )
+                )
+        return out
+
+    def fetch(
+        self,
+        start: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+        include_aborted: bool = False,
+    ) -> FetchInfo:
+        """Kafka's ``LocalLog.read``: the bytes of whole batches from the one holding ``start``,
+        at most ``max_bytes`` (at least the first batch with ``min_one_message``), and none at
+        or past the batch where ``max_offset`` (a high watermark or last stable offset; default
+        the log end) begins: the bound is a byte position, so no batch is parsed to cut there.
+        With ``include_aborted``, the aborted transactions overlapping what is returned."""
+        self._check_in_range(start)
+        bound = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        aborted: list[AbortedTxn] | None = [] if include_aborted else None
+        segments = self.segments.from_floor(start)
+        for k, (seg, nxt) in enumerate(segments):
+            if seg.base_offset >= bound:
+                break
+            found = seg.translate_offset(start)
+            if found is None:
+                continue  # past this segment's last batch: the next one holds it
+            upper = self.log_end_offset if nxt is None else nxt
+            limit = seg.size if bound >= upper else seg.end_position(bound)
+            if found.position >= limit:
+                break
+            adjusted = max(max_bytes, found.size) if min_one_message else max_bytes
+            length = min(limit - found.position, adjusted)
+            if length <= 0:
+                break
+            region = seg.log.region(found.position, length)
+            if not region.length:
+                break
+            if include_aborted:
+                # Kafka's fetchUpperBoundOffset: an offset of the first indexed append after the
+                # bytes returned (every offset returned is below it), else the next segment's
+                following = seg.fetch_upper_bound_offset(found.position, length)
+                end = min(bound, upper if following is None else following)
+                aborted = _txns_of(segments[k:], start, end)
+            return FetchInfo(region, aborted)
+        return FetchInfo(None, aborted)
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping offsets [start, end), from the ``.txnindex`` of
+        the segment holding ``start`` on, stopping where an entry's last stable offset shows
+        no later one can overlap (Kafka's collectAbortedTransactions)."""
+        if start >= end or not self.segments:
+            return []
+        return _txns_of(self.segments.from_floor(start), start, end)
+
+    def batches(self, start: int | None = None, end: int | None = None) -> Iterator[LogEntry]:
+        """The batches holding offsets in [start, end), across segments, in offset order."""
+        for r in self.ranges(start, end):
+            seg = self.segments.get(r.base_offset)
+            if seg is None:
+                continue  # gone since (retention): its offsets are below the log start now
+            yield from seg.entries(r.start_position, end=r.end_position)
+
+    def records(
+        self, start: int | None = None, end: int | None = None, *, include_control: bool = False
+    ) -> Iterator[Record]:
+        """Records with offsets in [start, end), control records skipped unless asked."""
+        lo = self.log_start_offset if start is None else start
+        for entry in self.batches(start, end):
+            if entry.is_control and not include_control:
+                continue
+            for rec in entry.records(self.limits):
+                if rec.offset < lo:
+                    continue
+                if end is not None and rec.offset >= end:
+                    return
+                yield rec
+
+    def read_arrow(
+        self,
+        start: int | None,
+        end: int | None,
+        *,
+        topic: str,
+        partition: int,
+        include_headers: bool,
+        timestamp_unit: TimestampUnit,
+    ) -> Any:
+        """Records with offsets in [start, end) as one ``pyarrow.Table`` with the columns of
+        Spark's Kafka source, control records skipped, through the columnar decoder."""
+        import pyarrow as pa
+
+        from kafkalog.log.arrow_read import decode_file, keep_rows, offsets_within
+        from kafkalog.records import arrow_schema
+
+        schema = arrow_schema(
+            include_headers=include_headers, timestamp_unit=timestamp_unit, topic_partition=True
+        )
+        batches: list[Any] = []
+        for r in self.ranges(start, end):
+            seg = self.segments.get(r.base_offset)
+            if seg is None:
+                continue
+            handle = seg.log.read_handle()  # ClosedError, not a reopen, once the log is closed
+            try:
+                for batch in decode_file(
+                    handle,
+                    r.start_position,
+                    r.end_position,
+                    path=r.path,
+                    last_offset=r.end_offset - 1,
+                    include_headers=include_headers,
+                    timestamp_unit=timestamp_unit,
+                    topic=topic,
+                    partition=partition,
+                    limits=self.limits,
+                ):
+                    kept = keep_rows(batch, offsets_within(batch, r.start_offset, r.end_offset))
+                    if kept.num_rows:
+                        batches.append(kept)
+            finally:
+                handle.close()
+        return pa.Table.from_batches(batches, schema=schema)
+
+    def first_offset_at_or_after(self, timestamp: int) -> int | None:
+        """The first offset holding a record with timestamp >= ``timestamp`` (>= 0), every
+        record before it being older; None when no record has one.
+
+        Not Kafka's ListOffsets (``Log.offsets_for_times``), which answers from the first
+        segment whose largest timestamp reaches the target, which for a segment without
+        timestamps (v0 messages, an emptied segment) is its file's mtime: a segment that then
+        has no such record makes it answer "none" though later segments have them. Segments
+        are searched on their records' timestamps here, and on to the next when one has none.
+        """
+        for seg in self.segments:
+            if seg.has_time_index() and seg.max_timestamp_so_far < timestamp:
+                continue  # no record of it reaches the target (without a time index: search it)
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found.offset
+        return None
+
+    def size_in_bytes(self) -> int:
+        return sum(seg.size for seg in self.segments)
