@@ -127,13 +127,12 @@ def lookup(log: Any, args: argparse.Namespace) -> dict[str, Any]:
         )
         return found
     if args.timestamp is not None:
-        tindex = seg._time_index()
-        if tindex is not None:
-            entry = tindex.lookup(args.timestamp)
-            found["timeIndex"] = {"file": seg.time_index.path, "entry": list(entry)}
-    index = seg._offset_index()
-    if index is not None:
-        found["offsetIndex"] = {"file": seg.offset_index.path, "entry": list(index.lookup(offset))}
+        tentry = seg.time_index_entry(args.timestamp)
+        if tentry is not None:
+            found["timeIndex"] = {"file": seg.time_index.path, "entry": list(tentry)}
+    oentry = seg.offset_index_entry(offset)
+    if oentry is not None:
+        found["offsetIndex"] = {"file": seg.offset_index.path, "entry": list(oentry)}
     found["segment"] = {"file": seg.log.path, "baseOffset": seg.base_offset}
     batch = seg.translate_offset(offset)
     if batch is not None:

@@ -38,6 +38,7 @@ from kafkalog.index import (
     TransactionIndex,
 )
 from kafkalog.index.base import INT32_MAX
+from kafkalog.index.offset_index import OffsetPosition
 from kafkalog.log.layout import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -749,6 +750,17 @@ class LogSegment:
             if entry.last_offset >= offset and entry.base_offset >= offset:
                 return entry.position
         return self.size
+
+    def offset_index_entry(self, offset: int) -> OffsetPosition | None:
+        """The offset-index entry a lookup of ``offset`` lands on (None without an index):
+        what ``kafkalog lookup`` shows next to the batch the scan from it finds."""
+        index = self._offset_index()
+        return index.lookup(offset) if index is not None else None
+
+    def time_index_entry(self, timestamp: int) -> TimestampOffset | None:
+        """The time-index entry a lookup of ``timestamp`` lands on (None without an index)."""
+        index = self._time_index()
+        return index.lookup(timestamp) if index is not None else None
 
     def has_time_index(self) -> bool:
         """Whether the segment has a ``.timeindex`` (a read-only one may lack the file)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError
@@ -24,7 +23,6 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger("kafkalog.server")
 log_error = _logger.error
-_BATCH_HEAD = struct.Struct(">qi")
 READ_COMMITTED = 1
 
 
@@ -103,32 +101,6 @@ def _produce_partition(broker: Broker, topic: str, partition: int, records: Any)
     return out
 
 
-def _cut_at(data: bytes, limit_offset: int) -> bytes:
-    """The whole batches of ``data`` whose base offset is below ``limit_offset``."""
-    pos = 0
-    end = len(data)
-    while pos + 12 <= end:
-        base, length = _BATCH_HEAD.unpack_from(data, pos)
-        if base >= limit_offset:
-            break
-        pos += 12 + length
-    return data[: min(pos, end)]
-
-
-def _aborted(log: Log, fetch_offset: int, upper: int) -> list[dict[str, int]]:
-    found: list[dict[str, int]] = []
-    for seg in log.segments:
-        if seg.read_next_offset() <= fetch_offset:
-            continue
-        result = seg.txn_index.collect_aborted_txns(fetch_offset, upper)
-        found.extend(
-            {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in result.aborted
-        )
-        if result.is_complete:
-            break
-    return found
-
-
 def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int, bool]:
     isolation = int(getattr(body, "isolation_level", 0))
     budget = int(getattr(body, "max_bytes", 0x7FFFFFFF))
@@ -163,15 +135,22 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
             if offset < upper and budget > 0:
                 limit = min(int(fp.partition_max_bytes), budget)
                 try:
-                    data: bytes | FileRegion | None
-                    if upper == hw:
-                        # the batches go from the file to the socket unread (zero_copy)
-                        data = log.read_region(offset, limit, min_one_message=total == 0)
-                        data = b"" if data is None else data
-                    else:  # read_committed below the LSO: cut at the first open transaction
-                        data = _cut_at(log.read(offset, limit, min_one_message=total == 0), upper)
-                    if isolation == READ_COMMITTED:
-                        entry["aborted_transactions"] = _aborted(log, offset, upper)
+                    # the log's read path: whole batches, none at or past ``upper`` (the LSO
+                    # for read_committed), bounded by position; the batches go from the file
+                    # to the socket unread (zero_copy)
+                    read = log.fetch(
+                        offset,
+                        limit,
+                        max_offset=upper,
+                        min_one_message=total == 0,
+                        include_aborted=isolation == READ_COMMITTED,
+                    )
+                    data: bytes | FileRegion = b"" if read.region is None else read.region
+                    if read.aborted is not None:
+                        entry["aborted_transactions"] = [
+                            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                            for a in read.aborted
+                        ]
                 except (KafkalogError, OSError) as e:
                     # a damaged segment or index: this partition answers an error, the others
                     # and the connection carry on

@@ -8,22 +8,26 @@ never by scanning a log from its start.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
+from kafkalog.log.local_log import SegmentRange
 from kafkalog.log.logdir import partition_directories as _partitions_under
 from kafkalog.spark.options import EARLIEST, LATEST, MIN_TASK_BYTES, OptionError, ReadOptions
 
 if TYPE_CHECKING:
     from kafkalog.spark.pushdown import Bounds
+
+
+#: an aborted transaction as a task drops its records: producer id, first offset, last offset
+AbortedRange = tuple[int, int, int]
+#: the aborted transactions of each planned partition (by directory), for read_committed
+Aborted = dict[str, list[AbortedRange]]
 
 
 class DataLossError(KafkalogError):
@@ -63,6 +67,34 @@ class Split:
     @property
     def size(self) -> int:
         return max(0, self.end_position - self.start_position)
+
+    @classmethod
+    def of(cls, r: PartitionRange, sr: SegmentRange) -> Split:
+        return cls(
+            r.topic,
+            r.partition,
+            r.directory,
+            sr.path,
+            sr.base_offset,
+            sr.start_position,
+            sr.end_position,
+            sr.start_offset,
+            sr.end_offset,
+            planned_size=sr.segment_size,
+            identity=sr.identity,
+        )
+
+    def segment_range(self) -> SegmentRange:
+        return SegmentRange(
+            self.segment,
+            self.base_offset,
+            self.start_position,
+            self.end_position,
+            self.start_offset,
+            self.end_offset,
+            self.planned_size,
+            self.identity,
+        )
 
 
 def partition_directories(path: str) -> dict[tuple[str, int], str]:
@@ -174,23 +206,46 @@ def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[Part
     return [r for r, _ in _resolved(opts, bounds)]
 
 
-def plan_read(opts: ReadOptions, bounds: Bounds | None = None) -> tuple[list[Split], list[str]]:
-    """``make_splits(resolve_ranges(opts, bounds), opts)``, and the directories of the ranges,
-    opening each partition's log once: resolving the range and finding its segments' byte
-    positions share the open log (a query's fixed cost, paid by every query)."""
+def plan_read(opts: ReadOptions, bounds: Bounds | None = None) -> tuple[list[Split], Aborted]:
+    """``make_splits(resolve_ranges(opts, bounds), opts)``, and with ``read_committed`` the
+    aborted transactions of each range, opening each partition's log once: resolving the range
+    and finding its byte ranges share the open log (a query's fixed cost, paid by every query)."""
     pieces: list[Split] = []
-    directories: list[str] = []
+    aborted: Aborted = {}
     for r, log in _resolved(opts, bounds):
-        directories.append(r.directory)
-        if r.end > r.start:
-            pieces.extend(_segment_pieces(r, log))
-    return _splits_of(pieces, opts), directories
+        _plan_range(r, log, opts, pieces, aborted)
+    return _splits_of(pieces, opts), aborted
 
 
-def plan_open(ranges: list[PartitionRange], logs: dict[str, Log], opts: ReadOptions) -> list[Split]:
-    """``make_splits`` over logs the caller has open (by directory)."""
-    pieces = [p for r in ranges if r.end > r.start for p in _segment_pieces(r, logs[r.directory])]
-    return _splits_of(pieces, opts)
+def plan_open(
+    ranges: list[PartitionRange], logs: dict[str, Log], opts: ReadOptions
+) -> tuple[list[Split], Aborted]:
+    """:func:`plan_read` for ranges resolved already, over logs the caller has open (by
+    directory)."""
+    pieces: list[Split] = []
+    aborted: Aborted = {}
+    for r in ranges:
+        _plan_range(r, logs[r.directory], opts, pieces, aborted)
+    return _splits_of(pieces, opts), aborted
+
+
+def _plan_range(
+    r: PartitionRange, log: Log, opts: ReadOptions, pieces: list[Split], aborted: Aborted
+) -> None:
+    """The pieces of range ``r`` (and its aborted transactions with read_committed), through
+    the log's read path. Spark's ``maxRecordsPerPartition`` cuts the offsets first, so each
+    capped piece reads only the bytes of its own offsets."""
+    if r.end <= r.start:
+        return
+    if opts.read_committed:
+        aborted[r.directory] = [
+            (t.producer_id, t.first_offset, t.last_offset)
+            for t in log.aborted_transactions(r.start, r.end)
+        ]
+    cap = opts.max_records_per_partition or (r.end - r.start)
+    for lo in range(r.start, r.end, cap):
+        sub = dataclasses.replace(r, start=lo, end=min(r.end, lo + cap))
+        pieces.extend(Split.of(sub, sr) for sr in log.ranges(sub.start, sub.end))
 
 
 def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[PartitionRange, Log]]:
@@ -215,36 +270,16 @@ def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[Partit
 def _narrow(log: Log, r: PartitionRange, b: Bounds, opts: ReadOptions) -> PartitionRange:
     start, end = max(r.start, b.offset_lo), min(r.end, b.offset_hi)
     if b.ts_lo is not None and b.ts_lo >= 0 and start < end:
-        found = _first_at_or_after(log, b.ts_lo)  # every record before it is older than ts_lo
+        # every record before it is older than ts_lo; records without a timestamp (-1) are not
+        # in the time index and may be anywhere, so negative bounds never prune
+        found = log.first_offset_at_or_after(b.ts_lo)  # every record before it is older than ts_lo
         start = end if found is None else max(start, found)
     if b.ts_hi is not None and opts.max_timestamp_lateness_ms is not None and start < end:
         target = b.ts_hi + opts.max_timestamp_lateness_ms
-        found = _first_at_or_after(log, target) if target >= 0 else None
+        found = log.first_offset_at_or_after(target) if target >= 0 else None
         if found is not None:
             end = min(end, found)
     return PartitionRange(r.topic, r.partition, r.directory, start, max(start, end))
-
-
-def _first_at_or_after(log: Log, ts: int) -> int | None:
-    """The first offset holding a record with timestamp >= ``ts`` (>= 0), every record before
-    it being older; None when no record has one.
-
-    Not ``Log.offsets_for_times``, which is Kafka's ListOffsets to the letter: negative values
-    there are special (-1 latest, -2 earliest, ...) or an error, and it answers from the first
-    segment whose largest timestamp reaches ``ts``, which for a segment without timestamps (v0
-    messages, an emptied segment) is its file's mtime: a segment that then has no such record
-    makes it answer "none" though later segments have them. Pruning must not drop those, so
-    segments are searched on their records' timestamps, and on to the next when one has none.
-    Negative bounds never come here: records without a timestamp (-1) are not in the time index
-    and may be anywhere.
-    """
-    for seg in log.segments:
-        if seg._time_index() is not None and seg.max_timestamp_so_far < ts:
-            continue  # no record of it reaches ts (without a time index: search it)
-        found = seg.find_offset_by_timestamp(ts, log.log_start_offset)
-        if found is not None:
-            return found.offset
-    return None
 
 
 def _resolve_one(
@@ -301,12 +336,12 @@ def make_splits(ranges: list[PartitionRange], opts: ReadOptions) -> list[Split]:
     """Byte ranges of segments covering each partition's offsets, cut at offset-index entries
     (batch boundaries) so no split is larger than ``maxBytesPerSplit`` and there are at least
     ``minPartitions`` splits when the data allows."""
-    pieces = []
+    pieces: list[Split] = []
     for r in ranges:
         if r.end > r.start:
             log = Log(r.directory, writable=False)
             try:
-                pieces.extend(_segment_pieces(r, log))
+                _plan_range(r, log, opts, pieces, {})
             finally:
                 log.close()
     return _splits_of(pieces, opts)
@@ -320,9 +355,12 @@ def _splits_of(pieces: list[Split], opts: ReadOptions) -> list[Split]:
     target = opts.max_bytes_per_split if tasks == 1 else max(1, -(-total // (tasks * 4)))
     splits: list[Split] = []
     for piece in pieces:
-        splits.extend(_cut(piece, target))
-    if opts.max_records_per_partition:
-        splits = [s for sp in splits for s in _cap_records(sp, opts.max_records_per_partition)]
+        splits.extend(
+            dataclasses.replace(
+                piece, start_position=sr.start_position, end_position=sr.end_position
+            )
+            for sr in piece.segment_range().cut(target)
+        )
     return splits
 
 
@@ -341,89 +379,3 @@ def task_count(total: int, opts: ReadOptions) -> int:
     if n <= 1:
         return 1
     return 1 << (n - 1).bit_length() if n <= 8 else -(-n // 8) * 8
-
-
-def _segment_pieces(r: PartitionRange, log: Log) -> list[Split]:
-    """The byte ranges of ``log``'s segments holding offsets [r.start, r.end)."""
-    out = []
-    segs = log.segments
-    for i, seg in enumerate(segs):
-        upper = segs[i + 1].base_offset if i + 1 < len(segs) else log.log_end_offset
-        if upper <= r.start or seg.base_offset >= r.end:
-            continue
-        lo = max(r.start, seg.base_offset)
-        index = seg._offset_index()
-        start_pos = index.lookup(lo).position if index is not None else 0
-        end_pos = seg.size
-        if index is not None and r.end < upper:
-            ceiling = index.lookup_ceiling(r.end)
-            if ceiling is not None and ceiling.offset >= r.end:
-                # the batch holding r.end starts at or before this entry's position; every
-                # later batch is past the range
-                end_pos = _batch_end_after(seg, ceiling.position)
-        out.append(
-            Split(
-                r.topic,
-                r.partition,
-                r.directory,
-                seg.log.path,
-                seg.base_offset,
-                start_pos,
-                end_pos,
-                lo,
-                min(r.end, upper),
-                planned_size=seg.size,
-                identity=files.identity(seg.log.path),
-            )
-        )
-    return out
-
-
-def _batch_end_after(seg: object, position: int) -> int:
-    """End of the batch starting at ``position`` (index entries point at batch starts)."""
-    for entry in seg.entries(position):  # type: ignore[attr-defined]
-        return int(entry.position + entry.size_in_bytes)
-    return int(seg.size)  # type: ignore[attr-defined]
-
-
-def _cut(piece: Split, target: int) -> list[Split]:
-    if piece.size <= target:
-        return [piece]
-    from kafkalog.index import OffsetIndex
-
-    index_path = piece.segment[: -len(".log")] + ".index"
-    if not files.exists(index_path):
-        return [piece]
-    with OffsetIndex(index_path, piece.base_offset, writable=False) as index:
-        _, positions = index.to_numpy()
-    # cut points: indexed batch starts strictly inside the piece. Byte ranges alone keep the
-    # splits disjoint (every batch lies in exactly one), so each split filters by the piece's
-    # offset range and no split needs to know its own first offset.
-    cuts = [p for p in positions.tolist() if piece.start_position < p < piece.end_position]
-    # equal parts, each cut at the first indexed batch start at or after its even share
-    parts = -(-piece.size // target)
-    chosen: list[int] = []
-    for k in range(1, parts):
-        goal = piece.start_position + piece.size * k / parts
-        i = bisect.bisect_left(cuts, goal)
-        if i < len(cuts) and (not chosen or cuts[i] > chosen[-1]):
-            chosen.append(int(cuts[i]))
-    bounds = [piece.start_position, *chosen, piece.end_position]
-    return [_sub(piece, a, b) for a, b in itertools.pairwise(bounds)]
-
-
-def _sub(piece: Split, start_pos: int, end_pos: int) -> Split:
-    return dataclasses.replace(piece, start_position=start_pos, end_position=end_pos)
-
-
-def _cap_records(split: Split, cap: int) -> list[Split]:
-    """Spark's maxRecordsPerPartition: offset ranges of at most ``cap`` (offsets as a proxy)."""
-    if split.end_offset - split.start_offset <= cap:
-        return [split]
-    out = []
-    lo = split.start_offset
-    while lo < split.end_offset:
-        hi = min(split.end_offset, lo + cap)
-        out.append(dataclasses.replace(split, start_offset=lo, end_offset=hi))
-        lo = hi
-    return out

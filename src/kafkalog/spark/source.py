@@ -23,10 +23,10 @@ from pyspark.sql.types import StructType
 from kafkalog import files
 from kafkalog.spark.columns import HEADERS, SCHEMA, Columns, choose_columns, full_schema
 from kafkalog.spark.options import ReadOptions, parse_read_options
-from kafkalog.spark.plan import Split, plan_read, task_count
+from kafkalog.spark.plan import Aborted, Split, plan_read, task_count
 from kafkalog.spark.pushdown import Bounds, bounds_from_filters
 from kafkalog.spark.stats import ReadStats, recorded
-from kafkalog.spark.task import aborted_transactions, read_split
+from kafkalog.spark.task import read_split
 
 #: the configuration that lets Spark push filters to a Python data source
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -39,7 +39,7 @@ class SplitPartition(InputPartition):
     def __init__(
         self,
         splits: list[Split],
-        aborted: dict[str, list[tuple[int, int, int]]],
+        aborted: Aborted,
         location: str = "",
         fail_on_data_loss: bool = True,
     ) -> None:
@@ -68,9 +68,7 @@ class SplitPartition(InputPartition):
             )
 
 
-def pack(
-    splits: list[Split], opts: ReadOptions, aborted: dict[str, list[tuple[int, int, int]]]
-) -> list[InputPartition]:
+def pack(splits: list[Split], opts: ReadOptions, aborted: Aborted) -> list[InputPartition]:
     """Splits, in order, dealt into :func:`~kafkalog.spark.plan.task_count` tasks of about equal
     bytes: each split goes to the task its middle byte falls in, so every task is within half a
     split (a quarter task at most, see ``make_splits``) of the even share."""
@@ -134,11 +132,7 @@ class KafkaLogReader(DataSourceReader):
         self.bounds: Bounds | None = None
 
     def partitions(self) -> list[InputPartition]:
-        splits, directories = plan_read(self.opts, self.bounds)
-        aborted: dict[str, list[tuple[int, int, int]]] = {}
-        if self.opts.read_committed:
-            for directory in directories:
-                aborted[directory] = aborted_transactions(directory)
+        splits, aborted = plan_read(self.opts, self.bounds)
         return pack(splits, self.opts, aborted)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -24,6 +24,7 @@ from kafkalog.log import Log
 from kafkalog.spark.columns import Columns
 from kafkalog.spark.options import EARLIEST, LATEST, ReadOptions
 from kafkalog.spark.plan import (
+    Aborted,
     DataLossError,
     PartitionRange,
     Split,
@@ -33,7 +34,6 @@ from kafkalog.spark.plan import (
     select_partitions,
     start_by_timestamp,
 )
-from kafkalog.spark.task import aborted_transactions
 
 Offsets = dict[str, dict[str, int]]
 
@@ -73,7 +73,7 @@ class _Planned:
     stop: dict[tuple[str, int], int]
     firsts: dict[tuple[str, int], int]
     splits: list[Split]
-    directories: list[str]
+    aborted: Aborted  # with read_committed, each range's aborted transactions
 
 
 def _flat(offsets: Offsets) -> dict[tuple[str, int], int]:
@@ -183,11 +183,11 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             lo = max(begin.get(tp, first), first)
             if hi > lo:
                 ranges.append(PartitionRange(tp[0], tp[1], directory, lo, hi))
-        splits = plan_open(
+        splits, aborted = plan_open(
             ranges, {r.directory: logs[(r.topic, r.partition)] for r in ranges}, self.opts
         )
         firsts = {tp: first for tp, (_, first, _) in ends.items()}
-        return _Planned(begin, stop, firsts, splits, [r.directory for r in ranges])
+        return _Planned(begin, stop, firsts, splits, aborted)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         from kafkalog.spark.source import pack
@@ -213,12 +213,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     f"{tp[0]}-{tp[1]}: offsets {lo} to {first - 1} are gone (retention or "
                     f"deletion) before this query read them",
                 )
-        aborted = (
-            {d: aborted_transactions(d) for d in planned.directories}
-            if self.opts.read_committed
-            else {}
-        )
-        return pack(planned.splits, self.opts, aborted)
+        return pack(planned.splits, self.opts, planned.aborted)
 
     def _plan_now(
         self,

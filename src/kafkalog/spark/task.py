@@ -8,7 +8,6 @@ split's offset range, and with
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -18,10 +17,8 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.arrow_read import CHUNK_BYTES, decode_file, keep_rows, offsets_within
 from kafkalog.log.layout import DELETED_SUFFIX
 from kafkalog.spark.columns import Columns
-from kafkalog.spark.plan import DataLossError, Split
+from kafkalog.spark.plan import AbortedRange, DataLossError, Split
 from kafkalog.spark.stats import ReadStats
-
-AbortedRange = tuple[int, int, int]  # producer id, first offset, last offset
 
 
 def spark_schema_arrow(include_headers: bool) -> pa.Schema:
@@ -133,20 +130,3 @@ def _select(batch: pa.RecordBatch, columns: Columns) -> pa.RecordBatch:
         return batch
     arrays = [batch.column(source) for _, source in columns.fields]
     return pa.RecordBatch.from_arrays(arrays, names=columns.names)
-
-
-def aborted_transactions(directory: str) -> list[AbortedRange]:
-    """Every aborted transaction recorded in a partition's ``.txnindex`` files."""
-    from kafkalog.index import TransactionIndex
-    from kafkalog.log.layout import TXN_INDEX_SUFFIX, is_offset_prefix
-
-    out: list[AbortedRange] = []
-    for name in sorted(files.listdir(directory)):
-        if name.endswith(TXN_INDEX_SUFFIX) and is_offset_prefix(name.split(".")[0]):
-            base = int(name.split(".")[0])
-            index = TransactionIndex(os.path.join(directory, name), base, writable=False)
-            out.extend(
-                (t.producer_id, t.first_offset, t.last_offset) for t in index.all_aborted_txns()
-            )
-            index.close()
-    return out
