@@ -23,6 +23,7 @@ from pyspark.sql.streaming.datasource import (
 from kafkalog.log import Log
 from kafkalog.spark.columns import Columns
 from kafkalog.spark.options import EARLIEST, LATEST, ReadOptions
+from kafkalog.spark.partitions import SplitPartition, pack
 from kafkalog.spark.plan import (
     Aborted,
     DataLossError,
@@ -190,8 +191,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _Planned(begin, stop, firsts, splits, aborted)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        from kafkalog.spark.source import pack
-
         begin, stop = _flat(start), _flat(end)
         dirs = partition_directories(self.opts.path)
         for tp, lo in sorted(begin.items()):
@@ -234,8 +233,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from kafkalog.spark.source import SplitPartition
-
         assert isinstance(partition, SplitPartition)
         return partition.read(self.opts.include_headers, self.columns)
 
