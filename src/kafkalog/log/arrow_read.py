@@ -16,8 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalog import files
-from kafkalog.errors import _PositionedError
+from kafkalog.errors import DamagedLogError, _PositionedError
 from kafkalog.records import decode_range
+from kafkalog.records.resync import next_valid_entry
+from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 CHUNK_BYTES = 16 * 1024 * 1024
 
@@ -51,8 +53,14 @@ def decode_file(
             raise e.located(path, position) from e
         if result.next_position == 0:
             tail = result.incomplete_tail
-            if tail is None or position + len(data) >= end:
-                return  # the end of the data (a live segment's batch still being written)
+            if tail is None:
+                return
+            if position + len(data) >= end:
+                # the end of the range: a batch still being written, unless valid batches
+                # follow the cut-off one inside the range (then records would go unread)
+                limits = decode.get("limits", DEFAULT_LIMITS)
+                _check_cut_off(handle, position + tail.position, end, path, limits)
+                return
             # a batch longer than a chunk: read it whole (still bounded by ``end``)
             want = max(want * 2, tail.declared_size or 0)
             continue
@@ -61,6 +69,18 @@ def decode_file(
         if last_offset is not None and len(offsets) and pc.max(offsets).as_py() >= last_offset:
             return
         position += result.next_position
+
+
+def _check_cut_off(handle: files.ReadHandle, at: int, end: int, path: str, limits: Limits) -> None:
+    after = next_valid_entry(lambda p, n: handle.pread(n, p), end, at + 1, limits)
+    if after is not None:
+        raise DamagedLogError(
+            f"damaged log: an entry cut off at byte {at} with a valid batch after it at byte "
+            f"{after}; run `kafkalog repair` on the partition to move the damaged bytes into a "
+            "quarantine folder (nothing is deleted)",
+            path=path,
+            position=at,
+        )
 
 
 def offsets_within(batch: pa.RecordBatch, start: int, end: int) -> np.ndarray:

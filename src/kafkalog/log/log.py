@@ -26,6 +26,7 @@ from kafkalog.errors import (
 )
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.buffered import BufferedWriter
+from kafkalog.log.checkpoints import LogCleanShutdown
 from kafkalog.log.layout import (
     new_partition_dir_name,
     parse_partition_dir,
@@ -117,7 +118,7 @@ class Log:
         writable: bool = True,
         recovery_point: int = 0,
         log_start_offset: int | None = None,
-        had_clean_shutdown: bool = False,
+        had_clean_shutdown: bool | None = None,
         clock: Callable[[], float] = time.time,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
@@ -164,10 +165,21 @@ class Log:
             self._lock = DirectoryLock(self.directory)
             self._lock.acquire()  # one writer per partition: a second one gets a clear error
         self.producer_state = ProducerStateManager(self.directory, writable=writable)
+        # standalone (no data directory keeping them): the log's own marker and recovery point
+        self._own_marker = had_clean_shutdown is None and writable
+        clean = bool(had_clean_shutdown)
+        if self._own_marker:
+            marked = LogCleanShutdown.read(self.directory)
+            clean = marked is not None
+            recovery_point = max(recovery_point, marked or 0)
         try:
             self.leader_epochs = LogLoader(self._local, self.producer_state).load(
-                recovery_point, log_start_offset, had_clean_shutdown
+                recovery_point, log_start_offset, clean
             )
+            if writable and (clean or not self._own_marker):
+                # from here on a crash means recovery, also for a standalone open after this
+                # one that a data directory's checkpoints managed (its marker would be stale)
+                LogCleanShutdown.remove(self.directory)
         except BaseException:
             self._release_lock()
             raise
@@ -663,11 +675,16 @@ class Log:
     # -- reading: every read goes through the local log's read path --------------------------
     @_writes_pending_first
     def batches(
-        self, start_offset: int | None = None, end_offset: int | None = None
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        *,
+        check_crcs: bool = True,
     ) -> Iterator[LogEntry]:
         """Batches holding offsets from ``start_offset`` (default: log start) to before
-        ``end_offset``, across segments, found through the offset index."""
-        return self._local.batches(start_offset, end_offset)
+        ``end_offset``, across segments, found through the offset index; each batch's CRC is
+        checked unless ``check_crcs`` is false (as a Kafka consumer's ``check.crcs``)."""
+        return self._local.batches(start_offset, end_offset, check_crcs=check_crcs)
 
     @_writes_pending_first
     def records(
@@ -676,9 +693,13 @@ class Log:
         end_offset: int | None = None,
         *,
         include_control: bool = False,
+        check_crcs: bool = True,
     ) -> Iterator[Record]:
-        """Records with offsets in [start, end), control records skipped unless asked."""
-        return self._local.records(start_offset, end_offset, include_control=include_control)
+        """Records with offsets in [start, end), control records skipped unless asked, every
+        batch's CRC checked unless ``check_crcs`` is false."""
+        return self._local.records(
+            start_offset, end_offset, include_control=include_control, check_crcs=check_crcs
+        )
 
     @_writes_pending_first
     def ranges(
@@ -1028,6 +1049,9 @@ class Log:
             self.producer_state.map_end_offset = self.log_end_offset
             self.producer_state.take_snapshot()
             self.flush()
+            if self._own_marker and os.path.isdir(self.directory):
+                # last, once everything is on disk: the next open needs no recovery
+                LogCleanShutdown.write(self.directory, self.recovery_point)
         self._local.close()
         self._release_lock()
 
