@@ -52,6 +52,8 @@ class SegmentRange:
     # inode; None remotely), so a later reader can tell a segment cut or swapped since then
     segment_size: int = -1
     identity: tuple[int, int] | None = None
+    # whether the segment was its log's last: only there may the bytes end in a batch cut off
+    last_segment: bool = True
 
     @property
     def size(self) -> int:
@@ -250,6 +252,7 @@ class LocalLog:
                         last,
                         segment_size=seg.size,
                         identity=files.identity(path),
+                        last_segment=nxt is None,
                     )
                 )
         return out
@@ -376,6 +379,8 @@ class LocalLog:
                     topic=topic,
                     partition=partition,
                     limits=self.limits,
+                    last_segment=r.last_segment,
+                    first_offset=r.base_offset,
                 ):
                     kept = keep_rows(batch, offsets_within(batch, r.start_offset, r.end_offset))
                     if kept.num_rows:

@@ -63,6 +63,7 @@ class Split:
     # so a task can tell a segment cut or swapped by the broker since then
     planned_size: int = -1
     identity: tuple[int, int] | None = None
+    last_segment: bool = True  # only the last segment may end in a batch being written
 
     @property
     def size(self) -> int:
@@ -82,6 +83,7 @@ class Split:
             sr.end_offset,
             planned_size=sr.segment_size,
             identity=sr.identity,
+            last_segment=sr.last_segment,
         )
 
     def segment_range(self) -> SegmentRange:
@@ -94,6 +96,7 @@ class Split:
             self.end_offset,
             self.planned_size,
             self.identity,
+            self.last_segment,
         )
 
 
