@@ -49,11 +49,28 @@ def first_problem(
     position = start
     expected = seg.base_offset if start == 0 and expected_offset is None else expected_offset
     previous = seg.base_offset - 1 if expected is None else expected - 1
+    # the entry before the last, for an offset that is out of order: a base offset is outside
+    # the CRC, and when the entry before goes back into line without the last one, the last
+    # one is the damaged one (its flipped offset only shows at the next entry)
+    before: tuple[int, int, int | None] | None = None  # (position, previous, expected) then
     try:
         for entry in seg.log.entries(start, limits=seg.limits, verify_crc=True, tail=tail):
             wrong = offset_order_problem(entry, previous, seg.base_offset)
             if wrong is not None:
+                if (
+                    before is not None
+                    and offset_order_problem(entry, before[1], seg.base_offset) is None
+                ):
+                    at, _, was_expected = before
+                    return Problem(
+                        seg.log.path,
+                        at,
+                        f"non-consecutive offsets: the batch at byte {at} holds offsets past "
+                        f"the batch after it ({wrong})",
+                        was_expected,
+                    )
                 return Problem(seg.log.path, position, wrong, expected)
+            before = (position, previous, expected)
             previous = entry.last_offset
             position = entry.position + entry.size_in_bytes
             expected = entry.last_offset + 1

@@ -770,19 +770,25 @@ class LogSegment:
         silence, so it raises :class:`~kafkalog.errors.DamagedLogError` naming the byte."""
         tail = [] if tail is None else tail
         previous = self.base_offset - 1
-        for entry in self.log.entries(
-            start, end, limits=self.limits, verify_crc=verify_crc, tail=tail
-        ):
-            wrong = offset_order_problem(entry, previous, self.base_offset)
-            if wrong is not None:
-                raise DamagedLogError(
-                    f"damaged log: {wrong}; run `kafkalog repair {self.directory}` to move the "
-                    "damaged bytes into a quarantine folder (nothing is deleted)",
-                    path=self.log.path,
-                    position=entry.position,
-                )
-            previous = entry.last_offset
-            yield entry
+        position = start
+        try:
+            for entry in self.log.entries(
+                start, end, limits=self.limits, verify_crc=verify_crc, tail=tail
+            ):
+                wrong = offset_order_problem(entry, previous, self.base_offset)
+                if wrong is not None:
+                    raise self._damaged(wrong, entry.position)
+                previous = entry.last_offset
+                position = entry.position + entry.size_in_bytes
+                yield entry
+        except DamagedLogError:
+            raise
+        except CorruptRecordError as e:
+            # named at the batch's first byte, with the offset it should start at
+            raise self._damaged(
+                f"{e.reason} (at byte {e.position}; expected a batch from offset {previous + 1})",
+                position,
+            ) from e
         cut = tail[-1] if tail else None
         if cut is None:
             return
@@ -798,6 +804,14 @@ class LogSegment:
             "folder (nothing is deleted)",
             path=self.log.path,
             position=cut.position,
+        )
+
+    def _damaged(self, what: str, position: int) -> DamagedLogError:
+        return DamagedLogError(
+            f"damaged log: {what}; run `kafkalog repair {self.directory}` to move the damaged "
+            "bytes into a quarantine folder (nothing is deleted)",
+            path=self.log.path,
+            position=position,
         )
 
     def cut_off_damage(self, position: int, expected_offset: int | None) -> str | None:
