@@ -144,3 +144,23 @@ def test_stream_fails_on_data_loss_unless_told_not_to(spark: Any, tmp_path: Path
         _available_now(spark, data, checkpoint, "loss_2")
     got = _available_now(spark, data, checkpoint, "loss_3", failOnDataLoss="false")
     assert got == [(0, i) for i in range(first, 80)]
+
+
+def test_a_limit_below_the_partition_count_still_advances(spark: Any, tmp_path: Path) -> None:
+    """maxOffsetsPerTrigger=2 over 3 partitions: each share (2/3) was floored to 0 and the
+    stream never advanced; Spark's Kafka source rounds a share under one up, so each
+    micro-batch takes at least one offset of every partition that has one."""
+    data = tmp_path / "data"
+    for p in range(3):
+        _append(data / f"few-{p}", 0, 4)
+    rows = _available_now(
+        spark,
+        data,
+        tmp_path / "checkpoint",
+        "few",
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="2",
+    )
+    assert rows == [(p, o) for p in range(3) for o in range(4)]
+    commits = sorted((tmp_path / "checkpoint" / "commits").glob("[0-9]*"))
+    assert len(commits) == 4  # one offset of each partition per micro-batch

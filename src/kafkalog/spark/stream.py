@@ -8,6 +8,7 @@ only looked at); partitions that appear later start at their earliest offset.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -163,11 +164,15 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             total = sum(max(0, hi - lo) for lo, hi in available.values())
             if total > limit.max_rows:
-                # as Spark's Kafka source: the budget split in proportion to what each has
+                # as Spark's Kafka source (KafkaMicroBatchStream.rateLimit): the budget split in
+                # proportion to what each has, a share under one rounded up ("don't completely
+                # starve small partitions"), so a stream always advances, also when the limit
+                # is below the number of partitions
                 flat = {}
                 for tp, (lo, hi) in available.items():
-                    share = (hi - lo) * limit.max_rows // total if total else 0
-                    flat[tp] = lo + max(0, share)
+                    prorate = limit.max_rows * ((hi - lo) / total)
+                    share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+                    flat[tp] = min(hi, lo + max(0, share))
                 return flat
         return {tp: hi for tp, (lo, hi) in available.items()}
 
