@@ -9,6 +9,7 @@ only looked at); partitions that appear later start at their earliest offset.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -105,6 +106,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.columns = columns
         self.target: dict[tuple[str, int], int] | None = None
         self.planned: _Planned | None = None
+        # when the last micro-batch was let through (minOffsetsPerTrigger); 0: the first is
+        # never held back, as in Spark's KafkaMicroBatchStream
+        self.last_trigger_ms = 0.0
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: what is there now is the target; later appends wait."""
@@ -141,13 +145,35 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = _flat(start)
         chosen: dict[tuple[str, int], int] = {}
+        held: list[bool] = []
 
         def plan(ends: Ends, logs: dict[tuple[str, int], Log]) -> None:
+            if self._hold_back(begin, ends):
+                held.append(True)
+                return
             chosen.update(self._choose(begin, ends, limit))
             self.planned = self._plan(begin, chosen, ends, logs)
 
         _ends(self.opts, plan)
-        return _nest(chosen)
+        return start if held else _nest(chosen)
+
+    def _hold_back(self, begin: dict[tuple[str, int], int], ends: Ends) -> bool:
+        """Spark's ``minOffsetsPerTrigger``: no micro-batch until at least that many new offsets
+        are there (all partitions together), or ``maxTriggerDelay`` has passed since the last
+        one (KafkaMicroBatchStream.delayBatch). Trigger.AvailableNow reads what is there
+        without waiting: nothing more may come."""
+        minimum = self.opts.min_offsets_per_trigger
+        if minimum is None or self.target is not None:
+            return False
+        now = time.time() * 1000
+        if now - self.last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self.last_trigger_ms = now
+            return False
+        new = sum(max(0, last - begin.get(tp, first)) for tp, (_, first, last) in ends.items())
+        if new < minimum:
+            return True
+        self.last_trigger_ms = now
+        return False
 
     def _choose(
         self, begin: dict[tuple[str, int], int], ends: Ends, limit: ReadLimit
