@@ -244,12 +244,11 @@ def planner_rows(
     from kafkalog.spark.options import parse_read_options
     from kafkalog.spark.plan import plan_read
     from kafkalog.spark.pushdown import bounds_from_filters
-    from kafkalog.spark.task import aborted_transactions, read_split
+    from kafkalog.spark.task import read_split
 
     opts = parse_read_options(options)
     bounds = bounds_from_filters(list(filters)) if filters else None
-    splits, directories = plan_read(opts, bounds)
-    aborted = {d: aborted_transactions(d) for d in directories} if opts.read_committed else {}
+    splits, aborted = plan_read(opts, bounds)  # aborted transactions from the log's read path
     out: list[Row] = []
     for split in splits:
         for batch in read_split(

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
 from kafkalog import files
-from kafkalog.errors import _PositionedError
+from kafkalog.errors import KafkalogError, _PositionedError
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -703,6 +703,26 @@ class PartitionMetadata:
 
 # --------------------------------------------------------------------------------------------
 # .kafka_cleanshutdown
+
+
+def checkpointed_log_start(partition_dir: StrPath) -> int | None:
+    """The log start offset the data directory around ``partition_dir`` checkpointed for it
+    (``log-start-offset-checkpoint``, what DeleteRecords and retention moved it to), or None
+    where there is none: a log opened on its own still starts where the broker said it does,
+    not at its first segment's base. Unreadable checkpoints count as none, as in LogManager."""
+    from kafkalog.log.layout import parse_partition_dir
+
+    directory = os.fspath(partition_dir).rstrip("/")
+    try:
+        key = parse_partition_dir(directory)
+        entries = dict(
+            OffsetCheckpoint.read(
+                os.path.join(os.path.dirname(directory), LOG_START_OFFSET_CHECKPOINT)
+            )
+        )
+    except (OSError, ValueError, KafkalogError):
+        return None
+    return entries.get(key)
 
 
 class LogCleanShutdown:

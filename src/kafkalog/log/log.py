@@ -26,7 +26,7 @@ from kafkalog.errors import (
 )
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.buffered import BufferedWriter
-from kafkalog.log.checkpoints import LogCleanShutdown
+from kafkalog.log.checkpoints import LogCleanShutdown, checkpointed_log_start
 from kafkalog.log.layout import (
     new_partition_dir_name,
     parse_partition_dir,
@@ -172,6 +172,8 @@ class Log:
             marked = LogCleanShutdown.read(self.directory)
             clean = marked is not None
             recovery_point = max(recovery_point, marked or 0)
+        if log_start_offset is None:  # on its own: the data directory's checkpoint, if any
+            log_start_offset = checkpointed_log_start(self.directory)
         try:
             self.leader_epochs = LogLoader(self._local, self.producer_state).load(
                 recovery_point, log_start_offset, clean

@@ -40,9 +40,8 @@ def read_split(
     """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns, or
     in ``columns`` (a schema the user gave): only those are decoded, plus the offsets the
     split's range is cut by. With ``stats``, the segment bytes read are counted there."""
-    committed_only = bool(aborted)
     decoded_columns = None if columns is None else columns.sources | {"offset"}
-    metadata = ["producerId", "isTransactional"] if committed_only else []
+    metadata = ["producerId", "isTransactional"] if aborted else []
     handle = _open_segment(split, fail_on_data_loss)  # a local file or a pyarrow.fs URI
     if handle is None:
         return
