@@ -49,9 +49,9 @@ def spark_session() -> Iterator[object]:
 
 @pytest.fixture()
 def spark(spark_session: Any) -> Iterator[Any]:
-    """The shared session, put back after the test as every test expects it: filter pushdown
-    at Spark's default (off) and the kafkalog source registered for it (``register`` picks the
-    reader by that setting, so a test that switched it registered again)."""
+    """The shared session, put back after the test as every test expects it: the kafkalog
+    source registered as ``register`` leaves it by default (filter pushdown on), whatever a
+    test switched."""
     yield spark_session
     spark_session.conf.unset("spark.sql.python.filterPushdown.enabled")
     import kafkalog.spark

@@ -14,7 +14,7 @@ def set_pushdown(spark: Any, enabled: bool) -> None:
     import kafkalog.spark
 
     spark.conf.set(CONF, "true" if enabled else "false")
-    kafkalog.spark.register(spark)
+    kafkalog.spark.register(spark, pushdown=enabled)
 
 
 def rows_where(spark: Any, path: Path, where: str, enabled: bool, **options: str) -> list[Any]:

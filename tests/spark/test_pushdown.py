@@ -214,3 +214,16 @@ def test_capped_splits_read_only_their_own_bytes(spark: Any, data: Path, tmp_pat
     got = collect(str(stats))
     assert got.records == 3000
     assert total_bytes <= got.bytes_read < total_bytes * 1.2  # 10 tasks, not 10 times the log
+
+
+def test_register_turns_pushdown_on_by_default(spark: Any, data: Path) -> None:
+    """Once bounded reads are exact, pushdown is register's default: the setting PySpark needs
+    is turned on, and a where on offset reads a small part of the topic with the same rows."""
+    where = "topic = 'a' and partition = 1 and offset >= 1000 and offset < 1010"
+    spark.conf.unset(CONF)
+    register(spark)
+    assert spark.conf.get(CONF) == "true"
+    reader = spark.read.format("kafkalog").option("path", str(data))
+    narrow = reader.option("maxBytesPerSplit", "4000").load().where(where)
+    assert narrow.rdd.getNumPartitions() <= 2
+    assert sorted(r.offset for r in narrow.collect()) == list(range(1000, 1010))
