@@ -104,8 +104,6 @@ def _same_as_json(path: Path, text: str) -> None:
 @pytest.mark.parametrize(
     ("damage", "expected"),
     [
-        ("flipped byte", "CRC mismatch"),
-        ("truncated log", "incomplete batch"),
         ("missing index", "offset index missing"),
         ("wrong index entry", "does not point at a batch start"),
         ("wrong time index entry", "but the largest timestamp"),
@@ -123,16 +121,120 @@ def test_verify_finds_damage_and_rebuild_repairs_it(copy: Path, damage: str, exp
     assert fixed.returncode == 0, fixed.stderr
     after = kafkalog("verify", str(copy))
     assert after.returncode == 0, after.stdout
-    if damage in (
-        "missing index",
-        "wrong index entry",
-        "wrong time index entry",
-        "zeroed index tail",
-    ):
-        # nothing was wrong with the log: Kafka's own index files come back byte for byte
-        for suffix in (".index", ".timeindex", ".txnindex"):
-            name = "00000000000000000000" + suffix
-            assert (copy / name).read_bytes() == (JAVA / "v2-txn-0" / name).read_bytes()
+    # nothing was wrong with the log: Kafka's own index files come back byte for byte
+    for name in sorted(p.name for p in (JAVA / "v2-txn-0").iterdir()):
+        assert (copy / name).read_bytes() == (JAVA / "v2-txn-0" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected", "what"),
+    [
+        ("flipped byte", "CRC mismatch", "batch 2..4 fails its CRC"),
+        ("truncated log", "incomplete batch", "in a segment that is not the last"),
+    ],
+)
+def test_rebuild_refuses_a_damaged_log_and_changes_nothing(
+    copy: Path, damage: str, expected: str, what: str
+) -> None:
+    """Issue 23: on a segment with one flipped byte, rebuild-index printed "truncate ... from
+    4046 to 0 bytes" and "remove ..." and exited 0: Kafka's recovery, run to rebuild indexes,
+    cut the segment at the bad batch and deleted every segment after it. It now changes no
+    .log: it refuses, naming the file, the batch's byte and what is wrong, and points at the
+    repair command; nothing on disk changes, --force included (it only covers a torn tail)."""
+    problems = _damage_and_check(copy, damage)
+    assert any(expected in p for p in problems), problems
+    log = copy / "00000000000000000000.log"
+    batches = _batches(log)
+    at = batches[1]["position"] if damage == "flipped byte" else sum(b["size"] for b in batches)
+    before = tree_snapshot(copy.parent)
+    for flags in ([], ["--dry-run"], ["--force"]):
+        result = kafkalog("rebuild-index", *flags, "--index-interval-bytes", "100", str(copy))
+        assert result.returncode == 1, (flags, result.stdout, result.stderr)
+        [line] = result.stderr.splitlines()
+        assert line.startswith(
+            f"kafkalog: error: refusing to rebuild the indexes of {copy}: {log} at byte {at}: "
+        ), line
+        assert what in line and f"`kafkalog repair {copy}`" in line, line
+        assert result.stdout == f"{copy}: refused, nothing changed\n"
+        assert tree_snapshot(copy.parent) == before  # no lock file either
+
+
+def _torn_tail(copy: Path) -> tuple[Path, int, bytes]:
+    """The last segment's last batch cut short, as a crash during an append leaves it."""
+    log = copy / "00000000000000000020.log"
+    data = log.read_bytes()
+    log.write_bytes(data[:-30])
+    last = _batches(copy / "00000000000000000020.log")
+    return log, sum(b["size"] for b in last), data[:-30]
+
+
+def test_a_torn_tail_of_the_last_segment_needs_force(copy: Path) -> None:
+    """A cut-off last batch is refused like any damage, naming it; --force indexes the whole
+    batches before it and leaves the cut-off bytes in the .log, with a warning saying so."""
+    log, at, torn = _torn_tail(copy)
+    (copy / "00000000000000000020.index").unlink()
+    before = tree_snapshot(copy.parent)
+    refused = kafkalog("rebuild-index", "--index-interval-bytes", "100", str(copy))
+    assert refused.returncode == 1
+    assert f"{log} at byte {at}: the last batch is cut off" in refused.stderr
+    assert "--force" in refused.stderr
+    assert tree_snapshot(copy.parent) == before
+    forced = kafkalog("rebuild-index", "--force", "--index-interval-bytes", "100", str(copy))
+    assert forced.returncode == 0, forced.stderr
+    [warning] = forced.stderr.splitlines()
+    assert warning.startswith(f"kafkalog: warning: {log} at byte {at}: the last batch is cut off")
+    assert f"left these {len(torn) - at} bytes in the .log" in warning
+    assert "create 00000000000000000020.index" in forced.stdout
+    assert log.read_bytes() == torn and log.stat().st_mtime_ns == before[str(log)][0]
+    after = kafkalog("verify", str(copy))
+    assert after.returncode == 0, after.stdout  # the tail is the one warning left
+    assert [x for x in after.stdout.splitlines() if x.startswith("warning")] == [
+        f"warning {log} at byte {at}: incomplete batch at the end ({len(torn) - at} of "
+        f"{len(log.read_bytes()) - at + 30} bytes) (active segment)"
+    ]
+
+
+def test_rebuild_writes_under_the_partition_lock_and_logs_what_it_does(
+    copy: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every index file is replaced while this process holds the partition's writer lock, and
+    each replacement (and a refusal) is a log record of kafkalog.rebuild."""
+    import argparse
+    import io
+    import logging
+
+    from kafkalog.cli import rebuild
+    from kafkalog.log.lock import DirectoryLock
+
+    (copy / "00000000000000000000.index").unlink()
+    (copy / "00000000000000000020.timeindex").write_bytes(b"\xff" * 12)
+    held = []
+    real = rebuild._replace
+
+    def replace(directory: str, name: str, content: bytes) -> None:
+        held.append((name, DirectoryLock.is_held(directory)))
+        real(directory, name, content)
+
+    monkeypatch.setattr(rebuild, "_replace", replace)
+    caplog.set_level(logging.INFO, logger="kafkalog.rebuild")
+    args = argparse.Namespace(
+        paths=[str(copy)], dry_run=False, force=False, index_interval_bytes=100
+    )
+    assert rebuild.run(args, out=io.StringIO()) == 0
+    assert held == [("00000000000000000000.index", True), ("00000000000000000020.timeindex", True)]
+    assert not DirectoryLock.is_held(copy)  # released once written
+    messages = [r.getMessage() for r in caplog.records if r.name == "kafkalog.rebuild"]
+    assert messages == [
+        f"{copy}: rewrote 00000000000000000000.index (missing -> 64 bytes)",
+        f"{copy}: rewrote 00000000000000000020.timeindex (12 -> 60 bytes)",
+    ]
+    data = bytearray((copy / "00000000000000000000.log").read_bytes())
+    data[200] ^= 0x40
+    (copy / "00000000000000000000.log").write_bytes(bytes(data))
+    caplog.clear()
+    assert rebuild.run(args, out=io.StringIO()) == 1
+    [record] = [r for r in caplog.records if r.name == "kafkalog.rebuild"]
+    assert record.levelname == "ERROR" and "refusing" in record.getMessage()
 
 
 def test_preallocated_tail_of_the_active_segment_is_normal(copy: Path) -> None:
