@@ -133,9 +133,9 @@ def test_a_file_only_named_like_a_segment_is_not_one(tmp_path: Path, name: str) 
     assert verified.returncode == 1, verified.stdout
     problems = [line for line in verified.stdout.splitlines() if line.startswith("PROBLEM")]
     assert problems == [
-        f"PROBLEM {path}: not a segment file name: Kafka's loader reads {path.name.split('.')[0]!r} "
-        "as a base offset and cannot (it fails to load the partition); a segment's files are "
-        "named by a 20-digit offset"
+        f"PROBLEM {path}: not a segment file name: Kafka's loader reads "
+        f"{path.name.split('.')[0]!r} as a base offset and cannot (it fails to load the "
+        "partition); a segment's files are named by a 20-digit offset"
         for path in sorted((stray, snapshot))
     ]
     for cmd in (
