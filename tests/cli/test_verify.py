@@ -297,6 +297,33 @@ def test_lookup_json_says_what_the_text_says() -> None:
     assert gone["record"] is None and "outside" in gone["reason"]
 
 
+@pytest.mark.parametrize("name", ["kafka-2020", "kafka-data"])
+def test_lookup_and_cat_name_a_data_directory_as_one(tmp_path: Path, name: str) -> None:
+    """Issue 23: a data directory whose name parses as topic-partition ("kafka-2020": topic
+    kafka, partition 2020) was opened as a partition, an empty one: lookup said "offset 3 is
+    outside [0, 0)" and cat printed nothing and exited 0, over a directory full of records."""
+    data = tmp_path / name
+    shutil.copytree(JAVA / "v2-none-0", data / "orders-0")
+    shutil.copytree(JAVA / "v2-txn-0", data / "__consumer_offsets-3")
+    before = tree_snapshot(data)
+    for args in (["lookup", str(data), "--offset", "3"], ["cat", str(data), "--max", "2"]):
+        result = kafkalog(*args)
+        assert result.returncode == 2, (args, result.stdout)
+        assert result.stdout == ""
+        assert result.stderr.strip() == (
+            f"kafkalog: error: {data} is a data directory holding 2 partition(s) "
+            f"(__consumer_offsets-3, orders-0), not a partition: name one, e.g. "
+            f"{data / 'orders-0'}"
+        )
+    assert tree_snapshot(data) == before
+    # the partition it names is read; an empty directory named like one is an empty partition
+    found = kafkalog("lookup", str(data / "orders-0"), "--offset", "3")
+    assert found.returncode == 0 and json.loads(found.stdout.splitlines()[-1])["offset"] == 3
+    empty = tmp_path / "later-0"
+    empty.mkdir()
+    assert "outside [0, 0)" in kafkalog("lookup", str(empty), "--offset", "3").stdout
+
+
 def test_reading_commands_leave_a_read_only_directory_unchanged(tmp_path: Path) -> None:
     target = tmp_path / "ro" / "v2-txn-0"
     shutil.copytree(JAVA / "v2-txn-0", target)
