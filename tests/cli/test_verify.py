@@ -416,6 +416,7 @@ def test_stray_and_misnamed_files_are_named(copy: Path) -> None:
     (copy / "00000000000000000020.log.deleted").write_bytes(b"")
     (copy / "leader-epoch-checkpoint.tmp").write_bytes(b"")
     (copy / "notes").mkdir()
+    shutil.copy(copy / "00000000000000000030.snapshot", copy / "30.snapshot")
     result = kafkalog("verify", str(copy))
     assert result.returncode == 1, result.stdout
     assert _problems(result) == [
@@ -437,6 +438,8 @@ def test_stray_and_misnamed_files_are_named(copy: Path) -> None:
         str(copy / "leader-epoch-checkpoint.tmp"): "a checkpoint's temporary file (an "
         "interrupted write)",
         str(copy / "notes"): "a directory in a partition directory (Kafka ignores it)",
+        str(copy / "30.snapshot"): "not named as Kafka names it (00000000000000000030.snapshot);"
+        " it is still read as the producer snapshot at offset 30",
     }
     assert "2 segment(s)" in result.stdout  # 123.log is not one of the log's segments
     _same_as_json(copy, result.stdout)

@@ -172,11 +172,11 @@ def _verify_names(directory: str, listing: list[tuple[str, bool]], report: Repor
     §1.3, §7.9), and return the segment ``.log`` names, oldest first.
 
     A problem: a name Kafka would misread (a ``.log``/``.index``/... whose offset is not 20
-    digits: Kafka opens the 20-digit name for that offset instead, and never reads this file)
-    or fail on (a prefix that is not a number: the broker cannot load the partition), and a
-    directory where a segment file is expected. A warning: what Kafka deletes or completes at
-    its next start (``.deleted``, ``.cleaned``, ``.swap``, an index without its ``.log``, a
-    checkpoint's ``.tmp``) and names it ignores."""
+    digits: Kafka opens the 20-digit name for that offset instead, and never reads this file;
+    a ``.snapshot`` it still reads, a warning) or fail on (a prefix that is not a number: the
+    broker cannot load the partition), and a directory where a segment file is expected. A
+    warning: what Kafka deletes or completes at its next start (``.deleted``, ``.cleaned``,
+    ``.swap``, an index without its ``.log``, a checkpoint's ``.tmp``) and names it ignores."""
     from kafkalog.log.layout import is_offset_prefix
 
     logs: list[tuple[int, str]] = []
@@ -201,6 +201,15 @@ def _verify_names(directory: str, listing: list[tuple[str, bool]], report: Repor
                     f"not a segment file name: Kafka's loader reads {prefix!r} as a base "
                     "offset and cannot (it fails to load the partition); a segment's files "
                     "are named by a 20-digit offset",
+                )
+                continue
+            if len(prefix) != 20 and rest == "snapshot":
+                # Kafka's producer state lists snapshots by suffix and reads each one
+                report.warning(
+                    path,
+                    None,
+                    f"not named as Kafka names it ({int(prefix):020d}.snapshot); it is "
+                    f"still read as the producer snapshot at offset {int(prefix)}",
                 )
                 continue
             if len(prefix) != 20:
