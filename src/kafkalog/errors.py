@@ -67,6 +67,16 @@ class BatchTooLargeError(CorruptRecordError):
     """A length field larger than the configured maximum batch size."""
 
 
+class DamagedLogError(CorruptRecordError):
+    """Bytes of a partition log that are not whole, valid batches, where a crash cannot have
+    left them: before the last batch of the last segment, or followed by valid batches.
+
+    kafkalog has no replica to refill a log from, so it never cuts or skips such bytes on its
+    own (Kafka's recovery would truncate there and delete every later segment): reading or
+    opening the log stops with this error, which names the file, the byte where the damage
+    starts and what was expected there; ``kafkalog repair`` moves the damage aside."""
+
+
 class IncompleteTailError(_PositionedError):
     """The last entry of a file is cut off (a crash mid-write, or a live segment being written).
 

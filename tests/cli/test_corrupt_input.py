@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from clirun import kafkalog, tree_snapshot
+from kafkalog.records.crc import crc32c
 from provenance import FIXTURES
 
 JAVA = FIXTURES / "kafka-4.0-snapshot-javacode"
@@ -92,6 +93,10 @@ def test_timestamps_outside_the_calendar_are_printed_not_fatal(tmp_path: Path) -
     log = part / f"{SEG}.log"
     data = bytearray(log.read_bytes())
     data[27:35] = struct.pack(">q", 2**63 - 1)  # the first batch's base timestamp
+    end = 12 + struct.unpack_from(">i", data, 8)[0]
+    struct.pack_into(
+        ">I", data, 17, crc32c(bytes(data[21:end]))
+    )  # a valid batch (CRCs are checked)
     log.write_bytes(bytes(data))
     (part / f"{SEG}.timeindex").write_bytes(struct.pack(">qi", 2**62, 3))
     before = tree_snapshot(part)

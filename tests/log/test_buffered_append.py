@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from test_fast_append import Clock, files, state
 
-import kafkalog.log.log as log_module
+import kafkalog.log.buffered as buffered_module
 from kafkalog.errors import InvalidRecordError, KafkalogError, ReadOnlyError
 from kafkalog.log import Log, TopicConfig
 from kafkalog.log.segment import LogSegment
@@ -143,7 +143,7 @@ def test_small_max_bytes_drains_often(tmp_path: Path, runs: list[int]) -> None:
 
 def test_the_python_drain_writes_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Few calls in a process without numba loaded are encoded in Python: same files."""
-    monkeypatch.setattr(log_module, "_numba_loaded", lambda: False)
+    monkeypatch.setattr(buffered_module, "_numba_loaded", lambda: False)
     taken: list[int] = []
 
     def no_run(*args: Any) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.errors import IndexOffsetOverflowError
+from kafkalog.errors import DamagedLogError, IndexOffsetOverflowError
 from kafkalog.log import EARLIEST_TIMESTAMP, Log, TopicConfig
 from kafkalog.records import Record, encode_batch
 
@@ -84,7 +84,9 @@ def test_log_start_checkpoint_beyond_the_log_end_empties_the_log(tmp_path: Path)
     # cache cleared, one empty segment created at the checkpointed log start offset
     directory = tmp_path / "t-0"
     build(directory)
-    log = Log(directory, TopicConfig(segment_bytes=600), log_start_offset=100)
+    log = Log(
+        directory, TopicConfig(segment_bytes=600), log_start_offset=100, had_clean_shutdown=False
+    )
     assert [s.base_offset for s in log.segments] == [100]
     assert (log.log_start_offset, log.log_end_offset) == (100, 100)
     assert log.recovery_point == 0  # unclean: min(recovery point checkpoint, log end)
@@ -115,11 +117,12 @@ def test_delete_directory_is_not_recovered(tmp_path: Path) -> None:
     doomed = tmp_path / "t-0.0123456789abcdef0123456789abcdef-delete"
     os.rename(directory, doomed)
     size = os.path.getsize(doomed / active)
-    log = Log(doomed, TopicConfig(segment_bytes=600))
+    log = Log(doomed, TopicConfig(segment_bytes=600), had_clean_shutdown=False)
     assert os.path.getsize(doomed / active) == size  # not cut: not recovered
     log.close()
     os.rename(doomed, directory)
-    log = Log(directory, TopicConfig(segment_bytes=600))  # the same files, recovered
+    # the same files, recovered
+    log = Log(directory, TopicConfig(segment_bytes=600), had_clean_shutdown=False)
     assert os.path.getsize(directory / active) < size
     assert log.log_end_offset == 29
     log.close()
@@ -153,7 +156,7 @@ def test_truncation_and_retention_remove_producer_snapshots(tmp_path: Path) -> N
     for offset in (*bases, 30):
         (directory / f"{offset:020d}.snapshot").write_bytes(b"")
     config = TopicConfig(segment_bytes=600, file_delete_delay_ms=0, retention_ms=-1)
-    log = Log(directory, config)
+    log = Log(directory, config, had_clean_shutdown=False)  # the planted snapshots: recovery
 
     def snapshots() -> list[int]:
         return sorted(int(n[:20]) for n in os.listdir(directory) if n.endswith(".snapshot"))
@@ -170,7 +173,7 @@ def test_truncation_and_retention_remove_producer_snapshots(tmp_path: Path) -> N
     log.close()
 
 
-def test_read_only_reads_a_damaged_tail_as_recovery_would_cut_it(tmp_path: Path) -> None:
+def test_read_only_reads_a_torn_tail_as_recovery_would_cut_it(tmp_path: Path) -> None:
     # LogSegment.recover cuts the log at the first invalid batch: preallocated zeros
     # (log.preallocate=true, or a crash) or a torn write. A read-only reader cannot cut, but
     # must see the same records instead of failing to open the log.
@@ -178,7 +181,13 @@ def test_read_only_reads_a_damaged_tail_as_recovery_would_cut_it(tmp_path: Path)
     build(directory)
     active = directory / sorted(n for n in os.listdir(directory) if n.endswith(".log"))[-1]
     whole = active.read_bytes()
-    for tail in (b"\x00" * 4096, b"\xff" * 40, whole[-60:-20] + b"\x00" * 30):
+    next_batch = encode_batch([rec(30)], base_offset=30)
+    torn = (
+        b"\x00" * 4096,  # preallocated, or pages never written
+        next_batch[:40],  # the next batch cut off
+        next_batch[:20] + b"\x00" * 300,
+    )
+    for tail in torn:
         active.write_bytes(whole + tail)
         before = snapshot(directory)
         with Log(directory, writable=False) as log:
@@ -189,6 +198,25 @@ def test_read_only_reads_a_damaged_tail_as_recovery_would_cut_it(tmp_path: Path)
         with Log(directory, writable=False, log_start_offset=20) as log:
             assert (log.log_start_offset, log.log_end_offset) == (20, 30)
         assert snapshot(directory) == before
+
+
+def test_garbage_after_the_last_batch_is_damage_not_a_torn_tail(tmp_path: Path) -> None:
+    # what no append can leave (a header that is neither zeros nor the next offset, or a
+    # batch cut off with valid batches after it) is not cut or hidden: an error naming it
+    directory = tmp_path / "t-0"
+    build(directory)
+    active = directory / sorted(n for n in os.listdir(directory) if n.endswith(".log"))[-1]
+    whole = active.read_bytes()
+    for tail in (b"\xff" * 40, whole[-60:-20] + b"\x00" * 30, b"\x00" * 50 + whole[-70:]):
+        active.write_bytes(whole + tail)
+        before = snapshot(directory)
+        with pytest.raises(DamagedLogError, match=f"byte {len(whole)}: damaged log"):
+            Log(directory, writable=False).close()
+        with pytest.raises(DamagedLogError, match="kafkalog repair"):
+            Log(directory, TopicConfig(segment_bytes=600), had_clean_shutdown=False).close()
+        after = snapshot(directory)
+        after.pop(".kafkalog.lock"), before.pop(".kafkalog.lock", None)  # the writer's own
+        assert after == before
 
 
 def test_recovery_does_not_empty_a_segment_whose_offsets_overflow_it(tmp_path: Path) -> None:

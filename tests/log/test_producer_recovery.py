@@ -115,7 +115,7 @@ def test_recovery_past_the_recovery_point(tmp_path: Path, recovery_point: int) -
     across_segments(directory)
     for p in directory.glob("*.txnindex"):
         p.write_bytes(b"")
-    with Log(directory, CONFIG, recovery_point=recovery_point) as log:
+    with Log(directory, CONFIG, recovery_point=recovery_point, had_clean_shutdown=False) as log:
         first = 6 if recovery_point < 10 else 10
         assert txns(directory) == {b: e for b, e in EXPECTED.items() if b >= first}
         assert log.last_stable_offset() == 2
@@ -185,12 +185,12 @@ def test_unclean_open_replays_only_from_the_newest_snapshot(
         real(log, seg, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(loader_module, "replay_segment", spy)
-    with Log(directory, CONFIG, recovery_point=10) as log:
+    with Log(directory, CONFIG, recovery_point=10, had_clean_shutdown=False) as log:
         assert log.last_stable_offset() == 2
     assert replayed == []  # 10.snapshot (the roll) and 13.snapshot (recovery) say it all
     for p in directory.glob("*.snapshot"):
         p.unlink()
-    with Log(directory, CONFIG, recovery_point=10) as log:
+    with Log(directory, CONFIG, recovery_point=10, had_clean_shutdown=False) as log:
         assert log.last_stable_offset() == 2
     assert replayed == [0, 6]  # without snapshots, from the log start up to segment 10
 

@@ -17,8 +17,8 @@ from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record, decode_range
 from kafkalog.spark.columns import choose_columns
 from kafkalog.spark.options import OptionError, parse_read_options
+from kafkalog.spark.partitions import pack
 from kafkalog.spark.plan import plan_read
-from kafkalog.spark.source import pack
 from provenance import FIXTURES
 from pushdown_rows import set_pushdown
 

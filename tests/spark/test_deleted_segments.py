@@ -13,8 +13,8 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record, encode_batch
 from kafkalog.spark.options import parse_read_options
+from kafkalog.spark.partitions import SplitPartition, pack
 from kafkalog.spark.plan import DataLossError, make_splits, resolve_ranges
-from kafkalog.spark.source import SplitPartition, pack
 
 
 def _planned(tmp_path: Path, fail_on_data_loss: str) -> tuple[list[SplitPartition], str]:

@@ -220,3 +220,17 @@ def test_options_reach_the_data_source(spark: Any) -> None:
     ) == list(range(9, 112))
     with pytest.raises(Exception, match="option startingOffsets must give every partition"):
         read(subscribe="v2-none,v2-gzip", startingOffsets='{"v2-none":{"0":5}}')
+
+
+def test_a_missing_topic_without_fail_on_data_loss_is_said_not_silent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """failOnDataLoss=false reads what is there; a subscribed topic or an assigned partition
+    that is not there gives no rows, and a warning naming it (it returned 0 rows silently)."""
+    with caplog.at_level("WARNING", logger="kafkalog.spark"):
+        assert ranges(subscribe="no-such-topic", failOnDataLoss="false") == []
+        assert ranges(assign='{"v2-none": [7]}', failOnDataLoss="false") == []
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "no-such-topic" in said and "v2-none-7" in said
+    with pytest.raises(DataLossError, match="no-such-topic"):
+        ranges(subscribe="no-such-topic")

@@ -8,8 +8,8 @@ import itertools
 import pytest
 
 from kafkalog.spark.options import DEFAULT_MAX_BYTES_PER_SPLIT, parse_read_options
+from kafkalog.spark.partitions import SplitPartition, pack
 from kafkalog.spark.plan import make_splits, resolve_ranges, task_count
-from kafkalog.spark.source import SplitPartition, pack
 from provenance import FIXTURES
 
 MB = 1 << 20

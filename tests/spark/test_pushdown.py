@@ -192,3 +192,25 @@ def test_pushdown_option_must_be_a_boolean(spark: Any, data: Path) -> None:
     reader = spark.read.format("kafkalog").option("path", str(data)).option("pushdown", "maybe")
     with pytest.raises(PySparkException, match="pushdown"):
         reader.load().count()
+
+
+def test_capped_splits_read_only_their_own_bytes(spark: Any, data: Path, tmp_path: Path) -> None:
+    """``maxRecordsPerPartition`` cuts a partition's offsets into tasks of at most that many;
+    each task reads the bytes of its own offsets (through the log's read path), not its
+    parent range's: the whole read is the log's bytes plus at most a batch per cut."""
+    from kafkalog.spark.stats import collect
+
+    total_bytes = sum(f.stat().st_size for f in data.glob("a-1/*.log"))
+    stats = tmp_path / "capped"
+    df = (
+        spark.read.format("kafkalog")
+        .option("path", str(data))
+        .option("assign", '{"a": [1]}')
+        .option("maxRecordsPerPartition", "300")
+        .option("statsDir", str(stats))
+        .load()
+    )
+    assert df.count() == 3000
+    got = collect(str(stats))
+    assert got.records == 3000
+    assert total_bytes <= got.bytes_read < total_bytes * 1.2  # 10 tasks, not 10 times the log

@@ -3,6 +3,7 @@ Trigger.AvailableNow behave as with Spark's Kafka source."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,108 @@ def test_stream_fails_on_data_loss_unless_told_not_to(spark: Any, tmp_path: Path
         _available_now(spark, data, checkpoint, "loss_2")
     got = _available_now(spark, data, checkpoint, "loss_3", failOnDataLoss="false")
     assert got == [(0, i) for i in range(first, 80)]
+
+
+def test_a_limit_below_the_partition_count_still_advances(spark: Any, tmp_path: Path) -> None:
+    """maxOffsetsPerTrigger=2 over 3 partitions: each share (2/3) was floored to 0 and the
+    stream never advanced; Spark's Kafka source rounds a share under one up, so each
+    micro-batch takes at least one offset of every partition that has one."""
+    data = tmp_path / "data"
+    for p in range(3):
+        _append(data / f"few-{p}", 0, 4)
+    rows = _available_now(
+        spark,
+        data,
+        tmp_path / "checkpoint",
+        "few",
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="2",
+    )
+    assert rows == [(p, o) for p in range(3) for o in range(4)]
+    commits = sorted((tmp_path / "checkpoint" / "commits").glob("[0-9]*"))
+    assert len(commits) == 4  # one offset of each partition per micro-batch
+
+
+def _memory_stream(spark: Any, data: Path, name: str, **options: str) -> Any:
+    reader = spark.readStream.format("kafkalog").option("path", str(data))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return (
+        reader.load()
+        .selectExpr("partition", "offset")
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+
+
+def _batches_with_rows(query: Any) -> list[int]:
+    return [int(p["numInputRows"]) for p in query.recentProgress if p["numInputRows"]]
+
+
+def _wait_for(predicate: Any, seconds: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def test_min_offsets_per_trigger_waits_for_enough_new_offsets(spark: Any, tmp_path: Path) -> None:
+    """As Spark's Kafka source: the first micro-batch goes at once, later ones wait for
+    minOffsetsPerTrigger new offsets (a writer appending slowly), options accepted at load."""
+    data = tmp_path / "data"
+    _append(data / "slow-0", 0, 3)
+    query = _memory_stream(
+        spark,
+        data,
+        "slow_min",
+        startingOffsets="earliest",
+        minOffsetsPerTrigger="5",
+        maxTriggerDelay="10m",
+    )
+    try:
+        assert _wait_for(lambda: _batches_with_rows(query) == [3], 60)
+        for i in range(3, 7):  # four new offsets: fewer than five, no micro-batch
+            _append(data / "slow-0", i, 1)
+        time.sleep(1.5)
+        assert _batches_with_rows(query) == [3]
+        _append(data / "slow-0", 7, 1)  # the fifth
+        assert _wait_for(lambda: _batches_with_rows(query) == [3, 5], 60)
+        rows = spark.sql("select offset from slow_min").collect()
+        assert sorted(r.offset for r in rows) == list(range(8))
+    finally:
+        query.stop()
+
+
+def test_max_trigger_delay_lets_a_small_batch_through(spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _append(data / "late-0", 0, 2)
+    query = _memory_stream(
+        spark,
+        data,
+        "late_delay",
+        startingOffsets="earliest",
+        minOffsetsPerTrigger="1000",
+        maxTriggerDelay="1s",
+    )
+    try:
+        assert _wait_for(lambda: _batches_with_rows(query) == [2], 60)
+        _append(data / "late-0", 2, 1)  # far fewer than 1000, but the delay passes
+        assert _wait_for(lambda: _batches_with_rows(query) == [2, 1], 30)
+    finally:
+        query.stop()
+
+
+def test_a_bad_trigger_delay_is_refused_at_load(spark: Any, tmp_path: Path) -> None:
+    from pyspark.errors import PySparkException
+
+    data = tmp_path / "data"
+    _append(data / "x-0", 0, 1)
+    reader = spark.readStream.format("kafkalog").option("path", str(data))
+    with pytest.raises(PySparkException, match="maxTriggerDelay"):
+        reader.option("maxTriggerDelay", "soon").load()

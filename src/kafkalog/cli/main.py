@@ -44,6 +44,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "rebuild",
         "rebuild .index/.timeindex/.txnindex from the .log files (never changes a .log)",
     ),
+    (
+        "repair",
+        "repair",
+        "quarantine a damaged log's bad bytes and keep every readable batch (no deletes)",
+    ),
     ("lookup", "lookup", "find the segment, position and first record at an offset or a time"),
     ("cat", "lookup", "records as JSON Lines from an offset or a time"),
     ("ingest", "ingest", "JSON Lines, CSV or Parquet into a topic-partition directory"),

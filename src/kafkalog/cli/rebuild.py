@@ -5,7 +5,7 @@ The logs are read first, read-only: when one is damaged before its end (a batch 
 CRC or cannot be parsed, a batch cut off in a segment that is not the last, offsets that do not
 fit the index), nothing is written and the command exits 1 naming the file, the byte and what
 is wrong. Kafka's recovery would cut that segment there and delete every segment after it;
-moving damaged data aside is ``kafkalog repair DIR``'s job (coming), not this command's.
+moving damaged data aside is ``kafkalog repair DIR``'s job, not this command's.
 
 A batch cut off at the end of the last segment (a crash during an append) is refused the same
 way, unless ``--force``: then the indexes cover the whole batches before it and the cut-off
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("kafkalog.rebuild")
 
 _REPAIR = (
-    "rebuild-index never changes a .log: `kafkalog repair {dir}` (coming) is what moves "
+    "rebuild-index never changes a .log: `kafkalog repair {dir}` is what moves "
     "damaged data aside; `kafkalog verify {dir}` lists every problem"
 )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kafkalog.index._search import LLB, WARM_BYTES
+from kafkalog.index._search_constants import LLB, WARM_BYTES
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -27,9 +27,11 @@ from typing import Any
 
 import numpy as np
 
-WARM_BYTES = 8192
-LLB = 0
-SUB = 1
+# re-exported: the indexes name them ``_search.LLB`` and so on
+from kafkalog.index._search_constants import LLB as LLB
+from kafkalog.index._search_constants import SUB as SUB
+from kafkalog.index._search_constants import WARM_BYTES as WARM_BYTES
+
 COMPILED_AFTER = 256  # single lookups answered in Python before the compiled search takes over
 
 _FIELD = {4: struct.Struct(">i"), 8: struct.Struct(">q")}

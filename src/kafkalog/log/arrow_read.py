@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kafkalog import files
-from kafkalog.errors import _PositionedError
+from kafkalog.errors import DamagedLogError, _PositionedError
 from kafkalog.records import decode_range
+from kafkalog.records.resync import next_valid_entry
+from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 CHUNK_BYTES = 16 * 1024 * 1024
 
@@ -30,13 +31,21 @@ def decode_file(
     path: str,
     last_offset: int | None = None,
     chunk_bytes: int = CHUNK_BYTES,
+    last_segment: bool = True,
+    first_offset: int = 0,
     **decode: Any,
 ) -> Iterator[pa.RecordBatch]:
     """The records of bytes [start, end) of an open segment file (``decode`` goes to
     :func:`~kafkalog.records.decode_range`), stopping after the chunk that reaches
     ``last_offset``. Errors name ``path`` and the byte in the file. The chunks are read into
-    one reused buffer: nothing decoded refers to it (keys and values are copied out)."""
+    one reused buffer: nothing decoded refers to it (keys and values are copied out).
+
+    Damage is an error, never fewer rows (:mod:`kafkalog.log.damage`): offsets must grow from
+    ``first_offset`` (the segment's base: a base offset is outside the batch CRC), and the
+    range may end in a batch cut off only in its log's ``last_segment`` with nothing valid
+    after it (an append in flight)."""
     position = start
+    previous = first_offset - 1
     want = chunk_bytes
     # one buffer for every chunk (the decoded batches copy what they keep out of it)
     buffer = memoryview(bytearray(min(want, max(0, end - start))))
@@ -51,16 +60,61 @@ def decode_file(
             raise e.located(path, position) from e
         if result.next_position == 0:
             tail = result.incomplete_tail
-            if tail is None or position + len(data) >= end:
-                return  # the end of the data (a live segment's batch still being written)
+            if tail is None:
+                return
+            if position + len(data) >= end or len(data) < length:
+                # the end of the range (or of the file): a batch still being written, unless
+                # valid batches follow the cut-off one, or later segments follow this one
+                limits = decode.get("limits", DEFAULT_LIMITS)
+                _check_cut_off(
+                    handle,
+                    position + tail.position,
+                    position + len(data),
+                    path,
+                    limits,
+                    last_segment,
+                )
+                return
             # a batch longer than a chunk: read it whole (still bounded by ``end``)
             want = max(want * 2, tail.declared_size or 0)
             continue
-        yield result.batch
         offsets = result.batch.column("offset")
-        if last_offset is not None and len(offsets) and pc.max(offsets).as_py() >= last_offset:
+        if len(offsets):
+            values = offsets.to_numpy()
+            if values[0] <= previous or (
+                len(values) > 1 and bool((values[1:] <= values[:-1]).any())
+            ):
+                raise DamagedLogError(
+                    f"damaged log: non-consecutive offsets in the batches of bytes {position} to "
+                    f"{position + result.next_position} (offsets must grow from {previous + 1}); "
+                    "run `kafkalog repair` on the partition to move the damaged bytes into a "
+                    "quarantine folder (nothing is deleted)",
+                    path=path,
+                    position=position,
+                )
+            previous = int(values[-1])
+        yield result.batch
+        if last_offset is not None and len(offsets) and previous >= last_offset:
             return
         position += result.next_position
+
+
+def _check_cut_off(
+    handle: files.ReadHandle, at: int, end: int, path: str, limits: Limits, last_segment: bool
+) -> None:
+    if not last_segment:
+        why = "in a segment that is not its log's last (later segments follow it)"
+    else:
+        after = next_valid_entry(lambda p, n: handle.pread(n, p), end, at + 1, limits)
+        if after is None:
+            return
+        why = f"with a valid batch after it at byte {after}"
+    raise DamagedLogError(
+        f"damaged log: an entry cut off at byte {at} {why}; run `kafkalog repair` on the "
+        "partition to move the damaged bytes into a quarantine folder (nothing is deleted)",
+        path=path,
+        position=at,
+    )
 
 
 def offsets_within(batch: pa.RecordBatch, start: int, end: int) -> np.ndarray:

@@ -13,14 +13,19 @@ what the calls would have written one at a time, and written by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
+from kafkalog.errors import KafkalogError
+from kafkalog.log.segment import LogSegment
 from kafkalog.records.model import Header, Record
 from kafkalog.records.small_batch import encode_rows, encoded_size
 
 _INT64_MAX = 2**63 - 1
 _new_object = object.__new__
+# kept appends written in plain Python below this many calls, unless numba is loaded already
+_COMPILED_DRAIN_FROM = 256
 
 
 class AppendBuffer:
@@ -209,3 +214,109 @@ class AppendBuffer:
         self.first_offset = self.next_offset
         self._clear()
         return first, batches
+
+
+def _numba_loaded() -> bool:
+    return "numba" in sys.modules
+
+
+class BufferingLog(Protocol):
+    """What a :class:`BufferedWriter` needs of the log it writes to
+    (:class:`~kafkalog.log.log.Log`; named here so that this module does not import it)."""
+
+    log_end_offset: int
+    recovery_point: int
+    last_flush_ms: int
+    directory: str
+    clock: Callable[[], float]
+
+    @property
+    def active_segment(self) -> LogSegment: ...
+
+    def append(self, records: bytes | bytearray | memoryview) -> Any: ...
+
+    def append_records(self, records: Sequence[Record], **options: Any) -> Any: ...
+
+    def flush(self) -> None: ...
+
+    def fast_params(self) -> tuple[int, int, int, int, int, int | None] | None: ...
+
+
+class BufferedWriter:
+    """What ``with log.buffered() as writer:`` gives: the appends kept in the process until
+    written together, and the one place that writes them (:meth:`write_pending`).
+
+    The log hands every ``append_records`` call inside the block to :meth:`keep`, and asks
+    :meth:`write_pending` before anything else that uses it (another append, a read, a roll,
+    a flush, retention, truncation, close), so the files always show every call made before.
+    """
+
+    __slots__ = ("_buffer", "log")
+
+    def __init__(self, log: BufferingLog, max_bytes: int, info_type: type) -> None:
+        self.log = log
+        params = log.fast_params()
+        max_batch = params[0] if params is not None else 0
+        self._buffer = AppendBuffer(log.log_end_offset, max_bytes, max_batch, info_type)
+
+    def append_records(self, records: Sequence[Record], **options: Any) -> Any:
+        """The log's ``append_records`` (kept here while the block is open)."""
+        return self.log.append_records(records, **options)
+
+    @property
+    def pending(self) -> int:
+        """How many calls are kept, not yet written."""
+        return int(self._buffer.calls)
+
+    def keep(self, records: Sequence[Record]) -> Any:
+        """Keep one call's records: its AppendInfo, or None when they cannot be kept (the
+        log then writes what is kept and appends them itself)."""
+        buf = self._buffer
+        info = buf.add(records, self.log.log_end_offset)
+        if info is not None and buf.bytes >= buf.max_bytes:
+            self.write_pending()
+        return info
+
+    def write_pending(self) -> None:
+        """Write the kept calls: the longest runs the active segment takes in one write each,
+        and any batch that needs a roll (or anything else unusual) through the log's
+        ``append``, so the files are what the calls would have written one at a time."""
+        buf = self._buffer
+        if not buf.calls:
+            return
+        log = self.log
+        if buf.calls < _COMPILED_DRAIN_FROM and not _numba_loaded():
+            first, batches = buf.take_batches()
+            self._check_start(first)
+            for batch in batches:
+                log.append(batch)
+            return
+        first, run = buf.take()
+        self._check_start(first)
+        params = log.fast_params()
+        count = len(run.sizes)
+        i = 0
+        while i < count:
+            taken = 0
+            if params is not None:
+                taken = log.active_segment.append_run(run, i, params[2], params[3])
+            if taken:
+                i += taken
+                log.log_end_offset = int(run.last_offsets[i - 1]) + 1
+            else:
+                position = int(run.positions[i])
+                log.append(run.data[position : position + int(run.sizes[i])])
+                i += 1
+        if params is not None and (
+            log.log_end_offset - log.recovery_point >= params[4]
+            or (params[5] is not None and log.clock() * 1000 - log.last_flush_ms >= params[5])
+        ):
+            log.flush()
+
+    def _check_start(self, first: int) -> None:
+        end = self.log.log_end_offset
+        if first != end:  # every other change to the log writes the kept calls first
+            raise KafkalogError(
+                f"{self.log.directory}: buffered appends were given offsets from {first}, but "
+                f"the log ends at {end}"
+            )

@@ -76,6 +76,8 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+#: a standalone Log's own clean-shutdown marker, in its partition directory (see LogCleanShutdown)
+LOG_CLEAN_SHUTDOWN_FILE = ".kafkalog-clean-shutdown"
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 """Kafka's ``Uuid.ZERO_UUID``: never a valid topic id (``partition.metadata`` rejects it)."""
@@ -701,6 +703,45 @@ class PartitionMetadata:
 
 # --------------------------------------------------------------------------------------------
 # .kafka_cleanshutdown
+
+
+class LogCleanShutdown:
+    """A standalone :class:`~kafkalog.log.log.Log`'s clean-shutdown marker and recovery point:
+    ``.kafkalog-clean-shutdown`` in its partition directory, holding the offset up to which
+    the closed log was flushed (one decimal line).
+
+    A broker keeps both for all its logs in its data directory (``.kafka_cleanshutdown``,
+    ``recovery-point-offset-checkpoint``); a log opened on its own has no data directory to
+    keep them in, so without this every writable open would recover (re-read and re-check)
+    every segment. Written last by a clean close, removed once the next writable open has
+    loaded the log: a crash in between leaves no marker, and the next open recovers."""
+
+    @staticmethod
+    def path(partition_dir: StrPath) -> str:
+        return os.path.join(os.fspath(partition_dir), LOG_CLEAN_SHUTDOWN_FILE)
+
+    @staticmethod
+    def read(partition_dir: StrPath) -> int | None:
+        """The recovery point the marker holds; None without a marker (or an unreadable one:
+        then the log recovers, which is always safe)."""
+        try:
+            with open(LogCleanShutdown.path(partition_dir), "rb") as f:
+                text = f.read(64).decode("ascii").strip()
+        except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+            return None
+        return int(text) if text.isdigit() else None
+
+    @staticmethod
+    def write(partition_dir: StrPath, recovery_point: int) -> None:
+        _atomic_write(LogCleanShutdown.path(partition_dir), f"{recovery_point}\n".encode())
+
+    @staticmethod
+    def remove(partition_dir: StrPath) -> None:
+        try:
+            os.remove(LogCleanShutdown.path(partition_dir))
+        except FileNotFoundError:
+            return
+        _fsync_dir(os.fspath(partition_dir))
 
 
 class CleanShutdownMarker:

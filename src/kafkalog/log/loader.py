@@ -15,7 +15,8 @@ import os
 from typing import TYPE_CHECKING
 
 from kafkalog import files
-from kafkalog.errors import CorruptIndexError, KafkalogError
+from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError
+from kafkalog.log.damage import Problem, check_tail, first_problem, log_cut
 from kafkalog.log.layout import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -30,7 +31,7 @@ from kafkalog.log.layout import (
 )
 from kafkalog.log.local_log import LocalLog
 from kafkalog.log.producer_state import ProducerStateManager
-from kafkalog.log.segment import LogSegment, SegmentOverflowError
+from kafkalog.log.segment import LogSegment
 from kafkalog.records import RecordBatch
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class LogLoader:
                 index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
                 if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
                     os.remove(os.path.join(self.log.directory, n))  # orphaned index
-        for base, name in logs:
+        for k, (base, name) in enumerate(logs):
             suffix = SWAP_SUFFIX if name in swapped else ""
             seg = self.log.open_segment(
                 base,
@@ -124,7 +125,7 @@ class LogLoader:
             if damage == "time index":
                 seg.rebuild_time_index()  # the offset and transaction indexes are right
             elif damage is not None:
-                self.recover_segment(seg)
+                self.recover_segment(seg, is_last=k == len(logs) - 1)
             self.log.segments.add(seg)
         self._load_leader_epochs()
         if self.log.writable:
@@ -146,7 +147,16 @@ class LogLoader:
         if self.log.writable:
             active.offset_index.get().resize(self.log.config.segment_index_bytes)
             active.time_index.get().resize(self.log.config.segment_index_bytes)
-        self.log.log_end_offset = self.log.read_next_offset(active)
+        try:
+            self.log.log_end_offset = self.log.read_next_offset(active)
+        except CorruptRecordError:
+            if not self.log.writable:
+                raise
+            # marked clean, yet the last segment does not end on a whole valid batch (zeros a
+            # preallocating writer left, a file appended to behind the log's back): recovered
+            # as after a crash, which cuts only a torn tail and raises on anything else
+            self.recover_segment(active, is_last=True)
+            self.log.log_end_offset = self.log.read_next_offset(active)
         first_base = self.log.segments.bases[0]
         self.log.log_start_offset = max(log_start or 0, first_base)
         self.log.recovery_point = (
@@ -305,27 +315,43 @@ class LogLoader:
         """Kafka's recoverLog: recover every segment from the one holding the recovery point;
         a truncated segment makes every later one go (spec §7.9)."""
         log = self.log
-        for seg, _ in log.segments.from_floor(recovery_point):
-            try:
-                truncated = self.recover_segment(seg)
-            except SegmentOverflowError:
-                # Kafka's recoverLog lets this through (the loader splits the segment); emptying
-                # the segment would throw away every record in it
-                raise
-            except KafkalogError:
-                seg.truncate_to(seg.base_offset)
-                truncated = 1
+        segments = log.segments.from_floor(recovery_point)
+        # every segment to recover is checked before any is changed: damage anywhere stops the
+        # open with the files as they were (Kafka's recoverLog would empty a segment whose
+        # recovery fails, cut at the first invalid batch and delete every later segment; here
+        # only a torn tail is cut)
+        problems = {}
+        for seg, following in segments:
+            problem = first_problem(seg)
+            if problem is not None:
+                check_tail(seg, problem, is_last=following is None, directory=log.directory)
+            problems[seg.base_offset] = problem
+        for seg, following in segments:
+            truncated = self.recover_segment(
+                seg, is_last=following is None, checked=(problems[seg.base_offset],)
+            )
             if truncated > 0:
                 for later in log.segments.higher(seg.base_offset):
                     log.delete_segment(later)
                 break
 
-    def recover_segment(self, seg: LogSegment) -> int:
+    def recover_segment(
+        self, seg: LogSegment, *, is_last: bool, checked: tuple[Problem | None] | None = None
+    ) -> int:
         """Kafka's LogLoader.recoverSegment: a throw-away producer state rebuilt up to the
         segment's base offset (so a transaction begun in an earlier segment and aborted in
         this one gets its true first offset and LSO in ``.txnindex``), the segment recovered
-        with it, and a snapshot at its end so the next segment need not replay this one."""
+        with it, and a snapshot at its end so the next segment need not replay this one.
+
+        Recovery cuts the ``.log`` at its first invalid batch; that is only done to a torn
+        tail (:mod:`kafkalog.log.damage`), with a WARNING naming what is cut. Damage anywhere
+        else raises :class:`~kafkalog.errors.DamagedLogError` before anything is changed."""
         log = self.log
+        problem = first_problem(seg) if checked is None else checked[0]
+        if problem is not None:
+            if checked is None:
+                check_tail(seg, problem, is_last=is_last, directory=log.directory)
+            log_cut(problem, seg.size)
         state = ProducerStateManager(log.directory, writable=log.writable)
         rebuild_producer_state(log, state, self.log_start_checkpoint, seg.base_offset)
         truncated = seg.recover(self.leader_epochs, state)

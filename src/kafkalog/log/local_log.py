@@ -26,6 +26,7 @@ from typing import Any
 from kafkalog import files
 from kafkalog.errors import CorruptRecordError, KafkalogError
 from kafkalog.index.txn_index import AbortedTxn
+from kafkalog.log.damage import check_tail, first_problem
 from kafkalog.log.deletion import SegmentDeleter
 from kafkalog.log.layout import SNAPSHOT_SUFFIX, is_segment_log, offset_from_filename, segment_file
 from kafkalog.log.segment import FileRegion, LogSegment
@@ -51,6 +52,8 @@ class SegmentRange:
     # inode; None remotely), so a later reader can tell a segment cut or swapped since then
     segment_size: int = -1
     identity: tuple[int, int] | None = None
+    # whether the segment was its log's last: only there may the bytes end in a batch cut off
+    last_segment: bool = True
 
     @property
     def size(self) -> int:
@@ -157,14 +160,20 @@ class LocalLog:
 
     def read_next_offset(self, active: LogSegment) -> int:
         """The offset after ``active``'s last batch. A read-only log whose active segment ends
-        in bytes that are no batch (preallocated zeros, a torn write: what a writable open's
-        recovery cuts) ends where recovery would cut it, with the file left as it is."""
+        in a torn tail (preallocated zeros, a torn write: what a writable open's recovery
+        cuts) ends where recovery would cut it, with the file left as it is; damage there is
+        a :class:`~kafkalog.errors.DamagedLogError`."""
         try:
             return active.read_next_offset()
         except CorruptRecordError:
             if self.writable:
                 raise
-        active.log.size = active.valid_size()
+            problem = first_problem(active)
+            if problem is None:
+                raise
+        # a torn tail is where the log ends; anything else is an error (damage module)
+        check_tail(active, problem, is_last=True, directory=self.directory)
+        active.log.size = problem.position
         return active.read_next_offset()
 
     def delete_segment(self, seg: LogSegment) -> None:
@@ -243,6 +252,7 @@ class LocalLog:
                         last,
                         segment_size=seg.size,
                         identity=files.identity(path),
+                        last_segment=nxt is None,
                     )
                 )
         return out
@@ -299,20 +309,29 @@ class LocalLog:
             return []
         return _txns_of(self.segments.from_floor(start), start, end)
 
-    def batches(self, start: int | None = None, end: int | None = None) -> Iterator[LogEntry]:
-        """The batches holding offsets in [start, end), across segments, in offset order."""
+    def batches(
+        self, start: int | None = None, end: int | None = None, *, check_crcs: bool = True
+    ) -> Iterator[LogEntry]:
+        """The batches holding offsets in [start, end), across segments, in offset order, each
+        CRC checked unless ``check_crcs`` is false (Kafka's consumers check them by default,
+        ``check.crcs=true``): a damaged batch is an error, never a record read wrong."""
         for r in self.ranges(start, end):
             seg = self.segments.get(r.base_offset)
             if seg is None:
                 continue  # gone since (retention): its offsets are below the log start now
-            yield from seg.entries(r.start_position, end=r.end_position)
+            yield from seg.entries(r.start_position, end=r.end_position, verify_crc=check_crcs)
 
     def records(
-        self, start: int | None = None, end: int | None = None, *, include_control: bool = False
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        include_control: bool = False,
+        check_crcs: bool = True,
     ) -> Iterator[Record]:
         """Records with offsets in [start, end), control records skipped unless asked."""
         lo = self.log_start_offset if start is None else start
-        for entry in self.batches(start, end):
+        for entry in self.batches(start, end, check_crcs=check_crcs):
             if entry.is_control and not include_control:
                 continue
             for rec in entry.records(self.limits):
@@ -360,6 +379,8 @@ class LocalLog:
                     topic=topic,
                     partition=partition,
                     limits=self.limits,
+                    last_segment=r.last_segment,
+                    first_offset=r.base_offset,
                 ):
                     kept = keep_rows(batch, offsets_within(batch, r.start_offset, r.end_offset))
                     if kept.num_rows:

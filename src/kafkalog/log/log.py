@@ -9,13 +9,13 @@ expected (a cut-off trailing batch is simply the end, for now).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import struct
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kafkalog import files
 from kafkalog.errors import (
@@ -25,7 +25,8 @@ from kafkalog.errors import (
     ReadOnlyError,
 )
 from kafkalog.index.txn_index import AbortedTxn
-from kafkalog.log.buffered import AppendBuffer
+from kafkalog.log.buffered import BufferedWriter
+from kafkalog.log.checkpoints import LogCleanShutdown
 from kafkalog.log.layout import (
     new_partition_dir_name,
     parse_partition_dir,
@@ -69,15 +70,26 @@ _unpack_append_header = struct.Struct(">iibIhiqqq").unpack_from
 _stamp_base_offset = _BASE_OFFSET.pack_into
 _new_object = object.__new__
 _NO_COMPRESSION = Compression.NONE
-# buffered appends drained in plain Python below this many calls, unless numba is loaded already
-_COMPILED_DRAIN_FROM = 256
 # what the fast path of Log.append reads of the configuration: the largest single-batch append,
 # the largest batch, segment.bytes, the roll age, flush.messages, flush.ms (None: never)
 _FastParams = tuple[int, int, int, int, int, int | None]
 
 
-def _numba_loaded() -> bool:
-    return "numba" in sys.modules
+_M = TypeVar("_M", bound=Callable[..., Any])
+
+
+def _writes_pending_first(method: _M) -> _M:
+    """Every use of a log inside ``with log.buffered():`` first writes the appends kept so
+    far, so it sees the log as the calls made before it left it: one rule, declared on each
+    method it applies to (``append`` makes the same test inline, on the hot path)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+        if self._writer is not None:
+            self._writer.write_pending()
+        return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -106,7 +118,7 @@ class Log:
         writable: bool = True,
         recovery_point: int = 0,
         log_start_offset: int | None = None,
-        had_clean_shutdown: bool = False,
+        had_clean_shutdown: bool | None = None,
         clock: Callable[[], float] = time.time,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
@@ -129,7 +141,7 @@ class Log:
         self._fast_config: object = None
         self._fast_limits: object = None
         self._fast_params: _FastParams | None = None
-        self._buffer: AppendBuffer | None = None  # set inside ``with log.buffered():``
+        self._writer: BufferedWriter | None = None  # set inside ``with log.buffered():``
         self.last_flush_ms = int(clock() * 1000)
         if writable and files.is_remote(self.directory):
             raise files.RemoteLocationError(
@@ -153,10 +165,21 @@ class Log:
             self._lock = DirectoryLock(self.directory)
             self._lock.acquire()  # one writer per partition: a second one gets a clear error
         self.producer_state = ProducerStateManager(self.directory, writable=writable)
+        # standalone (no data directory keeping them): the log's own marker and recovery point
+        self._own_marker = had_clean_shutdown is None and writable
+        clean = bool(had_clean_shutdown)
+        if self._own_marker:
+            marked = LogCleanShutdown.read(self.directory)
+            clean = marked is not None
+            recovery_point = max(recovery_point, marked or 0)
         try:
             self.leader_epochs = LogLoader(self._local, self.producer_state).load(
-                recovery_point, log_start_offset, had_clean_shutdown
+                recovery_point, log_start_offset, clean
             )
+            if writable and (clean or not self._own_marker):
+                # from here on a crash means recovery, also for a standalone open after this
+                # one that a data directory's checkpoints managed (its marker would be stale)
+                LogCleanShutdown.remove(self.directory)
         except BaseException:
             self._release_lock()
             raise
@@ -216,9 +239,8 @@ class Log:
     def floor_segment(self, offset: int) -> LogSegment | None:
         return self._local.segments.floor(offset)
 
+    @_writes_pending_first
     def size_in_bytes(self) -> int:
-        if self._buffer is not None:
-            self._drain()
         return self._local.size_in_bytes()
 
     def refresh(self) -> None:
@@ -262,8 +284,8 @@ class Log:
         """
         if not self.writable:
             self._require_writable("append to")
-        if self._buffer is not None:
-            self._drain()
+        if self._writer is not None:  # inline, not the decorator: the hot path
+            self._writer.write_pending()
         data = bytearray(records)  # the one copy: offsets and epochs are stamped into it
         if assign_offsets and leader_epoch is None:
             # The fast path: a producer's append to a CreateTime topic, no roll due. Anything
@@ -319,7 +341,7 @@ class Log:
                         return info
         return self._append_general(data, assign_offsets, leader_epoch)
 
-    def _current_fast_params(self) -> _FastParams | None:
+    def fast_params(self) -> _FastParams | None:
         """The fast path's parameters for the current configuration (:meth:`append` makes
         the same test inline: a call there costs more than the test)."""
         if self.config is not self._fast_config or self.limits is not self._fast_limits:
@@ -549,15 +571,13 @@ class Log:
 
         Inside ``with log.buffered():`` the batch is kept in the process and written with the
         others when the block ends (see :meth:`buffered`)."""
-        buf = self._buffer
-        if buf is not None:
+        writer = self._writer
+        if writer is not None:
             if compression is _NO_COMPRESSION and not batch_options:
-                info: AppendInfo | None = buf.add(records, self.log_end_offset)
+                info: AppendInfo | None = writer.keep(records)
                 if info is not None:
-                    if buf.bytes >= buf.max_bytes:
-                        self._drain()
                     return info
-            self._drain()
+            writer.write_pending()
         if compression is _NO_COMPRESSION and not batch_options:
             data = encode_small_batch(records)  # a record at a time: no field-by-field encode
             if data is not None:
@@ -567,7 +587,7 @@ class Log:
         return self.append(encode_batch(records, compression=compression, **batch_options))
 
     @contextlib.contextmanager
-    def buffered(self, max_bytes: int = 1024 * 1024) -> Iterator[Log]:
+    def buffered(self, max_bytes: int = 1024 * 1024) -> Iterator[BufferedWriter]:
         """Keep :meth:`append_records` calls in the process and write them together, as
         SQLite keeps the rows of a transaction until COMMIT.
 
@@ -587,66 +607,24 @@ class Log:
         each (no ``pwrite`` and no Python encoding per call: the kept records are encoded in
         one compiled pass). A block inside a block is part of the outer one. Not for a log
         shared between threads (use :class:`~kafkalog.log.group_commit.SharedLog` or the
-        :class:`~kafkalog.log.batching_writer.BatchingWriter` there).
+        :class:`~kafkalog.log.batching_writer.BatchingWriter` there). The block gives the
+        :class:`~kafkalog.log.buffered.BufferedWriter` that keeps the calls; its
+        ``append_records`` is this log's.
         """
         self._require_writable("append to")
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be at least 1, not {max_bytes}")
-        if self._buffer is not None:
-            yield self
+        if self._writer is not None:
+            yield self._writer
             return
-        params = self._current_fast_params()
-        max_batch = params[0] if params is not None else 0
-        self._buffer = AppendBuffer(self.log_end_offset, max_bytes, max_batch, AppendInfo)
+        writer = self._writer = BufferedWriter(self, max_bytes, AppendInfo)
         try:
-            yield self
+            yield writer
         finally:
             try:
-                self._drain()
+                writer.write_pending()
             finally:
-                self._buffer = None
-
-    def _drain(self) -> None:
-        """Write what :meth:`buffered` kept: the longest runs the active segment takes in one
-        write each, and any batch that needs a roll (or anything else unusual) through
-        :meth:`append`, so the files are what the calls would have written one at a time."""
-        buf = self._buffer
-        if buf is None or not buf.calls:
-            return
-        if buf.calls < _COMPILED_DRAIN_FROM and not _numba_loaded():
-            first, batches = buf.take_batches()
-            self._check_buffered_start(first)
-            for batch in batches:
-                self.append(batch)
-            return
-        first, run = buf.take()
-        self._check_buffered_start(first)
-        params = self._current_fast_params()
-        count = len(run.sizes)
-        i = 0
-        while i < count:
-            taken = 0
-            if params is not None:
-                taken = self.active_segment.append_run(run, i, params[2], params[3])
-            if taken:
-                i += taken
-                self.log_end_offset = int(run.last_offsets[i - 1]) + 1
-            else:
-                position = int(run.positions[i])
-                self.append(run.data[position : position + int(run.sizes[i])])
-                i += 1
-        if params is not None and (
-            self.log_end_offset - self.recovery_point >= params[4]
-            or (params[5] is not None and self.clock() * 1000 - self.last_flush_ms >= params[5])
-        ):
-            self.flush()
-
-    def _check_buffered_start(self, first: int) -> None:
-        if first != self.log_end_offset:  # every other change to the log drains first
-            raise KafkalogError(
-                f"{self.directory}: buffered appends were given offsets from {first}, but the "
-                f"log ends at {self.log_end_offset}"
-            )
+                self._writer = None
 
     def _maybe_roll(
         self, size: int, max_ts: int, last_offset: int, first_offset: int
@@ -664,10 +642,9 @@ class Log:
             return self.roll(first_offset)
         return segment
 
+    @_writes_pending_first
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment (spec §7.3)."""
-        if self._buffer is not None:
-            self._drain()
         self._require_writable("roll")
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
         active = self.active_segment
@@ -696,50 +673,55 @@ class Log:
         return segment
 
     # -- reading: every read goes through the local log's read path --------------------------
+    @_writes_pending_first
     def batches(
-        self, start_offset: int | None = None, end_offset: int | None = None
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        *,
+        check_crcs: bool = True,
     ) -> Iterator[LogEntry]:
         """Batches holding offsets from ``start_offset`` (default: log start) to before
-        ``end_offset``, across segments, found through the offset index."""
-        if self._buffer is not None:
-            self._drain()  # here, not in the generator: what was appended before this call
-        return self._local.batches(start_offset, end_offset)
+        ``end_offset``, across segments, found through the offset index; each batch's CRC is
+        checked unless ``check_crcs`` is false (as a Kafka consumer's ``check.crcs``)."""
+        return self._local.batches(start_offset, end_offset, check_crcs=check_crcs)
 
+    @_writes_pending_first
     def records(
         self,
         start_offset: int | None = None,
         end_offset: int | None = None,
         *,
         include_control: bool = False,
+        check_crcs: bool = True,
     ) -> Iterator[Record]:
-        """Records with offsets in [start, end), control records skipped unless asked."""
-        if self._buffer is not None:
-            self._drain()
-        return self._local.records(start_offset, end_offset, include_control=include_control)
+        """Records with offsets in [start, end), control records skipped unless asked, every
+        batch's CRC checked unless ``check_crcs`` is false."""
+        return self._local.records(
+            start_offset, end_offset, include_control=include_control, check_crcs=check_crcs
+        )
 
+    @_writes_pending_first
     def ranges(
         self, start_offset: int | None = None, end_offset: int | None = None
     ) -> list[SegmentRange]:
         """The byte ranges of segment files holding the records with offsets in [start, end)
         (see :meth:`LocalLog.ranges`): what a reader that decodes the files itself, such as a
         Spark task, reads."""
-        if self._buffer is not None:
-            self._drain()
         return self._local.ranges(start_offset, end_offset)
 
+    @_writes_pending_first
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping offsets [start, end), from ``.txnindex``."""
-        if self._buffer is not None:
-            self._drain()
         return self._local.aborted_transactions(start_offset, end_offset)
 
+    @_writes_pending_first
     def first_offset_at_or_after(self, timestamp: int) -> int | None:
         """The first offset of a record with timestamp >= ``timestamp``, every record before it
         being older (see :meth:`LocalLog.first_offset_at_or_after`); None when none has one."""
-        if self._buffer is not None:
-            self._drain()
         return self._local.first_offset_at_or_after(timestamp)
 
+    @_writes_pending_first
     def read_arrow(
         self,
         start_offset: int | None = None,
@@ -756,8 +738,6 @@ class Log:
         segment from the position the offset index gives, with no Python object per record
         (:meth:`records` makes one each). Records of aborted transactions are included, as a
         ``read_uncommitted`` consumer sees them."""
-        if self._buffer is not None:
-            self._drain()
         return self._local.read_arrow(
             start_offset,
             end_offset,
@@ -780,6 +760,7 @@ class Log:
         there is nothing): a server sends it to the socket with ``sendfile``."""
         return self.fetch(start_offset, max_bytes, min_one_message=min_one_message).region
 
+    @_writes_pending_first
     def fetch(
         self,
         start_offset: int,
@@ -792,8 +773,6 @@ class Log:
         """Kafka's fetch read (:meth:`LocalLog.fetch`): whole batches from the one holding
         ``start_offset``, none at or past ``max_offset`` (a last stable offset), with the
         aborted transactions they overlap when asked."""
-        if self._buffer is not None:
-            self._drain()
         return self._local.fetch(
             start_offset,
             max_bytes,
@@ -802,13 +781,12 @@ class Log:
             include_aborted=include_aborted,
         )
 
+    @_writes_pending_first
     def offsets_for_times(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets for one partition (spec §7.5): -2 earliest, -1 latest, -3 the
         record with the largest timestamp, else the first record at or after ``timestamp``.
         Tiered storage's -4 (earliest local) and -5 (latest tiered) answer as a broker without
         it does: the log start offset, and offset -1 with epoch -1."""
-        if self._buffer is not None:
-            self._drain()
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self.log_start_offset, self._epoch_at_start())
         if timestamp == LATEST_TIERED_TIMESTAMP:
@@ -825,14 +803,13 @@ class Log:
                 return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
         return None
 
+    @_writes_pending_first
     def last_stable_offset(self) -> int:
         """The first offset of the earliest open transaction, else the log end: a
         read_committed consumer sees nothing at or past it (Kafka's firstUnstableOffset, with
         the high watermark at the log end). A writable log keeps its producer state as it
         appends; a read-only one rebuilds it from the newest ``.snapshot`` at or below the
         log end and the batches after it, writing nothing."""
-        if self._buffer is not None:
-            self._drain()
         if self.writable:
             state = self.producer_state
         else:
@@ -865,11 +842,10 @@ class Log:
         return None
 
     # -- retention and truncation -----------------------------------------------------------------
+    @_writes_pending_first
     def delete_old_segments(self, now: int | None = None) -> int:
         """Kafka's retention pass (spec §7.6): below the log start offset, then by size, then by
         time; returns the number of segments deleted (renamed ``.deleted``, removed later)."""
-        if self._buffer is not None:
-            self._drain()
         self._require_writable("delete segments of")
         now = int(self.clock() * 1000) if now is None else now
         deleted = 0
@@ -879,12 +855,11 @@ class Log:
                 deleted += self._delete_where(predicate)
         return deleted
 
+    @_writes_pending_first
     def retention_plan(self, now: int | None = None) -> list[tuple[LogSegment, str]]:
         """What :meth:`delete_old_segments` would delete now, oldest first, each with the rule
         that deletes it (``log-start-offset``, ``retention.bytes``, ``retention.ms``); deletes
         nothing, so a read-only log can answer. The same rules and walk as the real pass."""
-        if self._buffer is not None:
-            self._drain()
         now = int(self.clock() * 1000) if now is None else now
         remaining = list(self.segments)
         plan: list[tuple[LogSegment, str]] = []
@@ -971,10 +946,9 @@ class Log:
                 self.leader_epochs.truncate_from_start(self.log_start_offset)
         return len(doomed)
 
+    @_writes_pending_first
     def increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start forward (segments below go at the next retention)."""
-        if self._buffer is not None:
-            self._drain()
         self._require_writable("move the start of")
         if offset > self.log_end_offset:
             raise ValueError(f"log start offset {offset} is beyond the log end offset")
@@ -983,10 +957,9 @@ class Log:
             if self.leader_epochs is not None:
                 self.leader_epochs.truncate_from_start(offset)
 
+    @_writes_pending_first
     def truncate_to(self, offset: int) -> None:
         """Remove every record at or after ``offset`` (spec §7.7)."""
-        if self._buffer is not None:
-            self._drain()
         self._require_writable("truncate")
         if offset < 0:
             raise ValueError(f"cannot truncate to a negative offset {offset}")
@@ -1010,10 +983,9 @@ class Log:
         # behind would describe records that are gone), the newest one left reloaded
         rebuild_producer_state(self._local, self.producer_state, self.log_start_offset, offset)
 
+    @_writes_pending_first
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
-        if self._buffer is not None:
-            self._drain()
         self._require_writable("truncate")
         for seg in list(self._local.segments):
             self._local.delete_segment(seg)
@@ -1030,11 +1002,10 @@ class Log:
             self.write_checkpoints()
 
     # -- durability ---------------------------------------------------------------------------
+    @_writes_pending_first
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets before ``offset`` (default: everything) and move
         the recovery point there."""
-        if self._buffer is not None:
-            self._drain()
         if not self.writable:
             return
         upto = self.log_end_offset if offset is None else offset
@@ -1060,26 +1031,27 @@ class Log:
         if fd >= 0:
             self.write_checkpoints()
 
+    @_writes_pending_first
     def write_checkpoints(self) -> None:
         """The partition's own files: ``leader-epoch-checkpoint``."""
-        if self._buffer is not None:
-            self._drain()
         if not self.writable or self.leader_epochs is None:
             return
         self.leader_epochs.write(os.path.join(self.directory, "leader-epoch-checkpoint"))
 
+    @_writes_pending_first
     def close(self) -> None:
         """Flush, close every segment (final: later reads raise ClosedError) and drop the
         deletions still waiting for their delay (their ``.deleted`` files go at the next open,
         as after a broker's shutdown)."""
-        if self._buffer is not None:
-            self._drain()
         if self.writable and self._lock is not None:
             # Kafka's UnifiedLog.close: a snapshot at the log end, so the next open (after this
             # clean shutdown) loads it and replays nothing
             self.producer_state.map_end_offset = self.log_end_offset
             self.producer_state.take_snapshot()
             self.flush()
+            if self._own_marker and os.path.isdir(self.directory):
+                # last, once everything is on disk: the next open needs no recovery
+                LogCleanShutdown.write(self.directory, self.recovery_point)
         self._local.close()
         self._release_lock()
 

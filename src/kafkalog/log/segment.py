@@ -25,6 +25,7 @@ from kafkalog import files
 from kafkalog.errors import (
     ClosedError,
     CorruptRecordError,
+    DamagedLogError,
     IndexOffsetOverflowError,
     KafkalogError,
     ReadOnlyError,
@@ -49,6 +50,7 @@ from kafkalog.log.layout import (
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.records import LogReader, RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
+from kafkalog.records.resync import next_valid_entry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 _CHUNK = 4 * 1024 * 1024
@@ -406,6 +408,22 @@ class _SegmentReadHandle:
         pass  # the file is the segment's
 
 
+def offset_order_problem(entry: LogEntry, previous_last: int, segment_base: int) -> str | None:
+    """What is wrong with the offsets of ``entry`` after an entry ending at ``previous_last``
+    in a segment starting at ``segment_base`` (None when nothing is): offsets only grow, and
+    none is below the segment's base. A base offset is not covered by the batch's CRC, so a
+    flipped byte there is found only this way (gaps are fine: compaction leaves them)."""
+    last = entry.last_offset
+    first = entry.base_offset if isinstance(entry, RecordBatch) else last
+    if first > previous_last and last >= first and first >= segment_base:
+        return None
+    return (
+        f"non-consecutive offsets: the batch at byte {entry.position} holds offsets "
+        f"{first}..{last} after one ending at offset {previous_last} (segment base "
+        f"{segment_base})"
+    )
+
+
 class LogSegment:
     """A segment of a partition log (Kafka's LogSegment)."""
 
@@ -461,6 +479,9 @@ class LogSegment:
             writable=writable,
         )
         self.bytes_since_last_index_entry = 0
+        # whether this is its log's last segment (kept by the SegmentSet that holds it): only
+        # there may the bytes end in a batch cut off (an append in flight, a crash's torn tail)
+        self.is_last = True
         self._max_ts_and_offset = _UNKNOWN
         self.rolling_based_timestamp: int | None = None
         self.created = self._now_ms()
@@ -730,7 +751,93 @@ class LogSegment:
 
     # -- reading ---------------------------------------------------------------------------------
     def entries(self, start_position: int = 0, **kwargs: Any) -> Iterator[LogEntry]:
-        return self.log.entries(start_position, limits=self.limits, **kwargs)
+        """The entries from ``start_position`` (an entry boundary) on, for reading: a batch
+        cut off where no append can be in flight or with valid batches after it is damage
+        (:meth:`_walk`)."""
+        return self._walk(start_position, **kwargs)
+
+    def _walk(
+        self,
+        start: int,
+        end: int | None = None,
+        *,
+        verify_crc: bool = False,
+        tail: list[IncompleteTail | None] | None = None,
+    ) -> Iterator[LogEntry]:
+        """Every read's walk over the ``.log``. The file may end in a cut-off batch only as its
+        log's last segment does (an append in flight, or a torn tail a crash left), and only
+        with nothing valid after it: anywhere else the records after it would be lost in
+        silence, so it raises :class:`~kafkalog.errors.DamagedLogError` naming the byte."""
+        tail = [] if tail is None else tail
+        previous = self.base_offset - 1
+        position = start
+        try:
+            for entry in self.log.entries(
+                start, end, limits=self.limits, verify_crc=verify_crc, tail=tail
+            ):
+                wrong = offset_order_problem(entry, previous, self.base_offset)
+                if wrong is not None:
+                    raise self._damaged(wrong, entry.position)
+                previous = entry.last_offset
+                position = entry.position + entry.size_in_bytes
+                yield entry
+        except DamagedLogError:
+            raise
+        except CorruptRecordError as e:
+            # named at the batch's first byte, with the offset it should start at
+            raise self._damaged(
+                f"{e.reason} (at byte {e.position}; expected a batch from offset {previous + 1})",
+                position,
+            ) from e
+        cut = tail[-1] if tail else None
+        if cut is None:
+            return
+        why = self.cut_off_damage(cut.position, previous + 1)
+        if why is None:
+            return  # the end of the log: an append in flight, or a torn tail
+        what = (
+            "entry header" if cut.declared_size is None else f"entry of {cut.declared_size} bytes"
+        )
+        raise DamagedLogError(
+            f"damaged log: incomplete {what} ({cut.available} bytes there) {why}; run "
+            f"`kafkalog repair {self.directory}` to move the damaged bytes into a quarantine "
+            "folder (nothing is deleted)",
+            path=self.log.path,
+            position=cut.position,
+        )
+
+    def _damaged(self, what: str, position: int) -> DamagedLogError:
+        return DamagedLogError(
+            f"damaged log: {what}; run `kafkalog repair {self.directory}` to move the damaged "
+            "bytes into a quarantine folder (nothing is deleted)",
+            path=self.log.path,
+            position=position,
+        )
+
+    def cut_off_damage(self, position: int, expected_offset: int | None) -> str | None:
+        """Why bytes that stop being whole, valid batches at ``position`` are damage, or None
+        when they are the end of the log: what a crash leaves of the last append (or an
+        append still in flight), found only at the end of a log's last segment, looking like
+        a torn write (:meth:`looks_torn`), with no valid batch after it."""
+        if not self.is_last:
+            return "in a segment that is not its log's last (later segments follow it)"
+        if not self.looks_torn(position, expected_offset):
+            return "with a header no append can have left (neither zeros nor the next offset)"
+        after = next_valid_entry(self.log.read, self.log.size, position + 1, self.limits)
+        if after is not None:
+            return f"with a valid batch after it at byte {after}"
+        return None
+
+    def looks_torn(self, position: int, expected_offset: int | None) -> bool:
+        """Whether the bytes from ``position`` look like what a crash leaves of the last
+        append: zeros (pages never written, or preallocated), a header too short to tell, or
+        an entry that starts at the offset the log goes on from (a batch written in part). A
+        ``.log`` of garbage, or a length flipped in the middle, is not that."""
+        head = self.log.read(position, 4096)
+        if len(head) < 8 or not any(head):
+            return True
+        offset = int.from_bytes(head[:8], "big", signed=True)
+        return expected_offset is None or expected_offset <= offset < expected_offset + 2**31
 
     def scan_start(self, offset: int) -> int:
         """Where a scan for ``offset`` starts: the position of the last offset-index entry at or
@@ -746,7 +853,7 @@ class LogSegment:
         ``offset``, and no batch at or after it does. A batch's first offset is its base offset
         (for a compressed v0/v1 wrapper, whose own offset is its last, the first inner one,
         which costs a decompression of that wrapper only)."""
-        for entry in self.log.entries(self.scan_start(offset), limits=self.limits):
+        for entry in self._walk(self.scan_start(offset)):
             if entry.last_offset >= offset and entry.base_offset >= offset:
                 return entry.position
         return self.size
@@ -770,7 +877,7 @@ class LogSegment:
         """The first batch whose last offset is >= ``offset``: its last offset, start, size."""
         index = self._offset_index()
         start = index.lookup(offset).position if index is not None else 0
-        for entry in self.log.entries(max(start, starting_position), limits=self.limits):
+        for entry in self._walk(max(start, starting_position)):
             if entry.last_offset >= offset:
                 return LogOffsetPosition(entry.last_offset, entry.position, entry.size_in_bytes)
         return None
@@ -819,7 +926,7 @@ class LogSegment:
         start = found.position if found is not None else 0
         while True:
             last = None
-            for entry in self.log.entries(start, limits=self.limits):
+            for entry in self._walk(start):
                 last = entry
             if last is not None or start == 0 or index is None or found is None:
                 return self.base_offset if last is None else last.last_offset + 1
@@ -842,7 +949,7 @@ class LogSegment:
         position = (
             oindex.lookup(max(entry.offset, start_offset)).position if oindex is not None else 0
         )
-        for batch in self.log.entries(position, limits=self.limits):
+        for batch in self._walk(position):
             if batch.max_timestamp >= timestamp:
                 for rec in batch.records(self.limits):
                     if rec.timestamp >= timestamp and rec.offset >= start_offset:

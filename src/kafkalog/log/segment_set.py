@@ -30,15 +30,27 @@ class SegmentSet:
         if seg.base_offset not in self._by_base:
             bisect.insort(self._bases, seg.base_offset)
         self._by_base[seg.base_offset] = seg
-        self.active = self._by_base[self._bases[-1]]
+        self._set_active()
+        if seg is not self.active:
+            seg.is_last = False
 
     def remove(self, base_offset: int) -> LogSegment | None:
         """Take the segment of ``base_offset`` out (nothing is closed); None if not there."""
         seg = self._by_base.pop(base_offset, None)
         if seg is not None:
             self._bases.remove(base_offset)
-            self.active = self._by_base[self._bases[-1]] if self._bases else None
+            self._set_active()
         return seg
+
+    def _set_active(self) -> None:
+        """The last segment is the active one, the only one whose bytes may end in a batch cut
+        off (``LogSegment.is_last``)."""
+        previous = self.active
+        self.active = self._by_base[self._bases[-1]] if self._bases else None
+        if previous is not None and previous is not self.active:
+            previous.is_last = False
+        if self.active is not None:
+            self.active.is_last = True
 
     def clear(self) -> None:
         self._bases.clear()

@@ -10,7 +10,7 @@ from kafkalog.server.codec import SUPPORTED
 from kafkalog.server.topics import Topic, TopicError, check_topic_name
 
 if TYPE_CHECKING:
-    from kafkalog.server.broker import Broker
+    from kafkalog.server.broker_interface import BrokerInterface as Broker
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

@@ -19,7 +19,7 @@ from kafkalog.server import errors as E
 from kafkalog.server.topics import TopicError
 
 if TYPE_CHECKING:
-    from kafkalog.server.broker import Broker
+    from kafkalog.server.broker_interface import BrokerInterface as Broker
 
 _logger = logging.getLogger("kafkalog.server")
 log_error = _logger.error

@@ -109,6 +109,23 @@ class ReadOptions:
     #: ``statsDir``: a local directory (seen by every executor) where each task leaves a small
     #: JSON file with the bytes it read (see :mod:`kafkalog.spark.stats`)
     stats_dir: str | None = None
+    #: streams: a micro-batch waits for at least this many new offsets (all partitions together)
+    #: or until ``max_trigger_delay_ms`` has passed since the last one, as Spark's Kafka source
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_TIME_UNITS_MS["d"] = 24 * _TIME_UNITS_MS["h"]
+
+
+def time_string_ms(name: str, value: str) -> int:
+    """A duration as Spark reads one (``JavaUtils.timeStringAsMs``): a number and a unit (us,
+    ms, s, m or min, h, d), milliseconds without one."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if m is None or m.group(2) not in ("", *_TIME_UNITS_MS):
+        raise OptionError(f"option {name}={value!r} must be a duration such as 15m, 30s or 500ms")
+    return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
 
 
 def _bool(name: str, value: str) -> bool:
@@ -286,6 +303,18 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         ),
         pushdown=_bool("pushdown", opts.get("pushdown", "true")),
         stats_dir=local_path(opts["statsdir"], "statsDir") if opts.get("statsdir") else None,
+        # checked whenever given, so that a stream's load() refuses a bad value (Spark asks a
+        # source for its schema, where these are parsed, before it knows it is a stream)
+        min_offsets_per_trigger=(
+            positive_option("minOffsetsPerTrigger", opts["minoffsetspertrigger"])
+            if "minoffsetspertrigger" in opts
+            else None
+        ),
+        max_trigger_delay_ms=(
+            time_string_ms("maxTriggerDelay", opts["maxtriggerdelay"])
+            if "maxtriggerdelay" in opts
+            else 15 * 60 * 1000
+        ),
     )
 
 
@@ -299,9 +328,7 @@ def _check_names(opts: Mapping[str, str], *, streaming: bool) -> None:
         if key.startswith("kafka.") or key in KNOWN_OPTIONS or key in IGNORED_OPTIONS:
             continue
         if key in BATCH_IGNORED_OPTIONS:
-            if streaming:
-                raise OptionError(f"option {key} is not supported by kafkalog's streaming reader")
-            continue
+            continue  # read by streams; a batch query ignores them, as Spark's Kafka source
         raise OptionError(
             f"unknown option {key!r} for format kafkalog "
             f"(known: {', '.join(sorted(KNOWN_OPTIONS))})"

@@ -9,6 +9,7 @@ never by scanning a log from its start.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from kafkalog.spark.options import EARLIEST, LATEST, MIN_TASK_BYTES, OptionError
 if TYPE_CHECKING:
     from kafkalog.spark.pushdown import Bounds
 
+
+logger = logging.getLogger("kafkalog.spark")
 
 #: an aborted transaction as a task drops its records: producer id, first offset, last offset
 AbortedRange = tuple[int, int, int]
@@ -63,6 +66,7 @@ class Split:
     # so a task can tell a segment cut or swapped by the broker since then
     planned_size: int = -1
     identity: tuple[int, int] | None = None
+    last_segment: bool = True  # only the last segment may end in a batch being written
 
     @property
     def size(self) -> int:
@@ -82,6 +86,7 @@ class Split:
             sr.end_offset,
             planned_size=sr.segment_size,
             identity=sr.identity,
+            last_segment=sr.last_segment,
         )
 
     def segment_range(self) -> SegmentRange:
@@ -94,6 +99,7 @@ class Split:
             self.end_offset,
             self.planned_size,
             self.identity,
+            self.last_segment,
         )
 
 
@@ -114,6 +120,13 @@ def select_partitions(
         missing = wanted - {t for t, _ in chosen}
         if missing and opts.fail_on_data_loss:
             raise DataLossError(f"subscribed topic(s) {sorted(missing)} not found in {opts.path}")
+        if missing:  # failOnDataLoss=false: read what is there, but never in silence
+            logger.warning(
+                "kafkalog: subscribed topic(s) %s not found in %s: no rows from them "
+                "(failOnDataLoss=false)",
+                sorted(missing),
+                opts.path,
+            )
         return chosen
     if opts.subscribe_pattern is not None:
         # Spark 4's Kafka source lists topics with its admin client (the default since 3.4,
@@ -131,6 +144,13 @@ def select_partitions(
                 if (topic, p) not in found:
                     if opts.fail_on_data_loss:
                         raise DataLossError(f"assigned partition {topic}-{p} not found")
+                    logger.warning(
+                        "kafkalog: assigned partition %s-%d not found in %s: no rows from it "
+                        "(failOnDataLoss=false)",
+                        topic,
+                        p,
+                        opts.path,
+                    )
                     continue
                 chosen[(topic, p)] = found[(topic, p)]
         return chosen

@@ -20,71 +20,15 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from kafkalog import files
 from kafkalog.spark.columns import HEADERS, SCHEMA, Columns, choose_columns, full_schema
 from kafkalog.spark.options import ReadOptions, parse_read_options
-from kafkalog.spark.plan import Aborted, Split, plan_read, task_count
+from kafkalog.spark.partitions import SplitPartition, pack
+from kafkalog.spark.plan import plan_read
 from kafkalog.spark.pushdown import Bounds, bounds_from_filters
 from kafkalog.spark.stats import ReadStats, recorded
-from kafkalog.spark.task import read_split
 
 #: the configuration that lets Spark push filters to a Python data source
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-
-
-class SplitPartition(InputPartition):
-    """Planned splits for one Spark task, read one after the other (small segments are packed
-    together: every task costs Spark a round trip to a Python worker)."""
-
-    def __init__(
-        self,
-        splits: list[Split],
-        aborted: Aborted,
-        location: str = "",
-        fail_on_data_loss: bool = True,
-    ) -> None:
-        super().__init__(len(splits))
-        self.splits = splits
-        self.aborted = aborted
-        self.location = location
-        self.fail_on_data_loss = fail_on_data_loss
-
-    def read(
-        self,
-        include_headers: bool,
-        columns: Columns | None = None,
-        stats: ReadStats | None = None,
-    ) -> Iterator[Any]:
-        if files.is_remote(self.location):
-            files.resolve(self.location)  # this worker process learns the store's settings
-        for split in self.splits:
-            yield from read_split(
-                split,
-                include_headers=include_headers,
-                columns=columns,
-                aborted=self.aborted.get(split.directory, []),
-                fail_on_data_loss=self.fail_on_data_loss,
-                stats=stats,
-            )
-
-
-def pack(splits: list[Split], opts: ReadOptions, aborted: Aborted) -> list[InputPartition]:
-    """Splits, in order, dealt into :func:`~kafkalog.spark.plan.task_count` tasks of about equal
-    bytes: each split goes to the task its middle byte falls in, so every task is within half a
-    split (a quarter task at most, see ``make_splits``) of the even share."""
-    if not splits:
-        return [SplitPartition([], {})]
-    if opts.max_records_per_partition:
-        return [SplitPartition([s], aborted, opts.location, opts.fail_on_data_loss) for s in splits]
-    total = sum(s.size for s in splits)
-    count = task_count(total, opts)
-    share = total / count if total else 1.0
-    groups: list[list[Split]] = [[] for _ in range(count)]
-    before = 0
-    for split in splits:
-        groups[min(count - 1, int((before + split.size / 2) // share))].append(split)
-        before += split.size
-    return [SplitPartition(g, aborted, opts.location, opts.fail_on_data_loss) for g in groups if g]
 
 
 class KafkaLogDataSource(DataSource):

@@ -8,6 +8,8 @@ only looked at); partitions that appear later start at their earliest offset.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -23,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
 from kafkalog.log import Log
 from kafkalog.spark.columns import Columns
 from kafkalog.spark.options import EARLIEST, LATEST, ReadOptions
+from kafkalog.spark.partitions import SplitPartition, pack
 from kafkalog.spark.plan import (
     Aborted,
     DataLossError,
@@ -103,6 +106,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.columns = columns
         self.target: dict[tuple[str, int], int] | None = None
         self.planned: _Planned | None = None
+        # when the last micro-batch was let through (minOffsetsPerTrigger); 0: the first is
+        # never held back, as in Spark's KafkaMicroBatchStream
+        self.last_trigger_ms = 0.0
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: what is there now is the target; later appends wait."""
@@ -139,13 +145,35 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = _flat(start)
         chosen: dict[tuple[str, int], int] = {}
+        held: list[bool] = []
 
         def plan(ends: Ends, logs: dict[tuple[str, int], Log]) -> None:
+            if self._hold_back(begin, ends):
+                held.append(True)
+                return
             chosen.update(self._choose(begin, ends, limit))
             self.planned = self._plan(begin, chosen, ends, logs)
 
         _ends(self.opts, plan)
-        return _nest(chosen)
+        return start if held else _nest(chosen)
+
+    def _hold_back(self, begin: dict[tuple[str, int], int], ends: Ends) -> bool:
+        """Spark's ``minOffsetsPerTrigger``: no micro-batch until at least that many new offsets
+        are there (all partitions together), or ``maxTriggerDelay`` has passed since the last
+        one (KafkaMicroBatchStream.delayBatch). Trigger.AvailableNow reads what is there
+        without waiting: nothing more may come."""
+        minimum = self.opts.min_offsets_per_trigger
+        if minimum is None or self.target is not None:
+            return False
+        now = time.time() * 1000
+        if now - self.last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self.last_trigger_ms = now
+            return False
+        new = sum(max(0, last - begin.get(tp, first)) for tp, (_, first, last) in ends.items())
+        if new < minimum:
+            return True
+        self.last_trigger_ms = now
+        return False
 
     def _choose(
         self, begin: dict[tuple[str, int], int], ends: Ends, limit: ReadLimit
@@ -162,11 +190,15 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             total = sum(max(0, hi - lo) for lo, hi in available.values())
             if total > limit.max_rows:
-                # as Spark's Kafka source: the budget split in proportion to what each has
+                # as Spark's Kafka source (KafkaMicroBatchStream.rateLimit): the budget split in
+                # proportion to what each has, a share under one rounded up ("don't completely
+                # starve small partitions"), so a stream always advances, also when the limit
+                # is below the number of partitions
                 flat = {}
                 for tp, (lo, hi) in available.items():
-                    share = (hi - lo) * limit.max_rows // total if total else 0
-                    flat[tp] = lo + max(0, share)
+                    prorate = limit.max_rows * ((hi - lo) / total)
+                    share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+                    flat[tp] = min(hi, lo + max(0, share))
                 return flat
         return {tp: hi for tp, (lo, hi) in available.items()}
 
@@ -190,8 +222,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _Planned(begin, stop, firsts, splits, aborted)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        from kafkalog.spark.source import pack
-
         begin, stop = _flat(start), _flat(end)
         dirs = partition_directories(self.opts.path)
         for tp, lo in sorted(begin.items()):
@@ -234,8 +264,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from kafkalog.spark.source import SplitPartition
-
         assert isinstance(partition, SplitPartition)
         return partition.read(self.opts.include_headers, self.columns)
 

@@ -72,6 +72,8 @@ def read_split(
             topic=split.topic,
             partition=split.partition,
             columns=decoded_columns,
+            last_segment=split.last_segment,
+            first_offset=split.base_offset,
         ):
             batch = _keep(decoded, split, aborted)
             if batch.num_rows:

@@ -1,0 +1,266 @@
+"""Damaged logs: every reader answers with a clear error or every record, never fewer records
+with success, and nothing is changed (issue 23).
+
+A matrix: logs kafkalog writes and real fixture partitions, each damaged in one way (a byte
+flipped in each structural field of a batch in the middle of a segment, a hole, garbage, an
+absurd length, a batch of the last segment cut off, a zero tail), each read by every reader of
+the log layer (read-only and writable opens, ``records``, ``read_arrow``, the Spark planner and
+its tasks without Spark). Where the damage is a torn tail (what a crash leaves), a read gives
+every record before it; anywhere else it raises a kafkalog error naming the file and the byte.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kafkalog.errors import DamagedLogError, KafkalogError
+from kafkalog.log import Log, TopicConfig
+from kafkalog.records import LogReader, Record
+from provenance import FIXTURES
+
+Reader = Callable[[Path], list[int]]
+
+
+def _records(d: Path) -> list[int]:
+    with Log(d, writable=False) as log:
+        return [r.offset for r in log.records()]
+
+
+def _arrow(d: Path) -> list[int]:
+    with Log(d, writable=False) as log:
+        return [int(o) for o in log.read_arrow().column("offset").to_pylist()]
+
+
+def _writable(d: Path) -> list[int]:
+    with Log(d, TopicConfig(segment_bytes=4096), had_clean_shutdown=False) as log:
+        return [r.offset for r in log.records()]
+
+
+def _planner(d: Path) -> list[int]:
+    from kafkalog.spark.options import parse_read_options
+    from kafkalog.spark.plan import plan_read
+    from kafkalog.spark.task import read_split
+
+    topic = d.name.rsplit("-", 1)[0]
+    opts = parse_read_options({"path": str(d.parent), "subscribe": topic})
+    splits, _ = plan_read(opts)
+    out: list[int] = []
+    for split in splits:
+        for batch in read_split(split, include_headers=False):
+            out.extend(int(o) for o in batch.column("offset").to_pylist())
+    return out
+
+
+READERS: dict[str, Reader] = {  # the writable open last: it may cut a torn tail
+    "records": _records,
+    "read_arrow": _arrow,
+    "spark planner": _planner,
+    "writable open": _writable,
+}
+
+
+def _entries(path: Path) -> list[tuple[int, int]]:
+    """(position, size) of every entry of a ``.log``."""
+    return [(e.position, e.size_in_bytes) for e in LogReader(path.read_bytes())]
+
+
+def _segments(d: Path) -> list[Path]:
+    return sorted(d.glob("*.log"))
+
+
+def _flip(field_offset: int, where: str = "middle") -> Callable[[Path], None]:
+    def damage(d: Path) -> None:
+        segs = _segments(d)
+        seg = segs[0] if where == "first" else segs[len(segs) // 2]
+        entries = _entries(seg)
+        position, size = entries[len(entries) // 2]
+        data = bytearray(seg.read_bytes())
+        data[position + min(field_offset, size - 1)] ^= 0xFF
+        seg.write_bytes(bytes(data))
+
+    return damage
+
+
+def _hole(d: Path) -> None:
+    seg = _segments(d)[0]
+    data = seg.read_bytes()
+    mid = len(data) // 2
+    seg.write_bytes(data[:mid] + data[mid + 60 :])
+
+
+def _garbage(d: Path) -> None:
+    seg = _segments(d)[0]
+    seg.write_bytes(bytes((i * 131 + 7) % 251 for i in range(max(200, seg.stat().st_size))))
+
+
+def _absurd_last(d: Path) -> None:
+    seg = _segments(d)[-1]
+    position, _ = _entries(seg)[-1]
+    data = bytearray(seg.read_bytes())
+    struct.pack_into(">i", data, position + 8, 0x7FFFFFFF)
+    seg.write_bytes(bytes(data))
+
+
+def _cut_last(d: Path) -> None:
+    seg = _segments(d)[-1]
+    data = seg.read_bytes()
+    seg.write_bytes(data[:-5])
+
+
+def _zero_tail(d: Path) -> None:
+    with open(_segments(d)[-1], "ab") as f:
+        f.write(b"\0" * 3000)
+
+
+def _cut_middle_segment(d: Path) -> None:
+    segs = _segments(d)
+    if len(segs) < 2:
+        raise AssertionError("needs a log of several segments")  # the test skips such logs
+    seg = segs[len(segs) // 2 - 1]
+    data = seg.read_bytes()
+    seg.write_bytes(data[:-5])
+
+
+# structural fields of a v2 batch (and, at the same byte positions, of a v0/v1 entry)
+FIELDS = {
+    "base offset": 7,
+    "length": 11,
+    "magic": 16,
+    "crc": 18,
+    "attributes": 22,
+    "last offset delta": 26,
+    "max timestamp": 42,
+    "producer id": 50,
+    "record count": 60,
+    "records": 70,
+}
+
+#: damage kind -> (mutation, whether it is a torn tail: then every record before it is read)
+DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
+    **{f"flip {name}": (_flip(at), False) for name, at in FIELDS.items()},
+    "flip first segment base offset": (_flip(7, "first"), False),
+    "hole of 60 bytes": (_hole, False),
+    "garbage .log": (_garbage, False),
+    "absurd last length": (_absurd_last, False),
+    "last batch cut off": (_cut_last, True),
+    "zero tail": (_zero_tail, True),
+    "earlier segment cut off": (_cut_middle_segment, False),
+}
+
+
+def _written(tmp: Path) -> Path:
+    d = tmp / "written-0"
+    with Log(d, TopicConfig(segment_bytes=4096)) as log:
+        for i in range(300):
+            log.append_records([Record.of(b"value %05d" % i, key=b"k%d" % (i % 7))])
+    return d
+
+
+FIXTURE_PARTITIONS = [
+    FIXTURES / "kafka-4.0-snapshot-javacode" / "v0-none-0",
+    FIXTURES / "kafka-4.0-snapshot-javacode" / "v1-gzip-0",
+    FIXTURES / "kafka-4.0-snapshot-javacode" / "v2-zstd-0",
+]
+
+
+def _sources(tmp: Path) -> dict[str, Path]:
+    out = {"written by Log": _written(tmp / "source")}
+    for p in FIXTURE_PARTITIONS:
+        if p.is_dir():
+            out[p.parent.name + "/" + p.name] = p
+    assert len(out) == 1 + len(FIXTURE_PARTITIONS), "fixtures missing"
+    return out
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    # the writer's own lock file is written by every writable open; everything else must stay
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name != ".kafkalog.lock"}
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return _sources(tmp_path_factory.mktemp("damage"))
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_every_reader_raises_or_reads_everything(
+    damage: str, sources: dict[str, Path], tmp_path: Path
+) -> None:
+    mutate, torn = DAMAGES[damage]
+    for name, source in sources.items():
+        if damage == "earlier segment cut off" and len(_segments(source)) < 2:
+            continue  # a log of one segment has no earlier segment (its cut is a torn tail)
+        pristine = _records(source)
+        last_entry = list(LogReader(_segments(source)[-1].read_bytes()))[-1]
+        in_last_entry = len(last_entry.records())
+        d = tmp_path / name.replace("/", "_") / source.name
+        shutil.copytree(source, d)
+        for extra in d.glob(".kafkalog*"):
+            extra.unlink()
+        mutate(d)
+        before = _files(d)
+        for reader_name, reader in READERS.items():
+            where = f"{damage} / {name} / {reader_name}"
+            try:
+                got = reader(d)
+            except KafkalogError as e:
+                assert not torn, f"{where}: a torn tail raised {e}"
+                assert str(d) in str(e) and "byte" in str(e), f"{where}: {e}"
+                if reader_name == "writable open":
+                    assert isinstance(e, DamagedLogError) and "kafkalog repair" in str(e), where
+                continue
+            if torn:
+                # a torn tail: every record of the whole batches before it
+                assert got == pristine[: len(got)], where
+                assert len(got) >= len(pristine) - in_last_entry, where
+            else:
+                assert got == pristine, f"{where}: {len(got)} of {len(pristine)} records, no error"
+            if reader_name != "writable open":
+                assert _files(d) == before, f"{where}: files changed"
+        if not torn:
+            assert _files(d) == before, f"{damage} / {name}: files changed"
+
+
+def test_torn_tail_is_cut_by_a_writable_open_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    d = _written(tmp_path)
+    (d / ".kafkalog-clean-shutdown").unlink()  # as after a crash
+    _cut_last(d)
+    with caplog.at_level("WARNING", logger="kafkalog.log"), Log(d) as log:
+        assert log.log_end_offset == 299
+    assert any("cutting the torn tail" in r.getMessage() for r in caplog.records)
+
+
+def test_a_clean_close_means_no_recovery_and_a_crash_means_recovery(tmp_path: Path) -> None:
+    d = _written(tmp_path)
+    assert (d / ".kafkalog-clean-shutdown").read_text().strip() == "300"
+    log = Log(d)
+    assert not (d / ".kafkalog-clean-shutdown").exists()  # a crash from here on: recovery
+    log.append_records([Record.of(b"more")])
+    log.close()
+    assert (d / ".kafkalog-clean-shutdown").read_text().strip() == "301"
+    (d / ".kafkalog-clean-shutdown").unlink()
+    _zero_tail(d)  # what a preallocating writer's crash leaves
+    with Log(d) as log:
+        assert log.log_end_offset == 301
+    last = _segments(d)[-1]
+    assert sum(size for _, size in _entries(last)) == last.stat().st_size  # the zeros were cut
+
+
+def test_damage_before_the_tail_never_deletes_segments(tmp_path: Path) -> None:
+    """Issue 23's first case: a flipped byte in the first of many segments made a writable
+    open truncate it and rename every later segment ``.deleted``."""
+    d = _written(tmp_path)
+    (d / ".kafkalog-clean-shutdown").unlink()
+    _flip(75, "first")(d)
+    before = _files(d)
+    with pytest.raises(DamagedLogError, match="kafkalog repair"):
+        Log(d)
+    assert _files(d) == before
+    assert not list(d.glob("*.deleted"))
