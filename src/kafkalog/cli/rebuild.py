@@ -10,8 +10,8 @@ moving damaged data aside is ``kafkalog repair DIR``'s job, not this command's.
 A batch cut off at the end of the last segment (a crash during an append) is refused the same
 way, unless ``--force``: then the indexes cover the whole batches before it and the cut-off
 bytes stay in the ``.log`` as they are, with a warning. They are not a readable record, but
-only a writer's recovery removes them (a broker's after an unclean shutdown); a broker that
-appends after them without recovering makes the next batch unreadable.
+only a writer's recovery removes them (kafkalog's writable open, a broker's after an unclean
+shutdown); a broker that appends after them without recovering makes the next batch unreadable.
 
 Index files are only written when their bytes change, each through a temporary file and a
 rename, under the partition's writer lock (a broker's directory is refused). ``--dry-run``
@@ -212,8 +212,8 @@ def scan(directory: str, interval: int, force: bool, work: str) -> list[_Segment
                     )
                 _log.warning(
                     "%s at byte %d: %s); indexed the batches before it and left these %d "
-                    "bytes in the .log: only a writer's recovery removes them (a broker's "
-                    "after an unclean shutdown)",
+                    "bytes in the .log: only a writer's recovery removes them (kafkalog's "
+                    "writable open, a broker's after an unclean shutdown)",
                     log_path,
                     tail.position,
                     cut,
