@@ -125,13 +125,25 @@ def test_timestamps_outside_the_calendar_are_printed_not_fatal(tmp_path: Path) -
 def test_a_file_only_named_like_a_segment_is_not_one(tmp_path: Path, name: str) -> None:
     """``str.isdigit`` takes "²" and "٣", which ``int`` then refused: every command on the
     partition died with "invalid literal for int() with base 10", naming no file. Such files
-    are not segments (Kafka's names are ASCII digits), and dump reads one from offset 0."""
+    are not segments (Kafka's names are ASCII digits), and dump reads one from offset 0. Kafka's
+    own loader fails on such a name (it parses the part before the first dot as an offset), so
+    verify names each one as a problem; the reading commands pass them over."""
     part = _copy(tmp_path)
     stray = part / name
     stray.write_bytes(b"")
-    (part / "\u00b2\u00b2.snapshot").write_bytes(b"")
+    snapshot = part / "\u00b2\u00b2.snapshot"
+    snapshot.write_bytes(b"")
+    verified = kafkalog("verify", str(part))
+    _no_traceback(verified)
+    assert verified.returncode == 1, verified.stdout
+    problems = [line for line in verified.stdout.splitlines() if line.startswith("PROBLEM")]
+    assert problems == [
+        f"PROBLEM {path}: not a segment file name: Kafka's loader reads "
+        f"{path.name.split('.')[0]!r} as a base offset and cannot (it fails to load the "
+        "partition); a segment's files are named by a 20-digit offset"
+        for path in sorted((stray, snapshot))
+    ]
     for cmd in (
-        ("verify", str(part)),
         ("lookup", str(part), "--offset", "1"),
         ("cat", str(part), "--max", "1"),
         ("rebuild-index", "--dry-run", str(part)),
@@ -164,20 +176,28 @@ def test_a_failed_dry_run_leaves_no_copy_behind(
 @pytest.mark.parametrize("suffix", [".index", ".timeindex", ".log"])
 def test_a_directory_named_like_a_segment_file_is_named(tmp_path: Path, suffix: str) -> None:
     """Opening a directory read-only succeeds, so the first read failed with a bare
-    "[Errno 21] Is a directory" that did not say which of the partition's files it was."""
+    "[Errno 21] Is a directory" that did not say which of the partition's files it was.
+    verify names it as a problem of the partition, once, and checks the rest."""
     part = _copy(tmp_path)
     name = f"{SEG}{suffix}" if suffix != ".log" else "00000000000000000500.log"
     if suffix != ".log":
         (part / name).unlink()
     (part / name).mkdir()
+    verified = kafkalog("verify", str(part))
+    _no_traceback(verified)
+    assert verified.returncode == 1, verified.stdout
+    problems = [line for line in verified.stdout.splitlines() if line.startswith("PROBLEM")]
+    assert problems == [
+        f"PROBLEM {part / name}: a directory named like a {suffix} file: it cannot be read as one"
+    ]
+    assert "1 segment(s), 5 batch(es), 112 record(s)" in verified.stdout  # the rest was read
     for cmd in (
-        ("verify", str(part)),
         ("lookup", str(part), "--offset", "1"),
         ("cat", str(part), "--max", "1"),
     ):
         result = kafkalog(*cmd)
         _no_traceback(result)
-        if cmd[0] == "verify" or result.returncode != 0:  # lookups may not need that file
+        if result.returncode != 0:  # lookups may not need that file
             assert result.returncode == 2, (cmd, result.stdout)
             assert f"Is a directory: '{part / name}'" in result.stderr, (cmd, result.stderr)
 

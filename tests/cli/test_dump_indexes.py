@@ -327,7 +327,7 @@ def test_crafted_timeindex_errors(tmp_path: Path) -> None:
     ]
     write_timeindex(ti, 0, entries)
     result = kafkalog("dump", "--files", str(ti))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # Kafka's tool exits 0; kafkalog says so
     assert result.stdout.splitlines()[1:] == [f"timestamp: {t} offset: {o}" for t, o in entries]
     assert result.stderr.splitlines() == [
         f"Found timestamp mismatch in :{ti}",
@@ -342,6 +342,28 @@ def test_crafted_timeindex_errors(tmp_path: Path) -> None:
     only = kafkalog("dump", "--verify-index-only", "--files", str(ti))
     assert only.stdout.splitlines() == [f"Dumping {ti}"]
     assert only.stderr == result.stderr
+    assert only.returncode == 1
+    # the same findings in --json, after the entries; 4 inside batch 3..5 is what brokers
+    # before Kafka 3.x wrote (a warning), 99 is past the log (a problem)
+    rows = [
+        json.loads(line)
+        for line in kafkalog("dump", "--json", "--files", str(ti)).stdout.splitlines()
+    ]
+    found = [(r["type"], r["problem"]) for r in rows if r["type"] in ("problem", "warning")]
+    assert found == [
+        ("problem", "timestampMismatch"),
+        ("problem", "timestampOutOfOrder"),
+        ("warning", "indexedOffsetNotFound"),
+        ("problem", "timestampMismatch"),
+        ("problem", "indexedOffsetNotFound"),
+    ]
+    assert {r["file"] for r in rows if r["type"] == "problem"} == {str(ti)}
+    first = next(r for r in rows if r["type"] == "problem")
+    assert (first["indexTimestamp"], first["logTimestamp"], first["position"]) == (
+        -1,
+        1700000000002,
+        0,
+    )
 
 
 def test_reports_come_after_all_files_in_kafkas_order(tmp_path: Path) -> None:
@@ -353,7 +375,7 @@ def test_reports_come_after_all_files_in_kafkas_order(tmp_path: Path) -> None:
     log = tmp_path / "00000000000000000100.log"
     log.write_bytes(V2_NONE + V2_NONE)  # offsets 100..102 twice
     result = kafkalog("dump", "--deep-iteration", "--files", f"{log},{index},{ti}")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # offsets going backwards, a wrong timestamp
     assert result.stderr.splitlines() == [
         f"Mismatches in :{index}",
         "  Index offset: 8, log offset: 5",
@@ -362,6 +384,99 @@ def test_reports_come_after_all_files_in_kafkas_order(tmp_path: Path) -> None:
         f"Non-consecutive offsets in {log}",
         "  102 is followed by 100",
     ]
+
+
+def _findings(result: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    rows = [json.loads(line) for line in result.stdout.splitlines()]  # nothing but JSON
+    return [r for r in rows if r["type"] in ("problem", "warning")]
+
+
+def test_problems_set_the_exit_status_and_are_in_the_json(tmp_path: Path) -> None:
+    """Issue 23: Kafka's tool exits 0 whatever its check finds; kafkalog exits 1 on a problem
+    and, with --json, prints each finding as an object (a script parsing stdout saw nothing).
+    What Kafka's check reports on correctly written files stays a warning (exit 0)."""
+    idempotent_copy(tmp_path)
+    index = tmp_path / f"{SEG0}.index"
+    # (8, 191) and (11, 382): batches 3..5 and 6..8 from 191, 6..8 and 9..11 from 382, as
+    # appends of two batches are indexed; (5, 382): the batch at 382 holds 6..8, not 5
+    write_index(index, 0, [(8, 191), (11, 382)])
+    result = kafkalog("dump", "--json", "--files", str(index))
+    assert result.returncode == 0, result.stdout
+    findings = _findings(result)
+    assert [(f["type"], f["problem"]) for f in findings] == [("warning", "indexMismatch")] * 2
+    assert [(f["indexOffset"], f["logOffset"], f["position"]) for f in findings] == [
+        (8, 5, 0),
+        (11, 8, 8),
+    ]
+    write_index(index, 0, [(5, 382)])
+    result = kafkalog("dump", "--json", "--files", str(index))
+    assert result.returncode == 1
+    [finding] = _findings(result)
+    assert finding["type"] == "problem" and finding["file"] == str(index)
+    assert (finding["indexOffset"], finding["logOffset"]) == (5, 8)
+
+    # records that cannot be decoded: stderr as before, now exit 1 and a JSON object
+    log = tmp_path / "00000000000000000100.log"
+    bad = bytearray(V2_NONE)
+    bad[57:61] = struct.pack(">i", 1000)  # a record count the batch cannot hold
+    log.write_bytes(bytes(bad))
+    text = kafkalog("dump", "--deep-iteration", "--files", str(log))
+    assert text.returncode == 1 and "record count 1000" in text.stderr, text.stderr
+    result = kafkalog("dump", "--deep-iteration", "--json", "--files", str(log))
+    assert result.returncode == 1
+    [finding] = _findings(result)
+    assert finding["problem"] == "corruptRecords" and finding["batchPosition"] == 0
+    assert finding["position"] == 57 and "record count 1000" in str(finding["message"])
+
+
+@pytest.mark.parametrize("where", ["orders-0", "__consumer_offsets-7"])
+def test_offset_gaps_are_problems_unless_the_topic_is_compacted(tmp_path: Path, where: str) -> None:
+    """A gap in a log's offsets is lost records, unless the topic is compacted (the cleaner
+    removes records): --compacted says so, and Kafka always compacts __consumer_offsets."""
+    part = tmp_path / where
+    part.mkdir()
+    log = part / "00000000000000000100.log"
+    later = bytearray(V2_NONE)
+    later[0:8] = struct.pack(">q", 110)  # offsets 110..112 after 100..102
+    log.write_bytes(V2_NONE + bytes(later))
+    internal = where.startswith("__")
+    for flags in ([], ["--compacted"]):
+        result = kafkalog("dump", "--deep-iteration", "--json", *flags, "--files", str(log))
+        compacted = internal or bool(flags)
+        assert result.returncode == (0 if compacted else 1), result.stdout
+        [finding] = _findings(result)
+        assert finding["type"] == ("warning" if compacted else "problem")
+        assert (finding["offset"], finding["nextOffset"]) == (102, 110)
+        assert finding["file"] == str(log)
+        text = kafkalog("dump", "--deep-iteration", *flags, "--files", str(log))
+        assert text.stderr.splitlines() == [
+            f"Non-consecutive offsets in {log}",
+            "  102 is followed by 110",
+        ]  # Kafka's lines either way
+    backwards = kafkalog("dump", "--deep-iteration", "--compacted", "--files", f"{log},{log}")
+    assert backwards.returncode == 0  # two files, each consecutive in itself
+    log.write_bytes(bytes(later) + V2_NONE)
+    assert kafkalog("dump", "--deep-iteration", "--compacted", "--files", str(log)).returncode == 1
+
+
+def test_a_file_that_cannot_be_walked_is_in_the_json_too(tmp_path: Path) -> None:
+    """A .log the reader refuses ends the run with exit 2 and one line on stderr, as before;
+    with --json the refusal is also the last object on stdout."""
+    log = tmp_path / "00000000000000000100.log"
+    bad = bytearray(V2_NONE)
+    bad[16] = 7  # a magic byte no Kafka format has: it used to dump as "isvalid: true"
+    log.write_bytes(bytes(bad))
+    text = kafkalog("dump", "--files", str(log))
+    assert text.returncode == 2 and "isvalid" not in text.stdout
+    assert text.stderr.strip() == (
+        f"kafkalog: error: {log} at byte 16: invalid magic byte 7: Kafka's log formats are "
+        "magic 0, 1 and 2"
+    )
+    result = kafkalog("dump", "--json", "--files", str(log))
+    assert result.returncode == 2
+    [finding] = _findings(result)
+    assert finding["type"] == "problem" and finding["file"] == str(log)
+    assert finding["position"] == 16 and "magic byte 7" in str(finding["message"])
 
 
 # -- --index-sanity-check -----------------------------------------------------------------------

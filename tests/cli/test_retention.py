@@ -131,3 +131,44 @@ def test_a_future_timestamp_is_named_as_what_keeps_the_segment(tmp_path: Path) -
     assert "future" in first_kept["reason"] and "offset 20" in first_kept["reason"]
     later = [r for r in rows if r["type"] == "segment" and not r["deleted"]][1:]
     assert later and all("older segment is kept" in r["reason"] for r in later)
+
+
+@pytest.mark.parametrize(
+    ("options", "policy_deletes"),
+    [
+        (["--retention-ms", str(WEEK)], True),
+        (["--retention-ms", "-1"], False),
+        (["--retention-ms", str(WEEK), "--cleanup-policy", "compact"], False),
+        (["--retention-ms", str(WEEK), "--retention-bytes", "3000"], True),
+    ],
+)
+def test_every_segment_says_when_it_expires(
+    tmp_path: Path, options: list[str], policy_deletes: bool
+) -> None:
+    """The README lists ``expiresAt`` among every segment's fields; it was there only for
+    kept segments under a time limit, so a script reading it failed on the others. It is
+    the first millisecond retention.ms deletes the segment at (Kafka: now - largest >
+    retention.ms), null when no time limit applies, and deleted segments have it too."""
+    stamp, _ = CASES["aging"]
+    directory = _write(tmp_path / "data", "aging", [stamp(i) for i in range(90)])
+    segments = [r for r in _command(directory, *options) if r["type"] == "segment"]
+    assert any(r["deleted"] for r in segments) == policy_deletes
+    kept_by_time = False
+    for row in segments:
+        assert "expiresAt" in row
+        if policy_deletes:
+            assert row["expiresAt"] == row["largestTimestamp"] + WEEK + 1
+            # deleted by time exactly when it has expired at --now
+            if row["rule"] == "retention.ms":
+                assert row["expiresAt"] <= NOW
+            if not row["deleted"] and "within retention.ms" in row["reason"]:
+                assert row["expiresAt"] > NOW
+                kept_by_time = True
+        else:
+            assert row["expiresAt"] is None
+    assert kept_by_time == policy_deletes  # the first kept segment waits for its expiry
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    documented = next(
+        line for line in readme.splitlines() if line.startswith("| `retention` | `segment`")
+    )
+    assert all(f"`{field}`" in documented for field in segments[0] if field != "type")

@@ -203,3 +203,76 @@ def test_a_reader_started_before_the_log_exists(tmp_path: Path) -> None:
     reader.close()
     assert [r.value for r in got] == [b"x%d" % i for i in range(100)]
     assert reader.skipped == 0
+
+
+def _poll_all(reader: TailReader) -> list[list[int]]:
+    """Offsets of each ``poll(timeout=0)`` until one returns nothing."""
+    polls = []
+    while batch := reader.poll(timeout=0):
+        polls.append([r.offset for r in batch])
+    return polls
+
+
+def test_empty_segments_of_a_kafka_0_9_log_are_crossed_at_once(tmp_path: Path) -> None:
+    """Issue 23: Kafka 0.9's compacted ``v0-compact-0`` starts with three empty segments (0,
+    20, 40); a reader crossed one per directory listing (every 0.1 s), so ``poll(timeout=0)``
+    returned nothing, forever when called faster than that, at position 20. Nor are the
+    compacted-away offsets records it missed: ``skipped`` stays 0."""
+    import shutil
+
+    from provenance import FIXTURES
+
+    directory = tmp_path / "v0-compact-0"
+    shutil.copytree(FIXTURES / "kafka-0.9.0.1-broker" / "v0-compact-0", directory)
+    with Log(directory, writable=False) as log:
+        expected = [r.offset for r in log.records()]
+    assert expected and expected[0] == 70  # nothing below: segments 0, 20, 40 are empty
+    reader = TailReader(directory)
+    polls = _poll_all(reader)
+    reader.close()
+    assert polls and polls[0][0] == 70  # the first poll already crossed the empty segments
+    assert [o for p in polls for o in p] == expected
+    assert reader.skipped == 0 and reader.position == expected[-1] + 1
+
+
+def test_any_number_of_empty_segments_in_one_poll(tmp_path: Path) -> None:
+    """Six consecutive empty segments (a compacted log) between two with records: the poll
+    after the first segment's records returns the next segment's, in one call, timeout 0."""
+    directory = tmp_path / "events-0"
+    with Log(directory, TopicConfig(segment_bytes=150)) as log:
+        for i in range(10):
+            log.append_records([Record.of(b"v%d-%d" % (i, n), timestamp=T0 + i) for n in range(3)])
+        bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 9
+    emptied = bases[1:7]
+    for base in emptied:  # as the cleaner leaves a segment whose records all went
+        for suffix in (".log", ".index", ".timeindex"):
+            (directory / f"{base:020d}{suffix}").write_bytes(b"")
+    with Log(directory, writable=False) as log:
+        expected = [r.offset for r in log.records()]
+    reader = TailReader(directory)
+    first = reader.poll(timeout=0)
+    assert [r.offset for r in first] == list(range(bases[0], bases[1]))
+    began = time.monotonic()
+    second = reader.poll(timeout=0)
+    assert time.monotonic() - began < 0.1  # no waiting for the next directory listing
+    assert [r.offset for r in second] == list(range(bases[7], bases[8]))
+    rest = _poll_all(reader)
+    reader.close()
+    assert [r.offset for r in first + second] + [o for p in rest for o in p] == expected
+    assert reader.skipped == 0
+
+
+def test_a_log_that_starts_with_empty_segments_is_read_in_the_first_poll(tmp_path: Path) -> None:
+    directory = tmp_path / "events-0"
+    with Log(directory, TopicConfig(segment_bytes=150)) as log:
+        for i in range(5):
+            log.append_records([Record.of(b"v%d-%d" % (i, n), timestamp=T0 + i) for n in range(3)])
+        bases = [s.base_offset for s in log.segments]
+    for base in bases[:3]:
+        for suffix in (".log", ".index", ".timeindex"):
+            (directory / f"{base:020d}{suffix}").write_bytes(b"")
+    reader = TailReader(directory, start_offset=0)
+    assert [r.offset for r in reader.poll(timeout=0)] == list(range(bases[3], bases[4]))
+    reader.close()
+    assert reader.skipped == 0

@@ -10,6 +10,15 @@ Scripts written against Kafka's tool parse these lines, so the wording, field or
 mismatches, time index errors, non-consecutive offsets) are reported on stderr after every file
 has been dumped.
 
+Unlike Kafka's tool, they also set the exit status (1), and with ``--json`` each is an object on
+stdout (``problem`` or ``warning``, after the last file), so a script cannot miss them. What
+Kafka's own check reports on files a broker wrote correctly is a warning, not a problem: an
+index entry keyed by the last offset of an append of several batches (its position is the
+append's first batch), a time-index entry naming a record inside a batch rather than its last
+offset, and offset gaps in a compacted topic (``--compacted``, implied for
+``__consumer_offsets`` and ``__transaction_state``). Records that cannot be decoded are problems
+too; a file that cannot be walked at all is an error (exit status 2).
+
 Every file is opened read-only: dumping never creates, resizes, truncates or writes anything
 (Kafka's own tool creates a missing index file as a side effect; kafkalog reports it missing).
 """
@@ -56,7 +65,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "dump",
         help="print the batches and records of segment files, as kafka-dump-log.sh does",
-        description="Print log segment files the way Kafka's kafka-dump-log.sh does.",
+        description="Print log segment files the way Kafka's kafka-dump-log.sh does. Exit "
+        "status 1 when the verification of a .log (--deep-iteration), .index or .timeindex "
+        "finds a problem (Kafka's tool exits 0), 2 when a file cannot be read.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
         "  kafkalog dump --files data/orders-3/00000000000000000000.log\n"
@@ -115,6 +126,12 @@ def add_parser(sub: Any) -> None:
             default=None,
             help=f"decode the records of {what} (implies --print-data-log)",
         )
+    p.add_argument(
+        "--compacted",
+        action="store_true",
+        help="the topic is compacted: gaps in its offsets (records the cleaner removed) are "
+        "warnings, not problems (implied for __consumer_offsets and __transaction_state)",
+    )
     p.add_argument(
         "--json",
         action="store_true",
@@ -310,6 +327,15 @@ def dump_log(
                 pairs = [(None, r) for r in entry.records()]
         except CorruptRecordError as e:
             print(f"kafkalog: {e}", file=err)
+            if report is not None:
+                report.add(
+                    "problem",
+                    path,
+                    "corruptRecords",
+                    f"{e}",
+                    position=e.position,
+                    batchPosition=entry.position,
+                )
             continue
         for inner_entry, rec in pairs:
             if previous is not None and rec.offset != previous + 1:
@@ -328,11 +354,42 @@ def dump_log(
             print(f"Found {remaining} invalid bytes at the end of {name}", file=out)
     if gaps:
         if report is not None:
-            report.non_consecutive.setdefault(java_absolute_path(path), []).extend(gaps)
+            key = java_absolute_path(path)
+            report.non_consecutive.setdefault(key, []).extend(gaps)
+            compacted = getattr(args, "compacted", False) or _compacted_topic(path)
+            for a, b in gaps:
+                backwards = b <= a
+                kind = "problem" if backwards or not compacted else "warning"
+                why = "offsets go backwards" if backwards else "records missing between them"
+                if compacted and not backwards:
+                    why += " (the topic is compacted: the cleaner removes records)"
+                report.add(
+                    kind,
+                    key,
+                    "nonConsecutiveOffsets",
+                    f"{a} is followed by {b}: {why}",
+                    offset=a,
+                    nextOffset=b,
+                )
             return
         print(f"Non-consecutive offsets in {java_absolute_path(path)}", file=err)
         for a, b in reversed(gaps):
             print(f"  {a} is followed by {b}", file=err)
+
+
+#: Internal topics Kafka always compacts (cleanup.policy=compact, not configurable).
+_COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def _compacted_topic(path: str) -> bool:
+    """Whether ``path`` is a segment of a topic Kafka always compacts (by its directory)."""
+    from kafkalog.log.layout import parse_partition_dir
+
+    try:
+        topic, _ = parse_partition_dir(os.path.dirname(os.path.abspath(path)))
+    except ValueError:
+        return False
+    return topic in _COMPACTED_TOPICS
 
 
 _SNAPSHOT_NAME_RE = re.compile(r"([0-9]{20})-([0-9]{10})\.checkpoint")
@@ -472,6 +529,22 @@ class DumpReport:
     time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    #: every finding as ``--json`` prints it after the last file: ``type`` is ``problem``
+    #: (exit status 1) or ``warning`` (what Kafka's check reports on correctly written files)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, kind: str, path: str, what: str, message: str, **fields: Any) -> None:
+        self.findings.append(
+            {"type": kind, "file": path, "problem": what, **fields, "message": message}
+        )
+
+    @property
+    def problems(self) -> int:
+        return sum(1 for f in self.findings if f["type"] == "problem")
+
+    def print_json(self, out: IO[str]) -> None:
+        for finding in self.findings:
+            print(json.dumps(finding, ensure_ascii=False), file=out)
 
     def print(self, err: IO[str]) -> None:
         # Kafka prepends index mismatches and non-consecutive pairs to a list (newest first)
@@ -529,6 +602,22 @@ def _first_batch(
         f"{index_path}: no complete batch at position {position} of {log_path} within "
         f"{size} bytes (entry {n}; a larger --max-message-size may help)"
     )
+
+
+def _ends_an_append(log: memoryview, log_path: str, first: LogEntry, offset: int) -> bool:
+    """Whether an index entry keyed ``offset`` at ``first``'s position is what a broker writes
+    for an append of several batches: the entry names the append's last offset and its first
+    batch's position, so batches read on from there end exactly at ``offset``."""
+    if offset < _first_offset(first):
+        return False
+    reader = LogReader(log, path=log_path, start=first.position, limits=_SCAN_LIMITS)
+    try:
+        for batch in reader:
+            if batch.last_offset >= offset:
+                return batch.last_offset == offset
+    except KafkalogError:
+        return False
+    return False
 
 
 def _warn_unread_slots(index: MappedIndex, err: IO[str]) -> None:
@@ -597,9 +686,26 @@ def dump_index(
             entry = index.entry(n)
             if n > 0 and entry.offset == base:  # the zero-filled tail of a preallocated file
                 return
-            last = _first_batch(log, log_path, entry.position, size, path, n).last_offset
+            first_batch = _first_batch(log, log_path, entry.position, size, path, n)
+            last = first_batch.last_offset
             if last != entry.offset:
                 report.index_mismatches.setdefault(key, []).append((entry.offset, last))
+                append = _ends_an_append(log, log_path, first_batch, entry.offset)
+                report.add(
+                    "warning" if append else "problem",
+                    key,
+                    "indexMismatch",
+                    f"entry {n} maps offset {entry.offset} to position {entry.position}, where "
+                    f"the batch ends at offset {last}"
+                    + (
+                        " (an append of several batches: Kafka keys the entry by its last offset)"
+                        if append
+                        else ""
+                    ),
+                    indexOffset=entry.offset,
+                    logOffset=last,
+                    position=n * OffsetIndex.ENTRY_SIZE,
+                )
             if verify_only:
                 continue
             if args.json:
@@ -645,19 +751,64 @@ def dump_time_index(
             _check_slice_start(index_path, what, None, position, log_path, len(log))
             reader = LogReader(log, path=log_path, start=position, limits=_SCAN_LIMITS)
             batch = next((b for b in reader if b.last_offset >= entry.offset), None)
+            at = n * TimeIndex.ENTRY_SIZE
             if batch is None:
                 report.time_not_found.setdefault(key, []).append((entry.offset, -1))
+                report.add(
+                    "problem",
+                    key,
+                    "indexedOffsetNotFound",
+                    f"entry {n}: offset {entry.offset} is not in the log",
+                    indexOffset=entry.offset,
+                    logOffset=-1,
+                    position=at,
+                )
             elif batch.last_offset != entry.offset:
                 pair = (entry.offset, batch.last_offset)
                 report.time_not_found.setdefault(key, []).append(pair)
+                inside = _first_offset(batch) <= entry.offset
+                report.add(
+                    "warning" if inside else "problem",
+                    key,
+                    "indexedOffsetNotFound",
+                    f"entry {n}: offset {entry.offset} is "
+                    + (
+                        f"inside the batch ending at {batch.last_offset} (brokers before "
+                        "Kafka 3.x named the record, not the batch's last offset)"
+                        if inside
+                        else f"not in the log (the next batch ends at {batch.last_offset})"
+                    ),
+                    indexOffset=entry.offset,
+                    logOffset=batch.last_offset,
+                    position=at,
+                )
             else:
                 max_ts = max([NO_TIMESTAMP, *(r.timestamp for r in batch.records())])
                 if max_ts != entry.timestamp:
                     pair = (entry.timestamp, max_ts)
                     report.time_mismatches.setdefault(key, []).append(pair)
+                    report.add(
+                        "problem",
+                        key,
+                        "timestampMismatch",
+                        f"entry {n}: timestamp {entry.timestamp}, but the batch ending at "
+                        f"offset {entry.offset} has {max_ts}",
+                        indexTimestamp=entry.timestamp,
+                        logTimestamp=max_ts,
+                        position=at,
+                    )
                 if previous >= entry.timestamp:
                     pair = (entry.timestamp, previous)
                     report.time_out_of_order.setdefault(key, []).append(pair)
+                    report.add(
+                        "problem",
+                        key,
+                        "timestampOutOfOrder",
+                        f"entry {n}: timestamp {entry.timestamp} after {previous}",
+                        indexTimestamp=entry.timestamp,
+                        previousTimestamp=previous,
+                        position=at,
+                    )
             if not verify_only:
                 if args.json:
                     line = _json_line(
@@ -674,6 +825,16 @@ def dump_time_index(
         time_index.close()
         if offsets is not None:
             offsets.close()
+
+
+def _first_offset(entry: LogEntry) -> int:
+    """An entry's first offset; a compressed legacy wrapper's from its inner messages."""
+    if isinstance(entry, RecordBatch):
+        return entry.base_offset
+    try:
+        return entry.base_offset
+    except KafkalogError:
+        return entry.last_offset
 
 
 # -- .txnindex -----------------------------------------------------------------------------
@@ -780,10 +941,24 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
     report = DumpReport()
     with progress.bar("dumping", sum(map(_size, files)), stdout_is_result=True) as shown:
         for path in files:
-            _dump_file(path, args, out, err, report, shown.update)
+            try:
+                _dump_file(path, args, out, err, report, shown.update)
+            except KafkalogError as e:
+                if args.json:  # the error ends the run (exit 2): say so in the JSON too
+                    report.add(
+                        "problem",
+                        getattr(e, "path", None) or path,
+                        "unreadable",
+                        str(e),
+                        position=getattr(e, "position", None),
+                    )
+                    report.print_json(out)
+                raise
     out.flush()
     report.print(err)
-    return 0
+    if args.json:
+        report.print_json(out)
+    return 1 if report.problems else 0
 
 
 def _size(path: str) -> int:

@@ -7,6 +7,7 @@ import argparse
 import base64
 import datetime as dt
 import json
+import os
 import sys
 from typing import IO, Any
 
@@ -85,11 +86,47 @@ def text_or_base64(data: bytes | None) -> str | None:
         return "base64:" + base64.b64encode(data).decode()
 
 
+def partition_path(path: str) -> str:
+    """``path`` resolved, once it is known to be a partition directory and not a data
+    directory.
+
+    The name alone does not tell: a data directory may be called ``kafka-2020``, which parses
+    as topic ``kafka``, partition 2020, and opened as a partition it read as an empty log
+    ("offset 3 is outside [0, 0)", or nothing at all from ``cat``). A directory holding no
+    segment ``.log`` but partition directories is a data directory; one holding neither is
+    an empty partition (or missing: the log layer names it)."""
+    from kafkalog.log.layout import is_segment_log, parse_partition_dir
+
+    resolved = files.resolve(path)
+    if not files.isdir(resolved):
+        return resolved
+    listing = files.scandir(resolved)
+    if any(is_segment_log(name) for name, is_dir in listing if not is_dir):
+        return resolved
+    partitions = []
+    for name, is_dir in sorted(listing):
+        if not is_dir or name.endswith(("-delete", "-future", "-stray")):
+            continue
+        try:
+            parse_partition_dir(name)
+        except ValueError:
+            continue
+        partitions.append(name)
+    if partitions:
+        shown = ", ".join(partitions[:3]) + (", ..." if len(partitions) > 3 else "")
+        example = next((p for p in partitions if not p.startswith("__")), partitions[0])
+        raise ValueError(
+            f"{path} is a data directory holding {len(partitions)} partition(s) ({shown}), "
+            f"not a partition: name one, e.g. {os.path.join(path, example)}"
+        )
+    return resolved
+
+
 def run_lookup(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.log import Log
 
     out = out or sys.stdout
-    log = Log(files.resolve(args.path), writable=False)
+    log = Log(partition_path(args.path), writable=False)
     try:
         found = lookup(log, args)
     finally:
@@ -188,7 +225,7 @@ def run_cat(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.log import Log
 
     out = out or sys.stdout
-    log = Log(files.resolve(args.path), writable=False)
+    log = Log(partition_path(args.path), writable=False)
     try:
         offset, _ = _start(log, args)
         if offset is None:

@@ -42,7 +42,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "rebuild-index",
         "rebuild",
-        "rebuild .index/.timeindex/.txnindex from the log (Kafka's recovery)",
+        "rebuild .index/.timeindex/.txnindex from the .log files (never changes a .log)",
     ),
     (
         "repair",

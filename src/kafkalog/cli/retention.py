@@ -64,7 +64,10 @@ def _iso(ms: int) -> str:
 
 def segment_verdicts(log: Any, now: int) -> list[dict[str, Any]]:
     """One dict per segment, oldest first: ``deleted`` and the ``rule`` deleting it, or the
-    ``reason`` it is kept."""
+    ``reason`` it is kept; ``expiresAt`` on every one: the first millisecond at which
+    ``retention.ms`` lets a pass delete it (its largest timestamp + retention.ms + 1, as
+    Kafka deletes when ``now - largest > retention.ms``), None when no time limit applies
+    (``retention.ms=-1``, or a ``cleanup.policy`` without ``delete``)."""
     plan = {seg.base_offset: rule for seg, rule in log.retention_plan(now)}
     config = log.config
     segments = log.segments
@@ -84,6 +87,9 @@ def segment_verdicts(log: Any, now: int) -> list[dict[str, Any]]:
             "largestTimestamp": largest,
             "timestampFromMtime": seg.largest_record_timestamp is None,
         }
+        # when retention.ms makes it deletable, whatever else deletes or keeps it (README)
+        timed = config.delete and config.retention_ms >= 0
+        row["expiresAt"] = largest + config.retention_ms + 1 if timed else None
         if seg.base_offset in plan:
             row.update(deleted=True, rule=plan[seg.base_offset], reason=None)
         else:
@@ -92,8 +98,6 @@ def segment_verdicts(log: Any, now: int) -> list[dict[str, Any]]:
                 reason = _why_kept(log, seg, i == len(segments) - 1, now, size_left)
                 stopped = True
             row.update(deleted=False, rule=None, reason=reason)
-        if not row["deleted"] and config.delete and config.retention_ms >= 0:
-            row["expiresAt"] = largest + config.retention_ms + 1
         rows.append(row)
     return rows
 

@@ -1,15 +1,22 @@
-"""``kafkalog timeline``: records and bytes over time per partition, drawn from the time and
-offset indexes alone (the logs are not read), as a PNG and a terminal summary.
+"""``kafkalog timeline``: records and bytes over time per partition, from the time and offset
+indexes alone (the logs are not read): a terminal summary, and with ``--png FILE`` a plot.
 
 A time-index entry (T, O) says the largest timestamp up to offset O is T; the offset index puts
 O at a byte position. Consecutive entries therefore give how many records and bytes arrived
 between two times, at the index's granularity (one point per ``index.interval.bytes``).
+
+The plot has one row per partition (records per second, bytes per second), each over its own
+time span: partitions of one data directory can differ by orders of magnitude in rate and span
+(a busy topic's 2 hours, a consumer-offsets partition's 2 commits 12 days apart), and on shared
+axes the small ones vanish. At most ``--max-partitions`` rows are drawn, the partitions with the
+most records first; the summary says how many were left out (``--json`` has every one).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import os
 import sys
@@ -17,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from kafkalog import files
+from kafkalog.cli.args import int_between
 
 
 def add_parser(sub: Any) -> None:
@@ -36,7 +44,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--png",
         default=None,
-        help="where to draw the plot (default kafkalog-timeline.png; with --json, only if given)",
+        metavar="FILE",
+        help="draw the plot into FILE (nothing is drawn without it: the command never writes "
+        "a file it was not given)",
+    )
+    p.add_argument(
+        "--max-partitions",
+        type=int_between(1),
+        default=16,
+        metavar="N",
+        help="rows of the plot: the N partitions with the most records (default 16)",
     )
     p.add_argument(
         "--json",
@@ -98,13 +115,13 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
 
     out = out or sys.stdout
     all_series = [series_for(d) for path in args.paths for d in partitions_under(path)]
+    limit = getattr(args, "max_partitions", 16)
     if args.json:
         for s in all_series:
             print(json.dumps(_json(s)), file=out)
         if args.png is not None:
-            _plot(all_series, args.png)
+            _plot(all_series, args.png, limit)
         return 0
-    png = args.png or "kafkalog-timeline.png"
     print(
         f"{'partition':<40}{'first indexed':>21}{'last indexed':>21}{'records':>12}{'bytes':>14}",
         file=out,
@@ -119,13 +136,18 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
             f"{s.name:<40}{_iso(s.times[0]):>21}{_iso(s.times[-1]):>21}{records:>12,}{size:>14,}",
             file=out,
         )
-    drawn = _plot(all_series, png)
     print(
         "records and bytes are counted between the first and last index entries, at the"
         " indexes' granularity (index.interval.bytes); logs are not read",
         file=out,
     )
-    print(f"plot: {os.path.abspath(png)} ({drawn} partition(s) drawn)", file=out)
+    if args.png is None:
+        print("no plot drawn: --png FILE draws one", file=out)
+        return 0
+    drawn, drawable = _plot(all_series, args.png, limit)
+    left = drawable - drawn
+    more = f"; {left} more not drawn (--max-partitions)" if left else ""
+    print(f"plot: {os.path.abspath(args.png)} ({drawn} partition(s) drawn{more})", file=out)
     return 0
 
 
@@ -142,39 +164,121 @@ def _json(s: Series) -> dict[str, Any]:
     }
 
 
-def _plot(all_series: list[Series], png: str) -> int:
-    """Records and bytes per second of every partition with two or more points; how many."""
+@dataclass
+class _Rates:
+    """A partition's rates between consecutive index points: ``edges`` are the points' times
+    (n + 1 of them), ``records`` and ``bytes`` the rate over each interval (n)."""
+
+    name: str
+    total: int  # records between the first and last points
+    edges: list[dt.datetime]
+    records: list[float]
+    bytes: list[float]
+
+
+def _rates(s: Series) -> _Rates | None:
+    """The step function to draw, or None with fewer than two points a calendar holds."""
+    points = [
+        (when, o, b)
+        for when, o, b in zip(map(_when, s.times), s.offsets, s.bytes, strict=True)
+        if when is not None  # a time no calendar holds: not drawn
+    ]
+    if len(points) < 2:
+        return None
+    edges = [points[0][0]]
+    records: list[float] = []
+    sizes: list[float] = []
+    for (t0, o0, b0), (t1, o1, b1) in itertools.pairwise(points):
+        span = max((t1 - t0).total_seconds(), 0.001)  # equal (or, damaged, falling) times
+        edges.append(max(t1, edges[-1]))
+        records.append((o1 - o0) / span)
+        sizes.append((b1 - b0) / span)
+    return _Rates(s.name, points[-1][1] - points[0][1], edges, records, sizes)
+
+
+def _time_format(span: dt.timedelta) -> str:
+    """Tick labels that always name the month (by name: 12-01 reads as either order) and the
+    day, and the time of day when the span is short enough for it to tell ticks apart; the
+    year is in the row's title."""
+    if span >= dt.timedelta(days=3):
+        return "%b %d"
+    if span >= dt.timedelta(minutes=30):
+        return "%b %d %H:%M"
+    return "%b %d %H:%M:%S"
+
+
+def _plot(all_series: list[Series], png: str, limit: int = 16) -> tuple[int, int]:
+    """One row per partition with two or more points (at most ``limit``, the ones with the
+    most records), its records and bytes per unit of time over its own time span, in units
+    that suit its rates; returns (rows drawn, partitions that could be)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    drawn = [s for s in all_series if len(s.times) >= 2]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
-    handles, labels = [], []
-    for s in drawn:
-        spans = [max(1, b - a) / 1000 for a, b in zip(s.times, s.times[1:], strict=False)]
-        rates = [
-            (_when(t), (o1 - o0) / span, (b1 - b0) / span)
-            for t, o0, o1, b0, b1, span in zip(
-                s.times[1:], s.offsets, s.offsets[1:], s.bytes, s.bytes[1:], spans, strict=False
-            )
-        ]
-        kept = [r for r in rates if r[0] is not None]  # a time no calendar holds: not drawn
-        when = [r[0] for r in kept]
-        rec_rate = [r[1] for r in kept]
-        byte_rate = [r[2] for r in kept]
-        handles += top.step(when, rec_rate, where="pre")
-        bottom.step(when, byte_rate, where="pre")
-        labels.append(s.name)
-    top.set_ylabel("records / s")
-    bottom.set_ylabel("bytes / s")
-    bottom.set_xlabel("time (UTC), from the time and offset indexes")
-    top.set_title("kafkalog timeline")
-    if drawn:  # explicit labels: matplotlib hides labels starting "_" (__consumer_offsets)
-        top.legend(handles, labels, fontsize="small", loc="upper right")
-    fig.autofmt_xdate()
+    drawable = [r for r in map(_rates, all_series) if r is not None]
+    rows = sorted(sorted(drawable, key=lambda r: -r.total)[:limit], key=lambda r: r.name)
+    fig, axes = plt.subplots(
+        max(1, len(rows)), 2, figsize=(13, 1.2 + 2.3 * max(1, len(rows))), squeeze=False
+    )
+    for (left, right), rates in zip(axes, rows, strict=False):
+        per, seconds = _time_unit(max(rates.records))
+        size, scale = _size_unit(max(rates.bytes) * seconds)
+        _draw(left, rates, [v * seconds for v in rates.records], f"records / {per}", "tab:blue")
+        sizes = [v * seconds / scale for v in rates.bytes]
+        _draw(right, rates, sizes, f"{size} / {per}", "tab:green")
+        # the partition's name above its row, where a legend would cover the data
+        left.set_title(rates.name, loc="left", fontsize="medium", fontweight="bold")
+        span = f"{_iso(_ms(rates.edges[0]))} .. {_iso(_ms(rates.edges[-1]))} UTC"
+        right.set_title(span, loc="right", fontsize="small")
+    if not rows:
+        axes[0][0].text(0.5, 0.5, "no partition has two time index entries", ha="center")
+    fig.suptitle("kafkalog timeline: records and bytes over time, from the time and offset indexes")
+    fig.supxlabel("time (UTC); each row spans its own partition's indexed times")
     fig.tight_layout()
     fig.savefig(png, dpi=100)
     plt.close(fig)
-    return len(drawn)
+    return len(rows), len(drawable)
+
+
+def _time_unit(rate: float) -> tuple[str, int]:
+    """Per second, minute, hour or day: the first that makes a row's peak rate at least 1
+    (a consumer-offsets partition's 2 commits in 12 days is 0.17 a day, not 1.9e-06 a
+    second)."""
+    for name, seconds in (("s", 1), ("min", 60), ("h", 3600)):
+        if rate * seconds >= 1:
+            return name, seconds
+    return "day", 86400
+
+
+def _size_unit(peak: float) -> tuple[str, int]:
+    for name, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if peak >= scale:
+            return name, scale
+    return "bytes", 1
+
+
+def _draw(ax: Any, rates: _Rates, values: list[float], unit: str, color: str) -> None:
+    """One rate as a filled step over the partition's own span (a single interval is a
+    visible band, not a zero-length line), month and day on every tick label."""
+    import matplotlib.dates as mdates
+
+    edges = [mdates.date2num(e) for e in rates.edges]  # type: ignore[no-untyped-call]
+    ax.stairs(values, edges, fill=True, alpha=0.35, color=color)
+    ax.stairs(values, edges, color=color)
+    first, last = rates.edges[0], rates.edges[-1]
+    margin = max((last - first) * 0.02, dt.timedelta(seconds=1))
+    ax.set_xlim(first - margin, last + margin)
+    ax.set_ylim(0, max(values) * 1.15 if max(values) > 0 else 1.0)
+    ax.set_ylabel(unit)
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+    locator = mdates.AutoDateLocator(tz=dt.UTC, minticks=3)  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(locator)
+    label = mdates.DateFormatter(_time_format(last - first), tz=dt.UTC)  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_formatter(label)
+    ax.tick_params(axis="x", labelsize="small")
+    ax.grid(alpha=0.3)
+
+
+def _ms(when: dt.datetime) -> int:
+    return int(when.timestamp() * 1000)

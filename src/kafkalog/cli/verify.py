@@ -2,23 +2,36 @@
 
 Every batch's structure and CRC, offsets that only grow, every offset-index entry pointing at a
 batch boundary with the right offsets, every time-index entry matching the largest timestamp up
-to its offset, the indexes' own sanity checks, and the checkpoint files. One line per problem,
-naming the file and the byte position; a summary; exit status 1 when anything is wrong.
+to its offset, the indexes' own sanity checks, the checkpoint files, and every name in the
+partition directory against what Kafka's log loader reads. One line per problem, naming the
+file and the byte position (a batch's problems at its first byte, as ``dump`` shows it, naming
+its first and last offsets); a summary; exit status 1 when anything is wrong.
+
+A file that cannot be read is a problem of its partition, and the other partitions are still
+verified; a path holding no partition at all is a problem too (exit status 1). Warnings name
+what is not damage but worth knowing: an incomplete batch at the end of the active segment (an
+append in flight, or a crash Kafka's recovery cuts), files Kafka deletes or completes at its
+next start (``.deleted``, ``.cleaned``, ``.swap``, an index without its ``.log``) or ignores.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from kafkalog import files
 from kafkalog.cli import progress
 from kafkalog.errors import KafkalogError
+
+if TYPE_CHECKING:
+    from kafkalog.records.reader import LogEntry
 
 
 def add_parser(sub: Any) -> None:
@@ -91,80 +104,265 @@ def partitions_under(path: str) -> list[str]:
     return list(partition_directories(files.resolve(path)).values())
 
 
+def _unreadable(report: Report, path: str, e: OSError) -> None:
+    """A file (or directory) that cannot be read is a problem of its partition, named with
+    the system's reason; the other checks and partitions go on."""
+    reason = e.strerror or str(e)
+    report.problem(getattr(e, "filename", None) or path, None, f"cannot read it: {reason}")
+
+
 def verify_partition(
     directory: str, report: Report, done: Callable[[int], object] = lambda n: None
 ) -> None:
     """Check one partition; ``done`` hears each segment's log size as it finishes."""
-    from kafkalog.log.layout import segment_logs
+    from kafkalog.log.layout import offset_from_filename
 
-    logs = segment_logs(directory)
+    try:
+        listing = files.scandir(directory)
+    except OSError as e:
+        _unreadable(report, directory, e)
+        return
+    logs = _verify_names(directory, listing, report)
+    directories = {name for name, is_dir in listing if is_dir}
     previous_last = -1
-    for i, (base, log_path) in enumerate(logs):
+    for i, name in enumerate(logs):
+        base = offset_from_filename(name)
+        log_path = os.path.join(directory, name)
+        stem = log_path[: -len(".log")]
         report.segments += 1
         active = i == len(logs) - 1
-        previous_last = _verify_segment(directory, base, log_path, active, previous_last, report)
-        done(files.getsize(log_path))
+        scan: _Scan | None = None
+        try:
+            scan = _verify_segment(base, log_path, active, previous_last, report)
+            previous_last = scan.last
+        except OSError as e:
+            _unreadable(report, log_path, e)
+        for path, check in (
+            (stem + ".index", _verify_offset_index),
+            (stem + ".timeindex", _verify_time_index),
+            (stem + ".txnindex", _verify_txn_index),
+        ):
+            if os.path.basename(path) in directories:
+                continue  # reported with the names
+            try:
+                check(path, base, scan, report, active)
+            except OSError as e:
+                _unreadable(report, path, e)
+        done(scan.size if scan is not None else 0)
     _verify_checkpoints(directory, report)
 
 
+#: Files of a partition directory Kafka's log loader reads, by name alone.
+_CHECKPOINT_FILES = ("leader-epoch-checkpoint", "partition.metadata", "quorum-state")
+#: KRaft's metadata snapshots (``__cluster_metadata``): end offset and epoch
+_KRAFT_SNAPSHOT = re.compile(r"[0-9]{20}-[0-9]{10}\.checkpoint")
+_OUR_FILES = (".kafkalog.lock",)
+_SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
+_LEFTOVERS = {
+    "deleted": "a file scheduled for deletion (Kafka removes it after file.delete.delay.ms, "
+    "or at its next start)",
+    "cleaned": "a log cleaner's unfinished output (Kafka deletes it at its next start)",
+    "swap": "a segment swap the cleaner did not finish (Kafka completes it at its next start, "
+    "replacing the segments it covers)",
+}
+
+
+def _verify_names(directory: str, listing: list[tuple[str, bool]], report: Report) -> list[str]:
+    """Check every name in a partition directory against what Kafka's LogLoader reads (spec
+    §1.3, §7.9), and return the segment ``.log`` names, oldest first.
+
+    A problem: a name Kafka would misread (a ``.log``/``.index``/... whose offset is not 20
+    digits: Kafka opens the 20-digit name for that offset instead, and never reads this file;
+    a ``.snapshot`` it still reads, a warning) or fail on (a prefix that is not a number: the
+    broker cannot load the partition), and a directory where a segment file is expected. A
+    warning: what Kafka deletes or completes at its next start (``.deleted``, ``.cleaned``,
+    ``.swap``, an index without its ``.log``, a checkpoint's ``.tmp``) and names it ignores."""
+    from kafkalog.log.layout import is_offset_prefix
+
+    logs: list[tuple[int, str]] = []
+    names = {name for name, _ in listing}
+    for name, is_dir in sorted(listing):
+        path = os.path.join(directory, name)
+        prefix, _, rest = name.partition(".")
+        if name in _CHECKPOINT_FILES or name in _OUR_FILES or _KRAFT_SNAPSHOT.fullmatch(name):
+            if is_dir:
+                report.problem(path, None, "a directory where Kafka keeps a file")
+            continue
+        if rest in _SEGMENT_KINDS:
+            if is_dir:
+                report.problem(
+                    path, None, f"a directory named like a .{rest} file: it cannot be read as one"
+                )
+                continue
+            if not is_offset_prefix(prefix):
+                report.problem(
+                    path,
+                    None,
+                    f"not a segment file name: Kafka's loader reads {prefix!r} as a base "
+                    "offset and cannot (it fails to load the partition); a segment's files "
+                    "are named by a 20-digit offset",
+                )
+                continue
+            if len(prefix) != 20 and rest == "snapshot":
+                # Kafka's producer state lists snapshots by suffix and reads each one
+                report.warning(
+                    path,
+                    None,
+                    f"not named as Kafka names it ({int(prefix):020d}.snapshot); it is "
+                    f"still read as the producer snapshot at offset {int(prefix)}",
+                )
+                continue
+            if len(prefix) != 20:
+                right = f"{int(prefix):020d}.{rest}"
+                report.problem(
+                    path,
+                    None,
+                    f"misnamed: Kafka names offset {int(prefix)} {right} and reads that "
+                    "name, never this file" + (f" ({right} exists too)" if right in names else ""),
+                )
+                continue  # not one of the log's segments, for Kafka: not walked as one
+            if rest == "log":
+                logs.append((int(prefix), name))
+            elif rest != "snapshot" and f"{prefix}.log" not in names:
+                report.warning(path, None, "an index without its .log (Kafka's loader deletes it)")
+            continue
+        suffix = name.rpartition(".")[2] if "." in name else ""
+        if suffix in _LEFTOVERS and not is_dir:
+            report.warning(path, None, _LEFTOVERS[suffix])
+        elif name.endswith(".checkpoint.part") and not is_dir:
+            report.warning(path, None, "a KRaft snapshot being written (or left by a crash)")
+        elif name.endswith(".tmp") and not is_dir:
+            report.warning(path, None, "a checkpoint's temporary file (an interrupted write)")
+        elif is_dir:
+            report.warning(path, None, "a directory in a partition directory (Kafka ignores it)")
+        else:
+            report.warning(path, None, "not a file Kafka keeps in a partition (it ignores it)")
+    return [name for _, name in sorted(logs)]
+
+
+def _entry_name(entry: LogEntry) -> str:
+    """A batch named as ``dump`` shows it: its first and last offsets."""
+    from kafkalog.records import RecordBatch
+
+    if isinstance(entry, RecordBatch):
+        return f"batch {entry.base_offset}..{entry.last_offset}"
+    if entry.compression.value == 0:
+        return f"message at offset {entry.offset}"
+    return f"message set ending at offset {entry.last_offset}"
+
+
+@dataclass
+class _Scan:
+    """What the index checks need of a segment's walk."""
+
+    size: int = 0
+    #: position -> (first offset, last offset) of every batch read
+    starts: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: (first offset, last offset, largest timestamp up to it) of every batch read
+    batch_max: list[tuple[int, int, int]] = field(default_factory=list)
+    #: the largest offset of this segment and those before it
+    last: int = -1
+    #: positions of entries the reader refused (reported with the .log, not again)
+    refused: set[int] = field(default_factory=set)
+
+
 def _verify_segment(
-    directory: str, base: int, log_path: str, active: bool, previous_last: int, report: Report
-) -> int:
+    base: int, log_path: str, active: bool, previous_last: int, report: Report
+) -> _Scan:
+    """Walk the segment's batches; record where each starts for the index checks. A batch
+    the reader refuses (an unknown magic byte) is reported and stepped over by its length
+    field, so what follows it is still checked; any other refusal ends the walk there."""
     from kafkalog.records import LogReader, RecordBatch
     from kafkalog.records.reader import read_only_buffer
 
     data = read_only_buffer(log_path)
-    reader = LogReader(data, path=log_path)
-    starts: dict[int, tuple[int, int]] = {}  # position -> (first offset, last offset)
-    batch_max: list[tuple[int, int, int]] = []  # (base offset, last offset, running max ts)
+    scan = _Scan(size=len(data))
+    starts, batch_max = scan.starts, scan.batch_max
     running = -1
-    try:
-        for entry in reader:
+    position = 0
+    while True:
+        reader = LogReader(data, path=log_path, start=position)
+        try:
+            for entry in reader:
+                report.batches += 1
+                first = entry.base_offset if isinstance(entry, RecordBatch) else entry.offset
+                name = _entry_name(entry)
+                if not entry.is_valid():
+                    report.problem(
+                        log_path,
+                        entry.position,
+                        f"{name}: CRC mismatch (stored {entry.crc}, computed "
+                        f"{entry.compute_crc()})",
+                    )
+                if entry.last_offset <= previous_last:
+                    report.problem(
+                        log_path,
+                        entry.position,
+                        f"{name}: offset {entry.last_offset} does not follow {previous_last}",
+                    )
+                if isinstance(entry, RecordBatch) and entry.base_offset < base:
+                    report.problem(
+                        log_path,
+                        entry.position,
+                        f"{name}: base offset {entry.base_offset} is below the segment's "
+                        f"base offset {base}",
+                    )
+                try:
+                    report.records_checked += len(entry.records())
+                except KafkalogError as e:
+                    report.problem(log_path, entry.position, f"{name}: {_reason_at(e)}")
+                previous_last = max(previous_last, entry.last_offset)
+                running = max(running, entry.max_timestamp)
+                starts[entry.position] = (first, entry.last_offset)
+                batch_max.append((first, entry.last_offset, running))
+        except KafkalogError as e:
+            scan.refused.add(reader.end_position)
+            resume = _refused(data, log_path, reader.end_position, e, report)
+            if resume is None:
+                break
             report.batches += 1
-            first = entry.base_offset if isinstance(entry, RecordBatch) else entry.offset
-            if not entry.is_valid():
-                report.problem(
-                    log_path,
-                    entry.position + (17 if entry.magic >= 2 else 12),
-                    f"CRC mismatch in the batch at offset {entry.last_offset}",
-                )
-            if entry.last_offset <= previous_last:
-                report.problem(
-                    log_path,
-                    entry.position,
-                    f"offset {entry.last_offset} does not follow {previous_last}",
-                )
-            if isinstance(entry, RecordBatch) and entry.base_offset < base:
-                report.problem(
-                    log_path,
-                    entry.position,
-                    f"batch base offset {entry.base_offset} is below the segment's "
-                    f"base offset {base}",
-                )
-            try:
-                report.records_checked += len(entry.records())
-            except KafkalogError as e:
-                report.error(e)
-            previous_last = max(previous_last, entry.last_offset)
-            running = max(running, entry.max_timestamp)
-            starts[entry.position] = (first, entry.last_offset)
-            batch_max.append((first, entry.last_offset, running))
-    except KafkalogError as e:
-        report.error(e, " (the rest of the segment cannot be read)")
-    tail = reader.incomplete_tail
-    if tail is not None:
-        text = (
-            f"incomplete batch at the end ({tail.available} of {tail.declared_size or '?'} bytes)"
+            position = resume
+            continue
+        tail = reader.incomplete_tail
+        if tail is not None:
+            text = (
+                f"incomplete batch at the end ({tail.available} of "
+                f"{tail.declared_size or '?'} bytes)"
+            )
+            if active:
+                report.warning(log_path, tail.position, f"{text} (active segment)")
+            else:
+                report.problem(log_path, tail.position, text)
+        break
+    scan.last = previous_last
+    return scan
+
+
+def _reason_at(e: KafkalogError) -> str:
+    reason = getattr(e, "reason", None) or str(e)
+    position = getattr(e, "position", None)
+    return reason if position is None else f"{reason} (at byte {position})"
+
+
+def _refused(
+    data: memoryview, log_path: str, at: int, e: KafkalogError, report: Report
+) -> int | None:
+    """Report the entry at byte ``at`` the reader refused; where to go on, if anywhere."""
+    from kafkalog.records.reader import MAGIC_OFFSET
+
+    offset = int.from_bytes(data[at : at + 8], "big", signed=True) if at + 8 <= len(data) else None
+    name = "entry" if offset is None else f"entry with offset field {offset}"
+    if getattr(e, "position", None) == at + MAGIC_OFFSET:
+        # the length field passed the reader's checks before it read the magic byte
+        size = 12 + int.from_bytes(data[at + 8 : at + 12], "big", signed=True)
+        report.problem(
+            log_path, at, f"{name}: {_reason_at(e)}; its {size} bytes are skipped, not read"
         )
-        if active:
-            report.warning(log_path, tail.position, f"{text} (active segment)")
-        else:
-            report.problem(log_path, tail.position, text)
-    stem = log_path[: -len(".log")]
-    _verify_offset_index(stem + ".index", base, starts, report, active)
-    _verify_time_index(stem + ".timeindex", base, batch_max, report, active)
-    _verify_txn_index(stem + ".txnindex", base, report)
-    return previous_last
+        return at + size
+    report.problem(
+        log_path, at, f"{name}: {_reason_at(e)} (the rest of the segment cannot be read)"
+    )
+    return None
 
 
 def _zero_tail(path: str, entries: int, entry_size: int, active: bool, report: Report) -> None:
@@ -215,7 +413,7 @@ def _first_nonzero(path: str, start: int, end: int) -> int | None:
 
 
 def _verify_offset_index(
-    path: str, base: int, starts: dict[int, tuple[int, int]], report: Report, active: bool
+    path: str, base: int, scan: _Scan | None, report: Report, active: bool
 ) -> None:
     from kafkalog.index import OffsetIndex
 
@@ -228,10 +426,23 @@ def _verify_offset_index(
             index.sanity_check()
         except KafkalogError as e:
             report.error(e)
+        if scan is None:
+            return  # the .log could not be read (reported): nothing to hold the entries to
+        starts = scan.starts
         position_of_last = {last: pos for pos, (_, last) in starts.items()}
         for n in range(index.entries):
             offset, position = index.entry(n)
+            if position >= scan.size:
+                report.problem(
+                    path,
+                    n * 8,
+                    f"entry {n} ({offset}, {position}) points past the end of the .log "
+                    f"({scan.size} bytes: cut after the index was written?)",
+                )
+                continue
             found = starts.get(position)
+            if found is None and position in scan.refused:
+                continue  # the entry there is refused: one problem, with the .log
             if found is None:
                 report.problem(
                     path, n * 8, f"entry {n} ({offset}, {position}) does not point at a batch start"
@@ -249,8 +460,10 @@ def _verify_offset_index(
 
 
 def _verify_time_index(
-    path: str, base: int, batch_max: list[tuple[int, int, int]], report: Report, active: bool
+    path: str, base: int, scan: _Scan | None, report: Report, active: bool
 ) -> None:
+    import bisect
+
     from kafkalog.index import TimeIndex
 
     if not files.exists(path):
@@ -261,14 +474,29 @@ def _verify_time_index(
             index.sanity_check()
         except KafkalogError as e:
             report.error(e)
+        if scan is None:
+            return
+        batch_max = scan.batch_max
+        lasts = [last for _, last, _ in batch_max]
+        ordered = all(a < b for a, b in itertools.pairwise(lasts))
         previous = None
         for n in range(index.entries):
             ts, offset = index.entry(n)
             if previous is not None and (ts <= previous[0] or offset < previous[1]):
                 report.problem(path, n * 12, f"entry {n} ({ts}, {offset}) is out of order")
-            holder = next((m for f, last, m in batch_max if f <= offset <= last), None)
+            if ordered:  # the usual case: the holding batch by bisection
+                i = bisect.bisect_left(lasts, offset)
+                hit = batch_max[i] if i < len(batch_max) else None
+                holder = hit[2] if hit is not None and hit[0] <= offset else None
+            else:
+                holder = next((m for f, last, m in batch_max if f <= offset <= last), None)
             if holder is None:
-                report.problem(path, n * 12, f"entry {n}: offset {offset} is not in the log")
+                refused = "".join(
+                    f" (or in the entry refused at byte {p})" for p in sorted(scan.refused)
+                )
+                report.problem(
+                    path, n * 12, f"entry {n}: offset {offset} is not in the log{refused}"
+                )
             elif holder != ts:
                 report.problem(
                     path,
@@ -279,7 +507,9 @@ def _verify_time_index(
             previous = (ts, offset)
 
 
-def _verify_txn_index(path: str, base: int, report: Report) -> None:
+def _verify_txn_index(
+    path: str, base: int, scan: _Scan | None, report: Report, active: bool
+) -> None:
     from kafkalog.index import TransactionIndex
 
     if not files.exists(path):
@@ -312,17 +542,30 @@ def _verify_checkpoints(directory: str, report: Report) -> None:
                 read(path)
             except KafkalogError as e:
                 report.error(e)
+            except OSError as e:
+                _unreadable(report, path, e)
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
     report = Report()
-    partitions = [p for path in args.paths for p in partitions_under(path)]
-    with progress.bar("verifying", sum(progress.log_bytes(p) for p in partitions)) as shown:
+    partitions = []
+    for path in args.paths:
+        found = partitions_under(path)  # a path that does not exist: a usage error (exit 2)
+        if not found:
+            report.problem(
+                path,
+                None,
+                "no partition here: neither a partition directory (topic-partition holding "
+                "segment .log files) nor a data directory holding partition directories",
+            )
+        partitions += found
+    with progress.bar("verifying", sum(_log_bytes(p) for p in partitions)) as shown:
         for directory in partitions:
             verify_partition(directory, report, shown.update)
     if args.json:
-        for entry in report.entries:
+        # problems first, then warnings, as the text lists them
+        for entry in sorted(report.entries, key=lambda e: e["type"] != "problem"):
             print(json.dumps(entry), file=out)
         summary = {
             "type": "summary",
@@ -347,3 +590,12 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         file=out,
     )
     return 1 if report.problems else 0
+
+
+def _log_bytes(directory: str) -> int:
+    """The progress bar's share of a partition; one that cannot be listed counts nothing
+    (its problem is reported when its turn comes)."""
+    try:
+        return progress.log_bytes(directory)
+    except OSError:
+        return 0

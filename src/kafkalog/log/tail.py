@@ -168,7 +168,15 @@ class TailReader:
 
     def _next_segment(self) -> bool:
         """After the open segment's last byte: open the segment that follows it, if any.
-        True only when another segment was opened (so a poll never spins on one)."""
+        True only when another segment was opened (so a poll never spins on one).
+
+        A segment opened from a listing may itself be empty (compaction empties segments, and
+        Kafka before 0.10.1 kept them): the next call lists again at once instead of waiting
+        out the listing interval, so one poll crosses any number of them, ``timeout=0``
+        included. Offsets between the open segment and the next one are skipped records only
+        when the open segment's file is gone from the listing (retention deleted it and maybe
+        more); while it is still there, nothing lay between them (the offsets were compacted
+        away)."""
         if self._fd >= 0 and self.position > self._base and self._open(self.position):
             return True
         now = time.monotonic()
@@ -180,6 +188,7 @@ class TailReader:
         except FileNotFoundError:
             return False
         bases = sorted(offset_from_filename(n) for n in names if is_segment_log(n))
+        open_one_listed = self._fd >= 0 and self._base in bases
         for base in bases:
             if base <= self._base:
                 continue
@@ -189,9 +198,11 @@ class TailReader:
                 if size > self._pos:
                     return False  # (the next poll reads it; a torn tail never ends a wait)
             if base > self.position:
-                self.skipped += base - self.position  # deleted before it was read
+                if not open_one_listed:
+                    self.skipped += base - self.position  # deleted before it was read
                 self.position = base
             if self._open(base):
+                self._listed = 0.0  # it may be empty too: look for the next one at once
                 return True
         if self._fd < 0 and bases:
             # nothing open yet (the log was empty, or its start segment went): the segment
@@ -201,7 +212,9 @@ class TailReader:
             if base > self.position:
                 self.skipped += base - self.position
                 self.position = base
-            return self._open(base)
+            if self._open(base):
+                self._listed = 0.0  # as above: an empty one is crossed in the same poll
+                return True
         return False
 
     def poll(self, timeout: float = 0.0, max_records: int = 500) -> list[Record]:

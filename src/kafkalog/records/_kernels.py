@@ -421,7 +421,7 @@ def scan_entries(buf, start, end, max_entry, out_pos, out_fields):  # type: igno
         if size > remaining - 12:
             return OK, n, pos, -1
         magic = np.int64(buf[pos + 16])
-        if magic >= 128:  # Java reads it as a signed byte: negative, and no known format
+        if magic > 2:  # no Kafka log format but 0, 1 and 2 (negative as Java reads >= 128)
             return ERR_MAGIC, n, pos, pos + 16
         f = out_fields[n]
         f[0] = _be_i64(buf, pos)

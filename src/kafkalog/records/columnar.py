@@ -34,7 +34,7 @@ from kafkalog.records import _kernels as K
 from kafkalog.records import compression
 from kafkalog.records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_RECORD_SIZE
 from kafkalog.records.crc import crc32c
-from kafkalog.records.reader import IncompleteTail, LogReader
+from kafkalog.records.reader import IncompleteTail, LogReader, bad_magic_reason
 from kafkalog.records.types import (
     DEFAULT_LIMITS,
     Compression,
@@ -75,7 +75,6 @@ _KERNEL_ERRORS = {
     K.ERR_ENTRY_TOO_LARGE: "entry size exceeds the maximum batch size",
     K.ERR_BATCH_LENGTH: "record batch length smaller than the 49-byte minimum",
     K.ERR_OVERFLOW: "record offset delta overflows 64 bits",
-    K.ERR_MAGIC: "invalid magic byte (negative as Kafka reads it)",
 }
 
 
@@ -277,7 +276,7 @@ def _scan(
         if err != K.OK:
             cls = BatchTooLargeError if err == K.ERR_ENTRY_TOO_LARGE else CorruptRecordError
             if err == K.ERR_MAGIC:
-                raise cls(_KERNEL_ERRORS[err], path=path, position=err_pos)
+                raise cls(bad_magic_reason(int(data[err_pos])), path=path, position=err_pos)
             size = int.from_bytes(data[err_pos : err_pos + 4].tobytes(), "big", signed=True)
             raise cls(f"{_KERNEL_ERRORS[err]} (size field {size})", path=path, position=err_pos)
         if count < cap:

@@ -33,6 +33,19 @@ _OFFSET_SIZE = struct.Struct(">qi")
 MAGIC_OFFSET = 16
 HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_ENTRY_SIZE = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+MAX_MAGIC = 2  # the newest log format (RecordBatch.CURRENT_MAGIC_VALUE)
+
+
+def bad_magic_reason(magic: int) -> str:
+    """Why an entry whose magic byte (read unsigned) is ``magic`` cannot be read.
+
+    Kafka's file reader takes any magic above 1 for a v2 batch, so a flipped magic byte would
+    be decoded as a batch it may not be; no Kafka release writes anything but 0, 1 or 2, so
+    every reader here (the object walk and the columnar kernels alike) refuses it, and a tool
+    can name it instead of showing it as a valid batch."""
+    if magic >= 128:  # Java reads the magic as a signed byte: no format is negative
+        return f"invalid magic byte {magic - 256} (negative as Kafka reads it)"
+    return f"invalid magic byte {magic}: Kafka's log formats are magic 0, 1 and 2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +160,9 @@ class LogReader:
                 self._tail(pos, size + LOG_OVERHEAD, remaining)
                 return
             magic = buf[pos + MAGIC_OFFSET]
-            if magic >= 128:  # Java reads the magic as a signed byte: no format is negative
+            if magic > MAX_MAGIC:
                 raise CorruptRecordError(
-                    f"invalid magic byte {magic - 256} (negative as Kafka reads it)",
-                    path=self.path,
-                    position=pos + MAGIC_OFFSET,
+                    bad_magic_reason(magic), path=self.path, position=pos + MAGIC_OFFSET
                 )
             entry = self._parse(pos, magic)
             if self.verify_crc:
