@@ -264,3 +264,16 @@ def test_damage_before_the_tail_never_deletes_segments(tmp_path: Path) -> None:
         Log(d)
     assert _files(d) == before
     assert not list(d.glob("*.deleted"))
+
+
+def test_a_stray_log_file_is_left_alone_not_read(tmp_path: Path) -> None:
+    """A ``123.log`` made Log, lookup, cat and Spark fail on ``00000000000000000123.log``,
+    which does not exist. It is no segment (Kafka names them by 20 digits): readers and a
+    writable open leave it as it is (``kafkalog verify`` reports it)."""
+    d = _written(tmp_path)
+    (d / "123.log").write_bytes(b"not a segment")
+    assert _records(d) == list(range(300))
+    assert _planner(d) == list(range(300))
+    with Log(d) as log:
+        assert log.log_end_offset == 300
+    assert (d / "123.log").read_bytes() == b"not a segment"

@@ -44,9 +44,12 @@ def is_offset_prefix(stem: str) -> bool:
 
 
 def is_segment_log(name: str) -> bool:
+    """A segment's ``.log`` as Kafka names it: a 20-digit base offset. A stray ``123.log`` is
+    no segment (its index files would be looked for as ``00000000000000000123.*``); the log
+    leaves it alone and ``kafkalog verify`` reports it."""
     base = os.path.basename(name)
     prefix, _, rest = base.partition(".")
-    return rest == "log" and is_offset_prefix(prefix)
+    return rest == "log" and len(prefix) == 20 and is_offset_prefix(prefix)
 
 
 def segment_logs(directory: str | os.PathLike[str]) -> list[tuple[int, str]]:
