@@ -185,3 +185,28 @@ def test_decode_range_columns_checks_what_it_skips() -> None:
     for columns in (("offset",), None):
         with pytest.raises(CorruptRecordError, match="invalid key length"):
             decode_range(bytes(data), columns=columns, verify_crc=False)
+
+
+def test_the_columns_option_reads_only_those_columns(spark: Any, tmp_path: Path) -> None:
+    """``columns`` is ``.schema(...)`` by name: the source declares only those columns (Spark
+    cannot prune a Python source's), in the order given; unknown names are refused at load."""
+    from pyspark.errors import PySparkException
+
+    directory = tmp_path / "narrow-0"
+    with Log(directory) as log:
+        log.append_records(
+            [Record.of(b"v%d" % i, key=b"k", timestamp=1_700_000_000_000 + i) for i in range(50)]
+        )
+    df = (
+        spark.read.format("kafkalog")
+        .option("path", str(tmp_path))
+        .option("columns", "offset, Timestamp,value")
+        .load()
+    )
+    assert df.columns == ["offset", "timestamp", "value"]
+    rows = df.orderBy("offset").collect()
+    assert [(r.offset, bytes(r.value)) for r in rows] == [(i, b"v%d" % i) for i in range(50)]
+    with pytest.raises(PySparkException, match="unknown column 'nope'"):
+        spark.read.format("kafkalog").option("path", str(tmp_path)).option(
+            "columns", "offset,nope"
+        ).load()

@@ -23,7 +23,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafkalog.spark.options import OptionError
+from kafkalog.spark.options import KAFKA_COLUMNS, OptionError
 
 SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -32,8 +32,13 @@ SCHEMA = (
 HEADERS = ", headers array<struct<key:string,value:binary>>"
 
 
-def full_schema(include_headers: bool) -> str:
-    """Spark's Kafka source's columns, as DDL (``headers`` with ``includeHeaders=true``)."""
+def full_schema(include_headers: bool, columns: tuple[str, ...] | None = None) -> str:
+    """Spark's Kafka source's columns, as DDL (``headers`` with ``includeHeaders=true``), or
+    only ``columns`` (the ``columns`` option) in the order given."""
+    if columns is not None:
+        if "headers" in columns and not include_headers:
+            raise OptionError("option columns names headers: set includeHeaders=true too")
+        return ", ".join(f"{name} {KAFKA_COLUMNS[name]}" for name in columns)
     return SCHEMA + (HEADERS if include_headers else "")
 
 

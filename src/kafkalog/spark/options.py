@@ -41,6 +41,7 @@ KNOWN_OPTIONS = {
     # kafkalog's own: turn filter pushdown off for one query, and count the bytes tasks read
     "pushdown",
     "statsdir",
+    "columns",
 }
 # accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker.
 # Every ``kafka.``-prefixed option is accepted too (Spark hands them to its consumer), except
@@ -113,6 +114,10 @@ class ReadOptions:
     #: or until ``max_trigger_delay_ms`` has passed since the last one, as Spark's Kafka source
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
+    #: ``columns``: the Kafka columns to read, by name ("offset,timestamp,value"): the schema
+    #: the source declares, so nothing else is decoded (Spark cannot prune a Python source's
+    #: columns; this is ``.schema(...)`` without writing the types)
+    columns: tuple[str, ...] | None = None
 
 
 _TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
@@ -126,6 +131,34 @@ def time_string_ms(name: str, value: str) -> int:
     if m is None or m.group(2) not in ("", *_TIME_UNITS_MS):
         raise OptionError(f"option {name}={value!r} must be a duration such as 15m, 30s or 500ms")
     return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
+
+
+#: the Kafka columns a read can name, in Spark's Kafka source's order, with their DDL types
+KAFKA_COLUMNS = {
+    "key": "binary",
+    "value": "binary",
+    "topic": "string",
+    "partition": "int",
+    "offset": "long",
+    "timestamp": "timestamp",
+    "timestampType": "int",
+    "headers": "array<struct<key:string,value:binary>>",
+}
+
+
+def _column_names(value: str) -> tuple[str, ...]:
+    by_lower = {name.lower(): name for name in KAFKA_COLUMNS}
+    names: list[str] = []
+    for raw in value.split(","):
+        name = by_lower.get(raw.strip().lower())
+        if name is None or name in names:
+            what = "repeated" if name is not None else "unknown"
+            raise OptionError(
+                f"option columns={value!r}: {what} column {raw.strip()!r} (the Kafka columns: "
+                f"{', '.join(KAFKA_COLUMNS)})"
+            )
+        names.append(name)
+    return tuple(names)
 
 
 def _bool(name: str, value: str) -> bool:
@@ -315,6 +348,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             if "maxtriggerdelay" in opts
             else 15 * 60 * 1000
         ),
+        columns=_column_names(opts["columns"]) if "columns" in opts else None,
     )
 
 

@@ -40,7 +40,7 @@ class KafkaLogDataSource(DataSource):
 
     def schema(self) -> str:
         opts = parse_read_options(self.options)
-        return full_schema(opts.include_headers)
+        return full_schema(opts.include_headers, opts.columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options)
