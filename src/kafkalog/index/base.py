@@ -64,6 +64,8 @@ class MappedIndex:
     KEY_WIDTH: ClassVar[int]
     VALUE_OFFSET: ClassVar[int]
     VALUE_WIDTH: ClassVar[int]
+    # entries kept free for a final append that ignores fullness (the time index keeps one)
+    SPARE_ENTRIES: ClassVar[int] = 0
 
     def __init__(
         self,
@@ -79,6 +81,9 @@ class MappedIndex:
         self._file: object = None
         self._mm: mmap.mmap | None = None
         self._buf: np.ndarray = _EMPTY
+        # entries at which an append is refused: is_full's limit while mapped, else 0 (read-only,
+        # closed), so the appends' hot path tests one number
+        self._full_at = 0
         self._closed = False
         # even: the mapping is stable; odd: being remapped, or closed for good (module doc)
         self._generation = 0
@@ -163,6 +168,8 @@ class MappedIndex:
             self._buf = np.frombuffer(self._mm, np.uint8)
         self._length = length
         self._max_entries = length // self.ENTRY_SIZE
+        if self._mm is not None:
+            self._full_at = self._max_entries - self.SPARE_ENTRIES
 
     def _unmap(self) -> None:
         """Drop the buffer and close the mapping once no lookup still reads it.
@@ -173,6 +180,7 @@ class MappedIndex:
         keeps the mapping alive until it goes; only our reference is dropped.
         """
         self._buf = _EMPTY
+        self._full_at = 0
         mm, self._mm = self._mm, None
         if mm is None:
             return
@@ -226,7 +234,19 @@ class MappedIndex:
         return self._entries * self.ENTRY_SIZE
 
     def is_full(self) -> bool:
-        return self._entries >= self._max_entries
+        return self._entries >= self._max_entries - self.SPARE_ENTRIES
+
+    def has_room(self) -> bool:
+        """Whether one more entry can be appended: open for writing and not :meth:`is_full`.
+        An append that adds no entry still needs this of both indexes (else a roll is due):
+        the segment's per-append fast path asks it on every call."""
+        return self._entries < self._full_at
+
+    def room(self) -> int:
+        """How many more entries the index takes before :meth:`is_full`: 0 when it is full,
+        read-only or closed. An append path that adds many entries at once (the buffered
+        appends' run) stops its run there, as one append at a time would have rolled."""
+        return max(self._full_at - self._entries, 0)
 
     def relative_offset(self, offset: int) -> int:
         rel = offset - self.base_offset

@@ -33,50 +33,52 @@ class LazyIndex(Generic[T]):
         self.kind = kind
         self.max_index_size = max_index_size
         self.writable = writable
-        self._index: T | None = None
+        # the index once get() has opened it, else None: read (never assigned) by a caller that
+        # must not open the file, as an append's fast path (a plain attribute: it runs per call)
+        self.loaded: T | None = None
         self._lock = threading.Lock()
 
     @property
     def path(self) -> str:
-        return self._index.path if self._index is not None else self._path
+        return self.loaded.path if self.loaded is not None else self._path
 
     @property
     def is_loaded(self) -> bool:
-        return self._index is not None
+        return self.loaded is not None
 
     def get(self) -> T:
         """The index, opened on first call (double-checked, thread-safe)."""
-        index = self._index
+        index = self.loaded
         if index is None:
             with self._lock:
-                index = self._index
+                index = self.loaded
                 if index is None:
                     index = self.kind(
                         self._path, self.base_offset, self.max_index_size, self.writable
                     )
-                    self._index = index
+                    self.loaded = index
         return index
 
     def update_parent_dir(self, directory: str | os.PathLike[str]) -> None:
         """Only the in-memory path changes (the directory itself was moved)."""
         name = os.path.basename(self.path)
         self._path = os.path.join(os.fspath(directory), name)
-        if self._index is not None:
-            self._index._path = self._path
+        if self.loaded is not None:
+            self.loaded._path = self._path
 
     def rename_to(self, new_path: str | os.PathLike[str]) -> None:
         """Move the file if it exists (a never-materialised index may have none)."""
         target = os.fspath(new_path)
-        if self._index is not None:
-            self._index.rename_to(target)
+        if self.loaded is not None:
+            self.loaded.rename_to(target)
         else:
             with contextlib.suppress(FileNotFoundError):
                 os.replace(self._path, target)
         self._path = target
 
     def delete_if_exists(self) -> bool:
-        if self._index is not None:
-            return self._index.delete_if_exists()
+        if self.loaded is not None:
+            return self.loaded.delete_if_exists()
         try:
             os.remove(self._path)
         except FileNotFoundError:
@@ -84,13 +86,13 @@ class LazyIndex(Generic[T]):
         return True
 
     def close(self) -> None:
-        if self._index is not None:
-            self._index.close()
+        if self.loaded is not None:
+            self.loaded.close()
 
     def close_handler(self) -> None:
-        if self._index is not None:
-            self._index.close_handler()
+        if self.loaded is not None:
+            self.loaded.close_handler()
 
     def __repr__(self) -> str:
-        state = "loaded" if self._index is not None else "not loaded"
+        state = "loaded" if self.loaded is not None else "not loaded"
         return f"LazyIndex({self.kind.__name__}, {self.path!r}, {state})"

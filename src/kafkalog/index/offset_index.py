@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
@@ -45,6 +45,11 @@ class OffsetIndex(MappedIndex):
         self._last_offset = (
             self.entry(self._entries - 1).offset if self._entries else (self.base_offset)
         )
+        # the offsets the next entry may have (accepts): above the last, and 0..2^31-1 relative
+        # to the base offset (a last entry below the base, from a corrupt file, does not widen it)
+        base = self.base_offset
+        self._next_min = max(self._last_offset + 1, base) if self._entries else base
+        self._next_max = base + INT32_MAX
 
     @property
     def last_offset(self) -> int:
@@ -67,8 +72,84 @@ class OffsetIndex(MappedIndex):
         return raw[:, 0].astype(np.int64) + self.base_offset, raw[:, 1].astype(np.int64)
 
     # -- appending --------------------------------------------------------------------------------
+    # Every entry passes ``accepts``, the gate that states Kafka's rules: ``append`` is that
+    # check and ``append_accepted``; the segment's fast paths call the two halves apart, the
+    # check before they write the ``.log`` (an append they cannot finish goes the general way
+    # with nothing touched), the entry after it, as Kafka's LogSegment.append orders them.
+    # ``_refuse`` only names the broken rule for the error; ``append_entries`` keeps the same
+    # bounds (``_next_min``, ``_next_max``, ``_full_at``) entry by entry, and leaves any entry
+    # they refuse to ``append``.
+    def accepts(self, offset: int, position: int) -> bool:
+        """Whether :meth:`append` takes ``(offset, position)``: the index is open for writing
+        and not full, the offset is above the last entry's (strictly: Kafka's rule) and fits
+        32 bits relative to the base offset, and the position fits the 32-bit field."""
+        return (
+            self._entries < self._full_at  # (0 unless writable and open)
+            and self._next_min <= offset <= self._next_max
+            and 0 <= position <= INT32_MAX
+        )
+
+    def has_room_for(self, offset: int) -> bool:
+        """:meth:`has_room` and :meth:`can_append_offset` in one call: what an append ending at
+        ``offset`` needs of the index even when it adds no entry (else a roll is due)."""
+        return self._entries < self._full_at and self.base_offset <= offset <= self._next_max
+
     def append(self, offset: int, position: int) -> None:
-        """Add ``(offset, position)``; offsets must strictly increase (Kafka's rule)."""
+        """Add ``(offset, position)``, or raise the error for the first of Kafka's rules it
+        breaks (read-only or closed, full, offsets not strictly increasing, a position or a
+        relative offset beyond 32 bits)."""
+        if not self.accepts(offset, position):
+            self._refuse(offset, position)
+        self.append_accepted(offset, position)
+
+    def append_accepted(self, offset: int, position: int) -> None:
+        """:meth:`append` of an entry :meth:`accepts` has just passed, with nothing changing
+        the index in between: the same bytes, without checking again (the segment's
+        per-append fast path, which checks before it writes the ``.log``)."""
+        entries = self._entries
+        rel = offset - self.base_offset
+        _ENTRY.pack_into(self._mm, entries * 8, rel, position)  # type: ignore[arg-type]
+        self._entries = entries + 1
+        self._last_offset = offset
+        self._next_min = offset + 1
+
+    def append_entries(self, offsets: np.ndarray, positions: np.ndarray) -> None:
+        """:meth:`append` of each ``(offsets[i], positions[i])`` in order, in one call: the
+        same checks, bytes and errors (the entries before a refused one are kept, as with
+        one call each). The buffered appends' run adds the entries of all its batches with
+        it, once per run: one call per entry would cost more than the rest of the run."""
+        offs = offsets.tolist()
+        poss = positions.tolist()
+        count = self._entries
+        if not offs:
+            return
+        if len(offs) > self._full_at - count:  # full on the way, or read-only or closed
+            self._append_each(offs, poss)
+            return
+        mm = self._mm
+        base = self.base_offset
+        low = self._next_min
+        high = self._next_max
+        pack = _ENTRY.pack_into
+        for offset, position in zip(offs, poss, strict=True):
+            if not low <= offset <= high or not 0 <= position <= INT32_MAX:
+                # written past the entries only, so not part of the index yet: redo them one
+                # at a time, which raises the error append raises for this entry
+                self._append_each(offs, poss)
+                return
+            pack(mm, count * 8, offset - base, position)  # type: ignore[arg-type]
+            count += 1
+            low = offset + 1
+        self._entries = count
+        self._last_offset = low - 1
+        self._next_min = low
+
+    def _append_each(self, offsets: list[int], positions: list[int]) -> None:
+        for offset, position in zip(offsets, positions, strict=True):
+            self.append(offset, position)
+
+    def _refuse(self, offset: int, position: int) -> NoReturn:
+        """Raise the error naming the rule :meth:`accepts` found broken, in Kafka's order."""
         self._require_writable("append to")
         self._check_room()
         if self._entries and offset <= self._last_offset:
@@ -80,10 +161,8 @@ class OffsetIndex(MappedIndex):
             raise InvalidOffsetError(
                 f"position {position} does not fit a 32-bit .log position in {self._path}"
             )
-        rel = self.relative_offset(offset)
-        _ENTRY.pack_into(self._mm, self._entries * 8, rel, position)  # type: ignore[arg-type]
-        self._entries += 1
-        self._last_offset = offset
+        self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        raise AssertionError(f"{self._path}: accepts() refused ({offset}, {position})")
 
     # -- lookups ----------------------------------------------------------------------------------
     def lookup(self, target_offset: int) -> OffsetPosition:

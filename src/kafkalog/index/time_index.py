@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 from kafkalog.index import _search
-from kafkalog.index.base import MappedIndex
+from kafkalog.index.base import INT32_MAX, MappedIndex
 
 _ENTRY = struct.Struct(">qi")
 NO_TIMESTAMP = -1
+_new_tuple = tuple.__new__  # TimestampOffset(a, b) without its Python-level __new__
+_NO_MIN = -(2**64)  # below any timestamp or offset: what an empty index asks of its next entry
 
 
 class TimestampOffset(NamedTuple):
@@ -35,6 +37,7 @@ class TimeIndex(MappedIndex):
     KEY_WIDTH = 8
     VALUE_OFFSET = 8
     VALUE_WIDTH = 4
+    SPARE_ENTRIES = 1  # is_full at max_entries - 1: room for the final entry
 
     def _after_open(self) -> None:
         self._recompute_last()
@@ -46,19 +49,21 @@ class TimeIndex(MappedIndex):
         self._recompute_last()
 
     def _recompute_last(self) -> None:
-        self._last_entry = (
+        last = (
             self.entry(self._entries - 1)
             if self._entries
             else TimestampOffset(NO_TIMESTAMP, self.base_offset)
         )
+        # the last entry as two ints (an append replaces them without building a tuple), and
+        # the least timestamp and offset the next entry may have (none while empty)
+        self._last_timestamp, self._last_offset = last
+        self._min_timestamp, self._min_offset = last if self._entries else (_NO_MIN, _NO_MIN)
+        self._offset_max = self.base_offset + INT32_MAX  # relative offsets are 0..2^31-1
 
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or (-1, base offset) when the index is empty."""
-        return self._last_entry
-
-    def is_full(self) -> bool:
-        return self._entries >= self._max_entries - 1
+        return _new_tuple(TimestampOffset, (self._last_timestamp, self._last_offset))
 
     def entry(self, n: int) -> TimestampOffset:
         if not 0 <= n < self._entries:
@@ -77,12 +82,99 @@ class TimeIndex(MappedIndex):
         rel = raw.reshape(-1, 12)[:, 8:].copy().view(">i4").ravel().astype(np.int64)
         return ts, rel + self.base_offset
 
+    # -- appending --------------------------------------------------------------------------------
+    # Every entry passes ``accepts``, the gate that states Kafka's rules: ``maybe_append`` is
+    # that check and ``maybe_append_accepted``; the segment's fast paths call the two halves
+    # apart, the check before they write the ``.log``, the entry after it. ``_refuse`` only
+    # names the broken rule for the error; ``maybe_append_entries`` keeps the same bounds entry
+    # by entry, and leaves any entry they refuse to ``maybe_append``.
+    def accepts(self, timestamp: int, offset: int, final: bool = False) -> bool:
+        """Whether :meth:`maybe_append` takes ``(timestamp, offset)`` (with ``final``: with
+        ``skip_full_check``): the index is open for writing and, unless ``final``, not full
+        (one slot stays free for the final entry of a roll or close); neither the offset nor
+        the timestamp goes below the last entry's; and an entry it would add (a timestamp
+        above the last one) fits the file and 32 bits of relative offset."""
+        if final:
+            if not self.writable or self._closed:
+                return False
+        elif self._entries >= self._full_at:  # (0 unless writable and open)
+            return False
+        return (
+            offset >= self._min_offset
+            and timestamp >= self._min_timestamp
+            and (
+                timestamp <= self._last_timestamp
+                or (
+                    self._entries < self._max_entries
+                    and self.base_offset <= offset <= self._offset_max
+                )
+            )
+        )
+
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Append ``(timestamp, offset)`` if the timestamp is a new maximum (Kafka's rules)."""
+        """Append ``(timestamp, offset)`` if the timestamp is a new maximum (Kafka's rules), or
+        raise the error for the first rule it breaks."""
+        if not self.accepts(timestamp, offset, skip_full_check):
+            self._refuse(timestamp, offset, skip_full_check)
+        self.maybe_append_accepted(timestamp, offset)
+
+    def maybe_append_accepted(self, timestamp: int, offset: int) -> None:
+        """:meth:`maybe_append` of an entry :meth:`accepts` has just passed, with nothing
+        changing the index in between: the same bytes (an entry only for a new maximum
+        timestamp), without checking again (the segment's per-append fast path)."""
+        if timestamp > self._last_timestamp:
+            entries = self._entries
+            rel = offset - self.base_offset
+            _ENTRY.pack_into(self._mm, entries * 12, timestamp, rel)  # type: ignore[arg-type]
+            self._entries = entries + 1
+            self._last_timestamp = self._min_timestamp = timestamp
+            self._last_offset = self._min_offset = offset
+
+    def maybe_append_entries(self, timestamps: np.ndarray, offsets: np.ndarray) -> None:
+        """:meth:`maybe_append` of each ``(timestamps[i], offsets[i])`` in order, in one call:
+        the same checks, bytes and errors (the entries before a refused one are kept, as with
+        one call each). The buffered appends' run adds its time entries with it, once per
+        run."""
+        stamps = timestamps.tolist()
+        offs = offsets.tolist()
+        mm = self._mm
+        base = self.base_offset
+        high = self._offset_max
+        full_at = self._full_at  # (0 unless writable and open)
+        count = self._entries
+        last_ts, last_offset = self._last_timestamp, self._last_offset
+        min_ts, min_offset = self._min_timestamp, self._min_offset
+        pack = _ENTRY.pack_into
+        for timestamp, offset in zip(stamps, offs, strict=True):
+            if (
+                count >= full_at
+                or offset < min_offset
+                or timestamp < min_ts
+                or (timestamp > last_ts and not base <= offset <= high)
+            ):
+                # written past the entries only, so not part of the index yet: redo them one
+                # at a time, which raises the error maybe_append raises for this entry
+                self._maybe_append_each(stamps, offs)
+                return
+            if timestamp > last_ts:
+                pack(mm, count * 12, timestamp, offset - base)  # type: ignore[arg-type]
+                count += 1
+                last_ts = min_ts = timestamp
+                last_offset = min_offset = offset
+        self._entries = count
+        self._last_timestamp, self._last_offset = last_ts, last_offset
+        self._min_timestamp, self._min_offset = min_ts, min_offset
+
+    def _maybe_append_each(self, timestamps: list[int], offsets: list[int]) -> None:
+        for timestamp, offset in zip(timestamps, offsets, strict=True):
+            self.maybe_append(timestamp, offset)
+
+    def _refuse(self, timestamp: int, offset: int, final: bool) -> NoReturn:
+        """Raise the error naming the rule :meth:`accepts` found broken, in Kafka's order."""
         self._require_writable("append to")
-        if not skip_full_check:
+        if not final:
             self._check_room()
-        last = self._last_entry
+        last = self.last_entry
         if self._entries and offset < last.offset:
             raise InvalidOffsetError(
                 f"attempt to append an offset ({offset}) smaller than the last offset appended "
@@ -93,13 +185,10 @@ class TimeIndex(MappedIndex):
                 f"attempt to append a timestamp ({timestamp}) smaller than the last timestamp "
                 f"appended ({last.timestamp}) to {self._path}"
             )
-        if timestamp > last.timestamp:
-            if self._entries >= self._max_entries:
-                raise IndexFullError(f"no room left in {self._path} for a final entry")
-            rel = self.relative_offset(offset)
-            _ENTRY.pack_into(self._mm, self._entries * 12, timestamp, rel)  # type: ignore[arg-type]
-            self._entries += 1
-            self._last_entry = TimestampOffset(timestamp, offset)
+        if self._entries >= self._max_entries:
+            raise IndexFullError(f"no room left in {self._path} for a final entry")
+        self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        raise AssertionError(f"{self._path}: accepts() refused ({timestamp}, {offset})")
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the greatest timestamp <= target, or (-1, base offset)."""
@@ -136,7 +225,7 @@ class TimeIndex(MappedIndex):
         """Kafka's check: last timestamp not before the first, last offset not before base."""
         if self._entries:
             first = self.entry(0)
-            last = self._last_entry
+            last = self.last_entry
             if last.timestamp < first.timestamp:
                 raise CorruptIndexError(
                     f"corrupt time index found, time index file ({self._path}) has non-zero size "

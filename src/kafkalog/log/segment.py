@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from kafkalog.index import (
 )
 from kafkalog.index.base import INT32_MAX
 from kafkalog.index.offset_index import OffsetPosition
+from kafkalog.log.index_interval import entry_due
 from kafkalog.log.layout import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -57,19 +57,8 @@ _CHUNK = 4 * 1024 * 1024
 _FIRST_CHUNK = 64 * 1024
 _UNKNOWN = TimestampOffset(-1, -1)
 _I = TypeVar("_I", OffsetIndex, TimeIndex)
-_pack_offset_entry = struct.Struct(">ii").pack_into  # OffsetIndex's entry
-_pack_time_entry = struct.Struct(">qi").pack_into  # TimeIndex's entry
 _pwrite = os.pwrite
 _new_tuple = tuple.__new__  # TimestampOffset(a, b) without its Python-level __new__
-
-
-def _put_entries(mm: Any, count: int, width: int, pack: Any, firsts: Any, seconds: Any) -> int:
-    """Index entries (two numpy columns) packed into a map after its ``count`` entries of
-    ``width`` bytes; returns the new count."""
-    for a, b in zip(firsts.tolist(), seconds.tolist(), strict=True):
-        pack(mm, count * width, a, b)
-        count += 1
-    return count
 
 
 class BatchRun(NamedTuple):
@@ -603,12 +592,12 @@ class LogSegment:
             self._max_ts_and_offset = TimestampOffset(
                 largest_timestamp, shallow_offset_of_max_timestamp
             )
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+        due, since = entry_due(self.bytes_since_last_index_entry, size, self.index_interval_bytes)
+        if due:
             offset_index.append(largest_offset, position)
             latest = self._max_ts_and_offset
             self.time_index.get().maybe_append(latest.timestamp, latest.offset)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += size
+        self.bytes_since_last_index_entry = since
 
     def try_append(
         self,
@@ -624,9 +613,12 @@ class LogSegment:
         and the caller takes the general path, which decides and raises exactly as before.
 
         It exists because the general pair costs ~2 us of calls per append against ~8 us for
-        the ``write`` itself. Index entries go straight into the maps with the bytes
-        :meth:`OffsetIndex.append` and :meth:`TimeIndex.maybe_append` write, after every check
-        they would make has passed here first (tests compare the files with the general path).
+        the ``write`` itself. When :func:`~kafkalog.log.index_interval.entry_due` gives the
+        append index entries, the indexes are asked first whether they take them
+        (:meth:`OffsetIndex.accepts`, :meth:`TimeIndex.accepts`), the ``.log`` is written, and
+        the entries go in without the checks made again; without entries, only whether they
+        have room (a full index means a roll). Tests compare the files with the general
+        path's.
         """
         log = self.log
         position = log.size
@@ -640,52 +632,29 @@ class LogSegment:
             or largest_timestamp - based > max_segment_ms - self.roll_jitter_ms
         ):
             return False
-        oindex = self.offset_index._index
-        tindex = self.time_index._index
-        if oindex is None or tindex is None:
-            return False
-        omm = oindex._mm
-        tmm = tindex._mm
-        oentries = oindex._entries
-        tentries = tindex._entries
-        base = self.base_offset
+        oindex = self.offset_index.loaded  # not opened here: the general path decides that
+        tindex = self.time_index.loaded
         current = self._max_ts_and_offset
-        if (
-            omm is None  # closed, or opened read-only
-            or tmm is None
-            or oentries >= oindex._max_entries
-            or tentries >= tindex._max_entries - 1
-            or not 0 <= largest_offset - base <= INT32_MAX
-            or current == _UNKNOWN
-        ):
+        if oindex is None or tindex is None or current == _UNKNOWN:
             return False
         latest = (
             _new_tuple(TimestampOffset, (largest_timestamp, shallow_offset_of_max_timestamp))
             if largest_timestamp > current[0]
             else current
         )
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            last_ts, last_ts_offset = tindex._last_entry
+        due, since = entry_due(self.bytes_since_last_index_entry, size, self.index_interval_bytes)
+        if due:
             ts, ts_offset = latest
-            if (
-                (oentries and largest_offset <= oindex._last_offset)
-                or position > INT32_MAX
-                or (tentries and (ts_offset < last_ts_offset or ts < last_ts))
-                or not 0 <= ts_offset - base <= INT32_MAX
-            ):
+            if not (oindex.accepts(largest_offset, position) and tindex.accepts(ts, ts_offset)):
                 return False
             log.append(records)
-            _pack_offset_entry(omm, oentries * 8, largest_offset - base, position)
-            oindex._entries = oentries + 1
-            oindex._last_offset = largest_offset
-            if ts > last_ts:
-                _pack_time_entry(tmm, tentries * 12, ts, ts_offset - base)
-                tindex._entries = tentries + 1
-                tindex._last_entry = latest
-            self.bytes_since_last_index_entry = size
-        else:
+            oindex.append_accepted(largest_offset, position)
+            tindex.maybe_append_accepted(ts, ts_offset)
+        elif oindex.has_room_for(largest_offset) and tindex.has_room():
             log.append(records)
-            self.bytes_since_last_index_entry += size
+        else:
+            return False
+        self.bytes_since_last_index_entry = since
         self._max_ts_and_offset = latest
         return True
 
@@ -693,7 +662,11 @@ class LogSegment:
         """Append as many of ``run``'s batches from ``first`` on as :meth:`try_append` would
         take one at a time, in one write, with the index entries those appends would have
         made; returns how many (0 when the first needs the general path: a roll, an empty
-        segment, a full index). The embedded log's buffered appends come through here."""
+        segment, a full index). The embedded log's buffered appends come through here.
+
+        The compiled walk decides where the run stops and which batches get entries (the
+        same rule and checks as :meth:`try_append`); the indexes then add those entries in
+        one call each, once per run, with their own checks."""
         import numpy as np  # here, not at the top: the CLI's light commands never need it
 
         from kafkalog.log import _run_kernel as R
@@ -704,42 +677,38 @@ class LogSegment:
         current = self._max_ts_and_offset
         if not position or based is None or based < 0 or current == _UNKNOWN:
             return 0
-        oindex = self.offset_index._index
-        tindex = self.time_index._index
-        if oindex is None or tindex is None or oindex._mm is None or tindex._mm is None:
+        oindex = self.offset_index.loaded
+        tindex = self.time_index.loaded
+        if oindex is None or tindex is None:
             return 0
+        o_room = oindex.room()
+        t_room = tindex.room()
+        if not o_room or not t_room:
+            return 0  # a roll is due (or the segment is closed): the general path
         count = len(run.sizes) - first
-        room = min(count, max(oindex._max_entries - oindex._entries, 0)) + 1
-        out_o_rel = np.empty(room, np.int64)
+        room = min(count, o_room) + 1
+        out_o_offset = np.empty(room, np.int64)
         out_o_pos = np.empty(room, np.int64)
         out_t_ts = np.empty(room, np.int64)
-        out_t_rel = np.empty(room, np.int64)
+        out_t_offset = np.empty(room, np.int64)
         state = np.empty(R.STATE_FIELDS, np.int64)
-        last_ts, last_ts_offset = tindex._last_entry
+        last_ts, last_ts_offset = tindex.last_entry
         R.plan_run(
             run.sizes, run.last_offsets, run.max_timestamps, first, count, run.max_batch,
             position, segment_bytes, based, max_segment_ms - self.roll_jitter_ms,
             self.base_offset, self.bytes_since_last_index_entry, self.index_interval_bytes,
-            current[0], current[1], oindex._entries, oindex._max_entries, oindex._last_offset,
-            tindex._entries, tindex._max_entries - 1, last_ts, last_ts_offset,
-            out_o_rel, out_o_pos, out_t_ts, out_t_rel, state,
+            current[0], current[1], oindex.entries, o_room, oindex.last_offset,
+            tindex.entries, t_room, last_ts, last_ts_offset,
+            out_o_offset, out_o_pos, out_t_ts, out_t_offset, state,
         )  # fmt: skip
         taken, no, nt, since, max_ts, max_ts_offset, end = state.tolist()
         if not taken:
             return 0
         log.append(run.data[int(run.positions[first]) : int(run.positions[first]) + end - position])
         if no:
-            oindex._entries = _put_entries(
-                oindex._mm, oindex._entries, 8, _pack_offset_entry, out_o_rel[:no], out_o_pos[:no]
-            )
-            oindex._last_offset = int(out_o_rel[no - 1]) + self.base_offset
+            oindex.append_entries(out_o_offset[:no], out_o_pos[:no])
         if nt:
-            tindex._entries = _put_entries(
-                tindex._mm, tindex._entries, 12, _pack_time_entry, out_t_ts[:nt], out_t_rel[:nt]
-            )
-            tindex._last_entry = TimestampOffset(
-                int(out_t_ts[nt - 1]), int(out_t_rel[nt - 1]) + self.base_offset
-            )
+            tindex.maybe_append_entries(out_t_ts[:nt], out_t_offset[:nt])
         self.bytes_since_last_index_entry = since
         if (max_ts, max_ts_offset) != current:
             self._max_ts_and_offset = TimestampOffset(max_ts, max_ts_offset)
@@ -985,7 +954,8 @@ class LogSegment:
         self.txn_index.reset()
         state = txn_state if txn_state is not None else TxnState()
         valid = 0
-        last_index_entry = 0
+        since = 0  # bytes since the last index entry
+        interval = self.index_interval_bytes
         max_ts = _UNKNOWN
         try:
             for batch in self.log.entries(0, limits=self.limits):
@@ -997,10 +967,10 @@ class LogSegment:
                     )
                 if batch.max_timestamp > max_ts.timestamp:
                     max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                if valid - last_index_entry > self.index_interval_bytes:
+                due, since = entry_due(since, batch.size_in_bytes, interval)
+                if due:
                     offset_index.append(batch.last_offset, valid)
                     time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-                    last_index_entry = valid
                 valid += batch.size_in_bytes
                 if isinstance(batch, RecordBatch):
                     epoch = batch.partition_leader_epoch
@@ -1023,7 +993,7 @@ class LogSegment:
         self._max_ts_and_offset = max_ts
         time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
         time_index.trim_to_valid_size()
-        self.bytes_since_last_index_entry = valid - last_index_entry
+        self.bytes_since_last_index_entry = since
         return truncated
 
     def rebuild_time_index(self) -> None:
@@ -1033,18 +1003,17 @@ class LogSegment:
         self._require_writable("rebuild the time index of")
         time_index = self.time_index.get()
         time_index.reset()
-        valid = 0
-        last_index_entry = 0
+        since = 0  # bytes since the last index entry
+        interval = self.index_interval_bytes
         max_ts = _UNKNOWN
         try:
             for batch in self.log.entries(0, limits=self.limits):
                 batch.ensure_valid()
                 if batch.max_timestamp > max_ts.timestamp:
                     max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                if valid - last_index_entry > self.index_interval_bytes:
+                due, since = entry_due(since, batch.size_in_bytes, interval)
+                if due:
                     time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-                    last_index_entry = valid
-                valid += batch.size_in_bytes
         except CorruptRecordError:
             pass  # recovery (past the recovery point) decides what to cut
         self._max_ts_and_offset = max_ts
