@@ -251,13 +251,13 @@ class BufferedWriter:
     a flush, retention, truncation, close), so the files always show every call made before.
     """
 
-    __slots__ = ("_buffer", "log")
+    __slots__ = ("buffer", "log")
 
     def __init__(self, log: BufferingLog, max_bytes: int, info_type: type) -> None:
         self.log = log
         params = log.fast_params()
         max_batch = params[0] if params is not None else 0
-        self._buffer = AppendBuffer(log.log_end_offset, max_bytes, max_batch, info_type)
+        self.buffer = AppendBuffer(log.log_end_offset, max_bytes, max_batch, info_type)
 
     def append_records(self, records: Sequence[Record], **options: Any) -> Any:
         """The log's ``append_records`` (kept here while the block is open)."""
@@ -266,12 +266,12 @@ class BufferedWriter:
     @property
     def pending(self) -> int:
         """How many calls are kept, not yet written."""
-        return int(self._buffer.calls)
+        return int(self.buffer.calls)
 
     def keep(self, records: Sequence[Record]) -> Any:
         """Keep one call's records: its AppendInfo, or None when they cannot be kept (the
         log then writes what is kept and appends them itself)."""
-        buf = self._buffer
+        buf = self.buffer
         info = buf.add(records, self.log.log_end_offset)
         if info is not None and buf.bytes >= buf.max_bytes:
             self.write_pending()
@@ -281,7 +281,7 @@ class BufferedWriter:
         """Write the kept calls: the longest runs the active segment takes in one write each,
         and any batch that needs a roll (or anything else unusual) through the log's
         ``append``, so the files are what the calls would have written one at a time."""
-        buf = self._buffer
+        buf = self.buffer
         if not buf.calls:
             return
         log = self.log

@@ -576,8 +576,12 @@ class Log:
         writer = self._writer
         if writer is not None:
             if compression is _NO_COMPRESSION and not batch_options:
-                info: AppendInfo | None = writer.keep(records)
+                # BufferedWriter.keep, inline: this is the whole cost of a buffered call
+                buf = writer.buffer
+                info: AppendInfo | None = buf.add(records, self._local.log_end_offset)
                 if info is not None:
+                    if buf.bytes >= buf.max_bytes:
+                        writer.write_pending()
                     return info
             writer.write_pending()
         if compression is _NO_COMPRESSION and not batch_options:
