@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafkalog import files
 from kafkalog.errors import KafkalogError
@@ -161,6 +162,15 @@ def _column_names(value: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _given(
+    opts: Mapping[str, str], name: str, parse: Callable[[str, str], int], default: Any = None
+) -> Any:
+    """Option ``name`` (looked up in lower case) parsed by ``parse``, or ``default`` when it is
+    not given."""
+    key = name.lower()
+    return parse(name, opts[key]) if key in opts else default
+
+
 def _bool(name: str, value: str) -> bool:
     v = value.strip().lower()
     if v not in ("true", "false"):
@@ -308,46 +318,20 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         starting_strategy=strategy,
         include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
-        min_partitions=(
-            positive_option("minPartitions", opts["minpartitions"])
-            if "minpartitions" in opts
-            else None
-        ),
-        max_records_per_partition=(
-            positive_option("maxRecordsPerPartition", opts["maxrecordsperpartition"])
-            if "maxrecordsperpartition" in opts
-            else None
-        ),
+        min_partitions=_given(opts, "minPartitions", positive_option),
+        max_records_per_partition=_given(opts, "maxRecordsPerPartition", positive_option),
         read_committed=isolation == "read_committed",
-        max_bytes_per_split=(
-            positive_option("maxBytesPerSplit", opts["maxbytespersplit"])
-            if "maxbytespersplit" in opts
-            else DEFAULT_MAX_BYTES_PER_SPLIT
+        max_bytes_per_split=_given(
+            opts, "maxBytesPerSplit", positive_option, DEFAULT_MAX_BYTES_PER_SPLIT
         ),
-        max_offsets_per_trigger=(
-            positive_option("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"])
-            if "maxoffsetspertrigger" in opts
-            else None
-        ),
-        max_timestamp_lateness_ms=(
-            _timestamp("maxTimestampLatenessMs", opts["maxtimestamplatenessms"])
-            if "maxtimestamplatenessms" in opts
-            else None
-        ),
+        max_offsets_per_trigger=_given(opts, "maxOffsetsPerTrigger", positive_option),
+        max_timestamp_lateness_ms=_given(opts, "maxTimestampLatenessMs", _timestamp),
         pushdown=_bool("pushdown", opts.get("pushdown", "true")),
         stats_dir=local_path(opts["statsdir"], "statsDir") if opts.get("statsdir") else None,
         # checked whenever given, so that a stream's load() refuses a bad value (Spark asks a
         # source for its schema, where these are parsed, before it knows it is a stream)
-        min_offsets_per_trigger=(
-            positive_option("minOffsetsPerTrigger", opts["minoffsetspertrigger"])
-            if "minoffsetspertrigger" in opts
-            else None
-        ),
-        max_trigger_delay_ms=(
-            time_string_ms("maxTriggerDelay", opts["maxtriggerdelay"])
-            if "maxtriggerdelay" in opts
-            else 15 * 60 * 1000
-        ),
+        min_offsets_per_trigger=_given(opts, "minOffsetsPerTrigger", positive_option),
+        max_trigger_delay_ms=_given(opts, "maxTriggerDelay", time_string_ms, 15 * 60 * 1000),
         columns=_column_names(opts["columns"]) if "columns" in opts else None,
     )
 
