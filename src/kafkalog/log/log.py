@@ -3,7 +3,8 @@ append, reads across segments, time lookups, rolling, retention, truncation and 
 
 A :class:`Log` opened ``writable=False`` never writes, renames, trims or locks anything, so it
 can be pointed at a running broker's directory; the active segment growing while it is read is
-expected (a cut-off trailing batch is simply the end, for now).
+expected (a batch cut off at the end of the last segment is the end of what there is to read;
+anywhere else it is damage, :mod:`kafkalog.log.damage`).
 """
 
 from __future__ import annotations
