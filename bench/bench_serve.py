@@ -192,10 +192,20 @@ def main() -> None:
         "--records", type=int, default=200_000, help="100-byte records; 1/4 as many 1 KiB ones"
     )
     parser.add_argument("--latency-samples", type=int, default=500)
+    parser.add_argument(
+        "--ours-only",
+        action="store_true",
+        help="kafkalog serve alone, no JVM peer: for a before/after of kafkalog's own code "
+        "(run it with PYTHONPATH at each tree, alternately)",
+    )
     args = parser.parse_args()
 
     with kafkalog_serve() as bootstrap:
         ours = run("kafkalog serve", bootstrap, {}, args.records, args.latency_samples)
+    if args.ours_only:
+        for key, value in ours.items():
+            print(f"{key:28} {value:15,.1f}")
+        return
     with jvm_kafka() as bootstrap:
         peer = run("Kafka 0.9.0.1", bootstrap, OLD_BROKER, args.records, args.latency_samples)
 
