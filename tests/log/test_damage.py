@@ -277,3 +277,46 @@ def test_a_stray_log_file_is_left_alone_not_read(tmp_path: Path) -> None:
     with Log(d) as log:
         assert log.log_end_offset == 300
     assert (d / "123.log").read_bytes() == b"not a segment"
+
+
+def _planner_skipping(d: Path) -> list[int]:
+    from kafkalog.spark.options import parse_read_options
+    from kafkalog.spark.plan import plan_read
+    from kafkalog.spark.task import read_split
+
+    topic = d.name.rsplit("-", 1)[0]
+    opts = parse_read_options(
+        {"path": str(d.parent), "subscribe": topic, "failOnDataLoss": "false"}
+    )
+    splits, _ = plan_read(opts)
+    out: list[int] = []
+    for split in splits:
+        for batch in read_split(split, include_headers=False, fail_on_data_loss=False):
+            out.extend(int(o) for o in batch.column("offset").to_pylist())
+    return out
+
+
+@pytest.mark.parametrize("damage", ["flip records", "flip crc", "flip length", "hole of 60 bytes"])
+def test_fail_on_data_loss_false_skips_damage_and_says_so(
+    damage: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spark's failOnDataLoss=false: the tasks read on past damaged bytes (to the next whole,
+    valid batch) and log what they skipped, file and bytes; every other record is read."""
+    d = _written(tmp_path)
+    segs = _segments(d)
+    before = {p.name: p.read_bytes() for p in segs}
+    pristine = {
+        name: [r.offset for e in LogReader(data) for r in e.records()]
+        for name, data in before.items()
+    }
+    DAMAGES[damage][0](d)
+    (damaged,) = [p for p in segs if p.read_bytes() != before[p.name]]
+    with caplog.at_level("WARNING", logger="kafkalog.spark"):
+        got = _planner_skipping(d)
+    said = [r.getMessage() for r in caplog.records if "skipped damaged bytes" in r.getMessage()]
+    assert said and all(damaged.name in m for m in said)
+    others = [o for name, offs in pristine.items() if name != damaged.name for o in offs]
+    assert set(others) <= set(got)  # nothing outside the damaged segment is lost
+    lost = set(pristine[damaged.name]) - set(got)
+    assert 0 < len(lost) <= 3  # the damaged batch (a hole may touch two), never the segment
+    assert got == sorted(got)

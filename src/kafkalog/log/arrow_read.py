@@ -8,19 +8,31 @@ the range (one a broker is still writing) simply ends it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from kafkalog import files
-from kafkalog.errors import DamagedLogError, _PositionedError
-from kafkalog.records import decode_range
+from kafkalog.errors import CorruptRecordError, DamagedLogError, _PositionedError
+from kafkalog.records import LogReader, decode_range
 from kafkalog.records.resync import next_valid_entry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 CHUNK_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SkippedBytes:
+    """Damaged bytes a read skipped because its caller asked it to (Spark's
+    ``failOnDataLoss=false``): where, and why."""
+
+    path: str
+    start: int
+    end: int
+    reason: str
 
 
 def decode_file(
@@ -33,6 +45,105 @@ def decode_file(
     chunk_bytes: int = CHUNK_BYTES,
     last_segment: bool = True,
     first_offset: int = 0,
+    on_damage: Callable[[SkippedBytes], None] | None = None,
+    **decode: Any,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`_decode_file`, or, with ``on_damage``, the same read that skips damage instead
+    of raising: from the damaged byte to the next whole, valid batch (a resync scan), each
+    skip handed to ``on_damage`` so that it is reported, never silent."""
+    if on_damage is None:
+        yield from _decode_file(
+            handle,
+            start,
+            end,
+            path=path,
+            last_offset=last_offset,
+            chunk_bytes=chunk_bytes,
+            last_segment=last_segment,
+            first_offset=first_offset,
+            **decode,
+        )
+        return
+    limits = decode.get("limits", DEFAULT_LIMITS)
+    position, floor = start, first_offset
+    while position < end:
+        seen = [floor - 1]
+        try:
+            yield from _decode_file(
+                handle,
+                position,
+                end,
+                path=path,
+                last_offset=last_offset,
+                chunk_bytes=chunk_bytes,
+                last_segment=last_segment,
+                first_offset=floor,
+                seen=seen,
+                **decode,
+            )
+            return
+        except CorruptRecordError as e:
+            # where the damaged batch starts: the end of the whole, valid batches before it
+            # (the columnar decoder names a byte inside the batch, and a chunk that fails
+            # yields none of its good batches: they are decoded again, up to the damage)
+            at = _valid_run_end(handle, position, end, path, limits)
+            if at > position:
+                yield from _decode_file(
+                    handle,
+                    position,
+                    at,
+                    path=path,
+                    last_offset=last_offset,
+                    chunk_bytes=chunk_bytes,
+                    last_segment=True,
+                    first_offset=floor,
+                    seen=seen,
+                    **decode,
+                )
+            resume = next_valid_entry(lambda p, n: handle.pread(n, p), end, at + 1, limits)
+            on_damage(SkippedBytes(path, at, end if resume is None else resume, e.reason))
+            if resume is None:
+                return
+            position, floor = resume, seen[0] + 1
+
+
+def _valid_run_end(
+    handle: files.ReadHandle, start: int, end: int, path: str, limits: Limits
+) -> int:
+    """The end of the whole, valid batches (CRCs checked) from ``start``, before ``end``."""
+    position = start
+    want = CHUNK_BYTES
+    while position < end:
+        data = handle.pread(min(want, end - position), position)
+        reader = LogReader(data, path=path, limits=limits, verify_crc=True)
+        try:
+            for _ in reader:
+                pass
+        except CorruptRecordError:
+            return position + reader.end_position
+        if reader.incomplete_tail is None and reader.end_position == len(data):
+            position += len(data)
+            continue
+        if reader.end_position == 0:
+            if len(data) < want or position + len(data) >= end:
+                return position  # cut off, or damaged in a way only the size field shows
+            want *= 2
+            continue
+        position += reader.end_position
+    return min(position, end)
+
+
+def _decode_file(
+    handle: files.ReadHandle,
+    start: int,
+    end: int,
+    *,
+    path: str,
+    last_offset: int | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    last_segment: bool = True,
+    first_offset: int = 0,
+    seen: list[int] | None = None,
     **decode: Any,
 ) -> Iterator[pa.RecordBatch]:
     """The records of bytes [start, end) of an open segment file (``decode`` goes to
@@ -93,6 +204,8 @@ def decode_file(
                     position=position,
                 )
             previous = int(values[-1])
+            if seen is not None:
+                seen[0] = previous
         yield result.batch
         if last_offset is not None and len(offsets) and previous >= last_offset:
             return

@@ -8,17 +8,26 @@ split's offset range, and with
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
 from kafkalog import files
 from kafkalog.errors import KafkalogError
-from kafkalog.log.arrow_read import CHUNK_BYTES, decode_file, keep_rows, offsets_within
+from kafkalog.log.arrow_read import (
+    CHUNK_BYTES,
+    SkippedBytes,
+    decode_file,
+    keep_rows,
+    offsets_within,
+)
 from kafkalog.log.layout import DELETED_SUFFIX
 from kafkalog.spark.columns import Columns
 from kafkalog.spark.plan import AbortedRange, DataLossError, Split
 from kafkalog.spark.stats import ReadStats
+
+_logger = logging.getLogger("kafkalog.spark")
 
 
 def spark_schema_arrow(include_headers: bool) -> pa.Schema:
@@ -73,12 +82,25 @@ def read_split(
             columns=decoded_columns,
             last_segment=split.last_segment,
             first_offset=split.base_offset,
+            # failOnDataLoss=false: damaged bytes are skipped and said, never an error or silent
+            on_damage=None if fail_on_data_loss else _report_skip,
         ):
             batch = _keep(decoded, split, aborted)
             if batch.num_rows:
                 yield batch if columns is None else _select(batch, columns)
     finally:
         handle.close()
+
+
+def _report_skip(skipped: SkippedBytes) -> None:
+    _logger.warning(
+        "kafkalog: skipped damaged bytes %d to %d of %s (%s): their records are not in the "
+        "result (failOnDataLoss=false; `kafkalog repair` moves them into a quarantine folder)",
+        skipped.start,
+        skipped.end,
+        files.redacted(skipped.path),
+        skipped.reason,
+    )
 
 
 def _open_segment(split: Split, fail_on_data_loss: bool) -> files.ReadHandle | None:
