@@ -56,8 +56,22 @@ def _planner(d: Path) -> list[int]:
     return out
 
 
+def _tail(d: Path) -> list[int]:
+    from kafkalog.log.tail import TailReader
+
+    reader = TailReader(str(d), start_offset=0)
+    out: list[int] = []
+    try:
+        while records := reader.poll(timeout=0):
+            out.extend(r.offset for r in records)
+    finally:
+        reader.close()
+    return out
+
+
 READERS: dict[str, Reader] = {  # the writable open last: it may cut a torn tail
     "records": _records,
+    "TailReader": _tail,
     "read_arrow": _arrow,
     "spark planner": _planner,
     "writable open": _writable,
@@ -320,3 +334,24 @@ def test_fail_on_data_loss_false_skips_damage_and_says_so(
     lost = set(pristine[damaged.name]) - set(got)
     assert 0 < len(lost) <= 3  # the damaged batch (a hole may touch two), never the segment
     assert got == sorted(got)
+
+
+@pytest.mark.parametrize("damage", ["flip records", "flip base offset", "hole of 60 bytes"])
+def test_cli_readers_on_damage_say_where_without_a_traceback(damage: str, tmp_path: Path) -> None:
+    """``kafkalog cat`` on a damaged log: exit 2, one line naming the file, the byte and the
+    repair command, no traceback, nothing changed."""
+    from clirun import kafkalog, tree_snapshot
+
+    d = _written(tmp_path)
+    pristine = {p.name: p.read_bytes() for p in _segments(d)}
+    DAMAGES[damage][0](d)
+    (damaged,) = [p for p in _segments(d) if p.read_bytes() != pristine[p.name]]
+    before = tree_snapshot(d)
+    # a read through the damaged segment (a read elsewhere rightly answers: the damage is not
+    # in its way)
+    for args in (("cat", str(d)), ("cat", str(d), "--offset", str(int(damaged.name[:20])))):
+        result = kafkalog(*args)
+        assert result.returncode == 2, (args, result.stdout[-500:], result.stderr)
+        assert "Traceback" not in result.stderr
+        assert ".log at byte" in result.stderr and "kafkalog repair" in result.stderr, args
+    assert tree_snapshot(d) == before

@@ -25,9 +25,10 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterator
 
-from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.log.layout import LOG_SUFFIX, is_segment_log, offset_from_filename, segment_file
 from kafkalog.log.log import Log
+from kafkalog.log.segment import offset_order_problem
 from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
 
 _CHUNK = 1 << 20  # bytes read per pread when that many are there
@@ -69,6 +70,7 @@ class TailReader:
         self._fd = -1
         self._base = -1  # the open segment's base offset (-1: none open yet)
         self._pos = 0  # where the next unread batch of the open segment starts
+        self._last_in_segment = -1  # the last offset read from the open segment
         self._want = _CHUNK  # bytes to read next time (more when a batch is larger)
         self._listed = 0.0
         self.position = self._find_start(start_offset, start_timestamp, from_end, on_gap)
@@ -114,6 +116,7 @@ class TailReader:
             return False
         self._close_fd()
         self._fd, self._base, self._pos = fd, base, position
+        self._last_in_segment = base - 1  # offsets only grow within a segment
         return True
 
     def _close_fd(self) -> None:
@@ -139,6 +142,17 @@ class TailReader:
             )
             try:
                 for entry in reader:
+                    # a base offset is outside the CRC: a flipped one shows only here, and
+                    # would otherwise drop records in silence (as the log's own reads refuse)
+                    wrong = offset_order_problem(entry, self._last_in_segment, self._base)
+                    if wrong is not None:
+                        raise DamagedLogError(
+                            f"damaged log: {wrong}; run `kafkalog repair {self.directory}` to "
+                            "move the damaged bytes into a quarantine folder",
+                            path=segment_file(self.directory, self._base, LOG_SUFFIX),
+                            position=entry.position,
+                        )
+                    self._last_in_segment = entry.last_offset
                     self._take(entry.records(self.limits), entry.is_control, out)
                     self.position = max(self.position, entry.next_offset)
                     self._pos = entry.position + entry.size_in_bytes
@@ -156,7 +170,23 @@ class TailReader:
                 self._want = tail.declared_size  # a batch larger than one chunk: read it whole
                 if available > len(data):
                     continue
+            if self._later_segment_exists():
+                # no append is in flight in a segment the log has rolled past: the batch was
+                # cut off (damage), and waiting for it would stop the reader here for good
+                raise DamagedLogError(
+                    f"damaged log: a batch cut off ({tail.available} bytes there) in a segment "
+                    f"that is not the last; run `kafkalog repair {self.directory}` to move the "
+                    "damaged bytes into a quarantine folder",
+                    path=segment_file(self.directory, self._base, LOG_SUFFIX),
+                    position=tail.position,
+                )
             return  # a batch still being written: the next poll reads it
+
+    def _later_segment_exists(self) -> bool:
+        return any(
+            is_segment_log(n) and offset_from_filename(n) > self._base
+            for n in os.listdir(self.directory)
+        )
 
     def _take(self, records: list[Record], control: bool, out: list[Record]) -> None:
         if control and not self.include_control:
