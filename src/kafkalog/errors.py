@@ -76,6 +76,17 @@ class DamagedLogError(CorruptRecordError):
     opening the log stops with this error, which names the file, the byte where the damage
     starts and what was expected there; ``kafkalog repair`` moves the damage aside."""
 
+    @classmethod
+    def found(cls, what: str, *, path: str, position: int, partition: str) -> DamagedLogError:
+        """The error every reader raises for damage: what is wrong, where, and the command
+        that moves it aside."""
+        return cls(
+            f"damaged log: {what}; run `kafkalog repair {partition}` to move the damaged bytes "
+            "into a quarantine folder (nothing is deleted)",
+            path=path,
+            position=position,
+        )
+
 
 class IncompleteTailError(_PositionedError):
     """The last entry of a file is cut off (a crash mid-write, or a live segment being written).

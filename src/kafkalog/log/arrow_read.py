@@ -8,6 +8,7 @@ the range (one a broker is still writing) simply ends it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ import pyarrow as pa
 
 from kafkalog import files
 from kafkalog.errors import CorruptRecordError, DamagedLogError, _PositionedError
+from kafkalog.log.segment import cut_off_damage
 from kafkalog.records import LogReader, decode_range
 from kafkalog.records.resync import next_valid_entry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
@@ -177,14 +179,22 @@ def _decode_file(
                 # the end of the range (or of the file): a batch still being written, unless
                 # valid batches follow the cut-off one, or later segments follow this one
                 limits = decode.get("limits", DEFAULT_LIMITS)
-                _check_cut_off(
-                    handle,
-                    position + tail.position,
+                at = position + tail.position
+                why = cut_off_damage(
+                    lambda p, n: handle.pread(n, p),
                     position + len(data),
-                    path,
-                    limits,
+                    at,
+                    previous + 1,
                     last_segment,
+                    limits,
                 )
+                if why is not None:
+                    raise DamagedLogError.found(
+                        f"an entry cut off at byte {at} {why}",
+                        path=path,
+                        position=at,
+                        partition=os.path.dirname(path),
+                    )
                 return
             # a batch longer than a chunk: read it whole (still bounded by ``end``)
             want = max(want * 2, tail.declared_size or 0)
@@ -195,13 +205,12 @@ def _decode_file(
             if values[0] <= previous or (
                 len(values) > 1 and bool((values[1:] <= values[:-1]).any())
             ):
-                raise DamagedLogError(
-                    f"damaged log: non-consecutive offsets in the batches of bytes {position} to "
-                    f"{position + result.next_position} (offsets must grow from {previous + 1}); "
-                    "run `kafkalog repair` on the partition to move the damaged bytes into a "
-                    "quarantine folder (nothing is deleted)",
+                raise DamagedLogError.found(
+                    f"non-consecutive offsets in the batches of bytes {position} to "
+                    f"{position + result.next_position} (offsets must grow from {previous + 1})",
                     path=path,
                     position=position,
+                    partition=os.path.dirname(path),
                 )
             previous = int(values[-1])
             if seen is not None:
@@ -210,24 +219,6 @@ def _decode_file(
         if last_offset is not None and len(offsets) and previous >= last_offset:
             return
         position += result.next_position
-
-
-def _check_cut_off(
-    handle: files.ReadHandle, at: int, end: int, path: str, limits: Limits, last_segment: bool
-) -> None:
-    if not last_segment:
-        why = "in a segment that is not its log's last (later segments follow it)"
-    else:
-        after = next_valid_entry(lambda p, n: handle.pread(n, p), end, at + 1, limits)
-        if after is None:
-            return
-        why = f"with a valid batch after it at byte {after}"
-    raise DamagedLogError(
-        f"damaged log: an entry cut off at byte {at} {why}; run `kafkalog repair` on the "
-        "partition to move the damaged bytes into a quarantine folder (nothing is deleted)",
-        path=path,
-        position=at,
-    )
 
 
 def offsets_within(batch: pa.RecordBatch, start: int, end: int) -> np.ndarray:

@@ -110,12 +110,11 @@ def check_tail(seg: LogSegment, problem: Problem, *, is_last: bool, directory: s
 
 
 def damaged(problem: Problem, directory: str, why: str) -> DamagedLogError:
-    return DamagedLogError(
-        f"damaged log: {problem.describe()}, {why}; kafkalog leaves it as it is: run "
-        f"`kafkalog repair {directory}` to move the damaged bytes into a quarantine folder "
-        "(nothing is deleted)",
+    return DamagedLogError.found(
+        f"{problem.describe()}, {why}",
         path=problem.path,
         position=problem.position,
+        partition=directory,
     )
 
 

@@ -125,7 +125,7 @@ class LogLoader:
             if damage == "time index":
                 seg.rebuild_time_index()  # the offset and transaction indexes are right
             elif damage is not None:
-                self.recover_segment(seg, is_last=k == len(logs) - 1)
+                self.recover_segment(seg, self.checked_problem(seg, is_last=k == len(logs) - 1))
             self.log.segments.add(seg)
         self._load_leader_epochs()
         if self.log.writable:
@@ -155,7 +155,7 @@ class LogLoader:
             # marked clean, yet the last segment does not end on a whole valid batch (zeros a
             # preallocating writer left, a file appended to behind the log's back): recovered
             # as after a crash, which cuts only a torn tail and raises on anything else
-            self.recover_segment(active, is_last=True)
+            self.recover_segment(active, self.checked_problem(active, is_last=True))
             self.log.log_end_offset = self.log.read_next_offset(active)
         first_base = self.log.segments.bases[0]
         self.log.log_start_offset = max(log_start or 0, first_base)
@@ -320,38 +320,38 @@ class LogLoader:
         # open with the files as they were (Kafka's recoverLog would empty a segment whose
         # recovery fails, cut at the first invalid batch and delete every later segment; here
         # only a torn tail is cut)
-        problems = {}
-        for seg, following in segments:
-            problem = first_problem(seg)
-            if problem is not None:
-                check_tail(seg, problem, is_last=following is None, directory=log.directory)
-            problems[seg.base_offset] = problem
-        for seg, following in segments:
-            truncated = self.recover_segment(
-                seg, is_last=following is None, checked=(problems[seg.base_offset],)
-            )
+        problems = {
+            seg.base_offset: self.checked_problem(seg, is_last=following is None)
+            for seg, following in segments
+        }
+        for seg, _ in segments:
+            truncated = self.recover_segment(seg, problems[seg.base_offset])
             if truncated > 0:
                 for later in log.segments.higher(seg.base_offset):
                     log.delete_segment(later)
                 break
 
-    def recover_segment(
-        self, seg: LogSegment, *, is_last: bool, checked: tuple[Problem | None] | None = None
-    ) -> int:
+    def checked_problem(self, seg: LogSegment, *, is_last: bool) -> Problem | None:
+        """Where ``seg`` stops being whole, valid batches (None: nowhere), once it is known to
+        be a torn tail; damage raises :class:`~kafkalog.errors.DamagedLogError` here, before
+        recovery changes anything."""
+        problem = first_problem(seg)
+        if problem is not None:
+            check_tail(seg, problem, is_last=is_last, directory=self.log.directory)
+        return problem
+
+    def recover_segment(self, seg: LogSegment, torn_tail: Problem | None) -> int:
         """Kafka's LogLoader.recoverSegment: a throw-away producer state rebuilt up to the
         segment's base offset (so a transaction begun in an earlier segment and aborted in
         this one gets its true first offset and LSO in ``.txnindex``), the segment recovered
         with it, and a snapshot at its end so the next segment need not replay this one.
 
-        Recovery cuts the ``.log`` at its first invalid batch; that is only done to a torn
-        tail (:mod:`kafkalog.log.damage`), with a WARNING naming what is cut. Damage anywhere
-        else raises :class:`~kafkalog.errors.DamagedLogError` before anything is changed."""
+        Recovery cuts the ``.log`` at its first invalid batch; it is only given a segment whose
+        problem :meth:`checked_problem` found to be a torn tail (``torn_tail``), and says what
+        it cuts in a WARNING."""
         log = self.log
-        problem = first_problem(seg) if checked is None else checked[0]
-        if problem is not None:
-            if checked is None:
-                check_tail(seg, problem, is_last=is_last, directory=log.directory)
-            log_cut(problem, seg.size)
+        if torn_tail is not None:
+            log_cut(torn_tail, seg.size)
         state = ProducerStateManager(log.directory, writable=log.writable)
         rebuild_producer_state(log, state, self.log_start_checkpoint, seg.base_offset)
         truncated = seg.recover(self.leader_epochs, state)

@@ -179,9 +179,9 @@ class Log:
             self.leader_epochs = LogLoader(self._local, self.producer_state).load(
                 recovery_point, log_start_offset, clean
             )
-            if writable and (clean or not self._own_marker):
-                # from here on a crash means recovery, also for a standalone open after this
-                # one that a data directory's checkpoints managed (its marker would be stale)
+            if writable:
+                # from here on a crash means recovery (also for a standalone open after one a
+                # data directory managed, whose marker would be stale)
                 LogCleanShutdown.remove(self.directory)
         except BaseException:
             self._release_lock()

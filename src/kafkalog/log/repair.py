@@ -38,6 +38,7 @@ from kafkalog.log.layout import (
     TXN_INDEX_SUFFIX,
     parse_partition_dir,
     segment_file,
+    segment_logs,
 )
 from kafkalog.log.segment import LogSegment, offset_order_problem
 from kafkalog.records import LogReader
@@ -101,8 +102,7 @@ class RepairReport:
 def plan_repair(directory: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairReport:
     """What :func:`repair` would do to the partition in ``directory``, reading only."""
     report = RepairReport(os.path.abspath(directory), dry_run=True)
-    names = sorted(n for n in os.listdir(directory) if n.endswith(LOG_SUFFIX))
-    bases = [int(n[:-4]) for n in names if n[:-4].isdigit() and len(n) == 24]
+    bases = [base for base, _ in segment_logs(directory)]
     for k, base in enumerate(bases):
         upper = bases[k + 1] if k + 1 < len(bases) else None
         seg = LogSegment(directory, base, TopicConfig(), writable=False, limits=limits)

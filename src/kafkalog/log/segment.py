@@ -413,6 +413,34 @@ def offset_order_problem(entry: LogEntry, previous_last: int, segment_base: int)
     )
 
 
+def cut_off_damage(
+    read: Callable[[int, int], bytes],
+    size: int,
+    position: int,
+    expected_offset: int | None,
+    is_last: bool,
+    limits: Limits,
+) -> str | None:
+    """Why bytes of a ``.log`` (read by ``read(position, length)``, ``size`` long) that stop
+    being whole, valid batches at ``position`` are damage, or None when they are the end of
+    the log: what a crash leaves of the last append (or an append still in flight), found
+    only in a log's last segment, looking like a torn write (zeros, a header too short to
+    tell, or an entry starting at the offset the log goes on from: a ``.log`` of garbage or a
+    length flipped in the middle is not that), with no valid batch after it. The one rule
+    every reader of a segment applies (object walks, columnar reads, TailReader)."""
+    if not is_last:
+        return "in a segment that is not its log's last (later segments follow it)"
+    head = read(position, 4096)
+    if len(head) >= 8 and any(head) and expected_offset is not None:
+        offset = int.from_bytes(head[:8], "big", signed=True)
+        if not expected_offset <= offset < expected_offset + 2**31:
+            return "with a header no append can have left (neither zeros nor the next offset)"
+    after = next_valid_entry(read, size, position + 1, limits)
+    if after is not None:
+        return f"with a valid batch after it at byte {after}"
+    return None
+
+
 class LogSegment:
     """A segment of a partition log (Kafka's LogSegment)."""
 
@@ -767,54 +795,26 @@ class LogSegment:
         what = (
             "entry header" if cut.declared_size is None else f"entry of {cut.declared_size} bytes"
         )
-        raise DamagedLogError(
-            f"damaged log: incomplete {what} ({cut.available} bytes there) {why}; run "
-            f"`kafkalog repair {self.directory}` to move the damaged bytes into a quarantine "
-            "folder (nothing is deleted)",
-            path=self.log.path,
-            position=cut.position,
-        )
+        raise self._damaged(f"incomplete {what} ({cut.available} bytes there) {why}", cut.position)
 
     def _damaged(self, what: str, position: int) -> DamagedLogError:
-        return DamagedLogError(
-            f"damaged log: {what}; run `kafkalog repair {self.directory}` to move the damaged "
-            "bytes into a quarantine folder (nothing is deleted)",
-            path=self.log.path,
-            position=position,
+        return DamagedLogError.found(
+            what, path=self.log.path, position=position, partition=self.directory
         )
 
     def cut_off_damage(self, position: int, expected_offset: int | None) -> str | None:
-        """Why bytes that stop being whole, valid batches at ``position`` are damage, or None
-        when they are the end of the log: what a crash leaves of the last append (or an
-        append still in flight), found only at the end of a log's last segment, looking like
-        a torn write (:meth:`looks_torn`), with no valid batch after it."""
-        if not self.is_last:
-            return "in a segment that is not its log's last (later segments follow it)"
-        if not self.looks_torn(position, expected_offset):
-            return "with a header no append can have left (neither zeros nor the next offset)"
-        after = next_valid_entry(self.log.read, self.log.size, position + 1, self.limits)
-        if after is not None:
-            return f"with a valid batch after it at byte {after}"
-        return None
-
-    def looks_torn(self, position: int, expected_offset: int | None) -> bool:
-        """Whether the bytes from ``position`` look like what a crash leaves of the last
-        append: zeros (pages never written, or preallocated), a header too short to tell, or
-        an entry that starts at the offset the log goes on from (a batch written in part). A
-        ``.log`` of garbage, or a length flipped in the middle, is not that."""
-        head = self.log.read(position, 4096)
-        if len(head) < 8 or not any(head):
-            return True
-        offset = int.from_bytes(head[:8], "big", signed=True)
-        return expected_offset is None or expected_offset <= offset < expected_offset + 2**31
+        """:func:`cut_off_damage` for this segment's ``.log``."""
+        return cut_off_damage(
+            self.log.read, self.log.size, position, expected_offset, self.is_last, self.limits
+        )
 
     def scan_start(self, offset: int) -> int:
         """Where a scan for ``offset`` starts: the position of the last offset-index entry at or
         below it, 0 without an index. Every batch before that position holds smaller offsets:
         an entry names the start of the *append* holding its offset (spec §4), and the batch
         holding ``offset`` may be any later batch of that append."""
-        index = self._offset_index()
-        return index.lookup(offset).position if index is not None else 0
+        entry = self.offset_index_entry(offset)
+        return entry.position if entry is not None else 0
 
     def end_position(self, offset: int) -> int:
         """The position of the first batch whose first offset is ``offset`` or more (the size
@@ -1019,20 +1019,6 @@ class LogSegment:
         self._max_ts_and_offset = max_ts
         time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
         time_index.trim_to_valid_size()
-
-    def valid_size(self) -> int:
-        """Where :meth:`recover` would cut the ``.log``, found without cutting it: the end of
-        the last batch before the first one that fails to parse or to pass its CRC. A
-        read-only reader of a crashed (or preallocating) broker's directory ends the segment
-        there, as the broker will once it recovers."""
-        valid = 0
-        try:
-            for batch in self.log.entries(0, limits=self.limits):
-                batch.ensure_valid()
-                valid = batch.position + batch.size_in_bytes
-        except CorruptRecordError:
-            pass
-        return valid
 
     def _read_largest_timestamp(self) -> TimestampOffset:
         tindex = self._time_index()

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Iterator
 from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.log.layout import LOG_SUFFIX, is_segment_log, offset_from_filename, segment_file
 from kafkalog.log.log import Log
-from kafkalog.log.segment import offset_order_problem
+from kafkalog.log.segment import cut_off_damage, offset_order_problem
 from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
 
 _CHUNK = 1 << 20  # bytes read per pread when that many are there
@@ -146,11 +146,11 @@ class TailReader:
                     # would otherwise drop records in silence (as the log's own reads refuse)
                     wrong = offset_order_problem(entry, self._last_in_segment, self._base)
                     if wrong is not None:
-                        raise DamagedLogError(
-                            f"damaged log: {wrong}; run `kafkalog repair {self.directory}` to "
-                            "move the damaged bytes into a quarantine folder",
+                        raise DamagedLogError.found(
+                            wrong,
                             path=segment_file(self.directory, self._base, LOG_SUFFIX),
                             position=entry.position,
+                            partition=self.directory,
                         )
                     self._last_in_segment = entry.last_offset
                     self._take(entry.records(self.limits), entry.is_control, out)
@@ -170,15 +170,23 @@ class TailReader:
                 self._want = tail.declared_size  # a batch larger than one chunk: read it whole
                 if available > len(data):
                     continue
-            if self._later_segment_exists():
-                # no append is in flight in a segment the log has rolled past: the batch was
-                # cut off (damage), and waiting for it would stop the reader here for good
-                raise DamagedLogError(
-                    f"damaged log: a batch cut off ({tail.available} bytes there) in a segment "
-                    f"that is not the last; run `kafkalog repair {self.directory}` to move the "
-                    "damaged bytes into a quarantine folder",
+            # the segments' one rule: a batch cut off in a segment the log has rolled past, or
+            # followed by valid batches, is damage (waiting for it would stop the reader here
+            # for good); at the end of the last segment it is an append in flight
+            why = cut_off_damage(
+                lambda p, n: os.pread(fd, n, p),
+                self._pos + available,
+                tail.position,
+                self._last_in_segment + 1,
+                not self._later_segment_exists(),
+                self.limits,
+            )
+            if why is not None:
+                raise DamagedLogError.found(
+                    f"a batch cut off ({tail.available} bytes there) {why}",
                     path=segment_file(self.directory, self._base, LOG_SUFFIX),
                     position=tail.position,
+                    partition=self.directory,
                 )
             return  # a batch still being written: the next poll reads it
 
