@@ -11,15 +11,22 @@ every record before it; anywhere else it raises a kafkalog error naming the file
 
 from __future__ import annotations
 
+import json
 import shutil
-import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from damage_kinds import DAMAGES, cut_last, zero_tail
+from damage_kinds import entries as _entries
+from damage_kinds import flip as _flip
+from damage_kinds import segments as _segments
+from damage_kinds import written as _written
 from kafkalog.errors import DamagedLogError, KafkalogError
 from kafkalog.log import Log, TopicConfig
+from kafkalog.log.damage import SkippedBytes
 from kafkalog.records import LogReader, Record
 from provenance import FIXTURES
 
@@ -76,103 +83,6 @@ READERS: dict[str, Reader] = {  # the writable open last: it may cut a torn tail
     "spark planner": _planner,
     "writable open": _writable,
 }
-
-
-def _entries(path: Path) -> list[tuple[int, int]]:
-    """(position, size) of every entry of a ``.log``."""
-    return [(e.position, e.size_in_bytes) for e in LogReader(path.read_bytes())]
-
-
-def _segments(d: Path) -> list[Path]:
-    return sorted(d.glob("*.log"))
-
-
-def _flip(field_offset: int, where: str = "middle") -> Callable[[Path], None]:
-    def damage(d: Path) -> None:
-        segs = _segments(d)
-        seg = segs[0] if where == "first" else segs[len(segs) // 2]
-        entries = _entries(seg)
-        position, size = entries[len(entries) // 2]
-        data = bytearray(seg.read_bytes())
-        data[position + min(field_offset, size - 1)] ^= 0xFF
-        seg.write_bytes(bytes(data))
-
-    return damage
-
-
-def _hole(d: Path) -> None:
-    seg = _segments(d)[0]
-    data = seg.read_bytes()
-    mid = len(data) // 2
-    seg.write_bytes(data[:mid] + data[mid + 60 :])
-
-
-def _garbage(d: Path) -> None:
-    seg = _segments(d)[0]
-    seg.write_bytes(bytes((i * 131 + 7) % 251 for i in range(max(200, seg.stat().st_size))))
-
-
-def _absurd_last(d: Path) -> None:
-    seg = _segments(d)[-1]
-    position, _ = _entries(seg)[-1]
-    data = bytearray(seg.read_bytes())
-    struct.pack_into(">i", data, position + 8, 0x7FFFFFFF)
-    seg.write_bytes(bytes(data))
-
-
-def _cut_last(d: Path) -> None:
-    seg = _segments(d)[-1]
-    data = seg.read_bytes()
-    seg.write_bytes(data[:-5])
-
-
-def _zero_tail(d: Path) -> None:
-    with open(_segments(d)[-1], "ab") as f:
-        f.write(b"\0" * 3000)
-
-
-def _cut_middle_segment(d: Path) -> None:
-    segs = _segments(d)
-    if len(segs) < 2:
-        raise AssertionError("needs a log of several segments")  # the test skips such logs
-    seg = segs[len(segs) // 2 - 1]
-    data = seg.read_bytes()
-    seg.write_bytes(data[:-5])
-
-
-# structural fields of a v2 batch (and, at the same byte positions, of a v0/v1 entry)
-FIELDS = {
-    "base offset": 7,
-    "length": 11,
-    "magic": 16,
-    "crc": 18,
-    "attributes": 22,
-    "last offset delta": 26,
-    "max timestamp": 42,
-    "producer id": 50,
-    "record count": 60,
-    "records": 70,
-}
-
-#: damage kind -> (mutation, whether it is a torn tail: then every record before it is read)
-DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
-    **{f"flip {name}": (_flip(at), False) for name, at in FIELDS.items()},
-    "flip first segment base offset": (_flip(7, "first"), False),
-    "hole of 60 bytes": (_hole, False),
-    "garbage .log": (_garbage, False),
-    "absurd last length": (_absurd_last, False),
-    "last batch cut off": (_cut_last, True),
-    "zero tail": (_zero_tail, True),
-    "earlier segment cut off": (_cut_middle_segment, False),
-}
-
-
-def _written(tmp: Path) -> Path:
-    d = tmp / "written-0"
-    with Log(d, TopicConfig(segment_bytes=4096)) as log:
-        for i in range(300):
-            log.append_records([Record.of(b"value %05d" % i, key=b"k%d" % (i % 7))])
-    return d
 
 
 FIXTURE_PARTITIONS = [
@@ -245,7 +155,7 @@ def test_torn_tail_is_cut_by_a_writable_open_with_a_warning(
 ) -> None:
     d = _written(tmp_path)
     (d / ".kafkalog-clean-shutdown").unlink()  # as after a crash
-    _cut_last(d)
+    cut_last(d)
     with caplog.at_level("WARNING", logger="kafkalog.log"), Log(d) as log:
         assert log.log_end_offset == 299
     assert any("cutting the torn tail" in r.getMessage() for r in caplog.records)
@@ -260,7 +170,7 @@ def test_a_clean_close_means_no_recovery_and_a_crash_means_recovery(tmp_path: Pa
     log.close()
     assert (d / ".kafkalog-clean-shutdown").read_text().strip() == "301"
     (d / ".kafkalog-clean-shutdown").unlink()
-    _zero_tail(d)  # what a preallocating writer's crash leaves
+    zero_tail(d)  # what a preallocating writer's crash leaves
     with Log(d) as log:
         assert log.log_end_offset == 301
     last = _segments(d)[-1]
@@ -354,4 +264,131 @@ def test_cli_readers_on_damage_say_where_without_a_traceback(damage: str, tmp_pa
         assert result.returncode == 2, (args, result.stdout[-500:], result.stderr)
         assert "Traceback" not in result.stderr
         assert ".log at byte" in result.stderr and "kafkalog repair" in result.stderr, args
+    # asked to skip: every other record, each skip said on stderr, exit status 3
+    result = kafkalog("cat", str(d), "--skip-damaged")
+    assert result.returncode == 3, (result.stdout[-500:], result.stderr)
+    assert "Traceback" not in result.stderr
+    said = [line for line in result.stderr.splitlines() if "skipped damaged bytes" in line]
+    assert said and all(damaged.name in line and "offsets" in line for line in said), said
+    assert "kafkalog repair" in result.stderr.splitlines()[-1]
+    offsets = [json.loads(line)["offset"] for line in result.stdout.splitlines()]
+    assert offsets == sorted(offsets) and 297 <= len(offsets) < 300, len(offsets)
     assert tree_snapshot(d) == before
+
+
+def _salvage(d: Path) -> dict[int, bytes | None]:
+    """Brute force: every record of every whole batch with a valid CRC anywhere in the
+    segments (found by trying each position after a bad one), offset -> value."""
+    from kafkalog.records.resync import next_valid_entry
+    from kafkalog.records.types import DEFAULT_LIMITS
+
+    out: dict[int, bytes | None] = {}
+    for seg in _segments(d):
+        data = seg.read_bytes()
+        pos: int | None = 0
+        while pos is not None and pos < len(data):
+            try:
+                entry = next(iter(LogReader(data[pos:], verify_crc=True, strict_tail=True)))
+                for r in entry.records():
+                    out[r.offset] = r.value
+                pos += entry.size_in_bytes
+            except (KafkalogError, StopIteration):
+                pos = next_valid_entry(_slicer(data), len(data), pos + 1, DEFAULT_LIMITS)
+    return out
+
+
+def _slicer(data: bytes) -> Callable[[int, int], bytes]:
+    return lambda p, n: data[p : p + n]
+
+
+def _records_skipping(d: Path, said: list[SkippedBytes]) -> list[tuple[int, bytes | None]]:
+    with Log(d, writable=False) as log:
+        return [(r.offset, r.value) for r in log.records(on_damage=said.append)]
+
+
+def _planner_said(d: Path, said: list[SkippedBytes | str]) -> list[tuple[int, bytes | None]]:
+    """The Spark planner and tasks with failOnDataLoss=false, what they log as said."""
+    import logging
+
+    from kafkalog.spark.options import parse_read_options
+    from kafkalog.spark.plan import plan_read
+    from kafkalog.spark.task import read_split
+
+    class Said(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    handler = Said(logging.WARNING)
+    logging.getLogger("kafkalog.spark").addHandler(handler)
+    try:
+        topic = d.name.rsplit("-", 1)[0]
+        opts = parse_read_options(
+            {"path": str(d.parent), "subscribe": topic, "failOnDataLoss": "false"}
+        )
+        splits, _ = plan_read(opts)
+        out: list[tuple[int, bytes | None]] = []
+        for split in splits:
+            for batch in read_split(split, include_headers=False, fail_on_data_loss=False):
+                offsets = batch.column("offset").to_pylist()
+                out.extend(zip(offsets, batch.column("value").to_pylist(), strict=True))
+        return out
+    finally:
+        logging.getLogger("kafkalog.spark").removeHandler(handler)
+
+
+SKIPPING: dict[str, Callable[[Path, list[Any]], list[tuple[int, bytes | None]]]] = {
+    "records(on_damage=)": _records_skipping,
+    "Spark failOnDataLoss=false": _planner_said,
+}
+
+
+@pytest.mark.parametrize("damage", sorted(k for k, (_, torn) in DAMAGES.items() if not torn))
+def test_skipping_reads_keep_every_valid_batch_and_say_what_they_skip(
+    damage: str, sources: dict[str, Path], tmp_path: Path
+) -> None:
+    """A read that asked to skip damage (``on_damage``): every record it gives is the record
+    that was written at that offset; every record of a whole, valid batch anywhere in the files
+    (a brute-force salvage) is given, unless its offsets are out of line with the log's; each
+    record lost lies in the offsets of a skip report; and nothing is changed."""
+    mutate, _ = DAMAGES[damage]
+    for name, source in sources.items():
+        if damage == "earlier segment cut off" and len(_segments(source)) < 2:
+            continue
+        with Log(source, writable=False) as log:
+            pristine = {r.offset: r.value for r in log.records()}
+        d = tmp_path / name.replace("/", "_") / source.name
+        shutil.copytree(source, d)
+        for extra in d.glob(".kafkalog*"):
+            extra.unlink()
+        mutate(d)
+        before = _files(d)
+        salvage = {o: v for o, v in _salvage(d).items() if pristine.get(o, b"\0x") == v}
+        for reader_name, reader in SKIPPING.items():
+            where = f"{damage} / {name} / {reader_name}"
+            said: list[Any] = []
+            got = reader(d, said)
+            offsets = [o for o, _ in got]
+            assert offsets == sorted(set(offsets)), where
+            wrong = [(o, v) for o, v in got if pristine.get(o, b"\0x") != v]
+            assert not wrong, f"{where}: records read wrong {wrong[:3]}"
+            missing = set(salvage) - set(offsets)
+            assert not missing, f"{where}: valid records not read: {sorted(missing)[:5]}"
+            lost = set(pristine) - set(offsets)
+            assert said, f"{where}: {len(lost)} records lost and no skip said"
+            if not all(isinstance(skip, SkippedBytes) for skip in said):
+                assert all(d.name in str(skip) for skip in said), (where, said)
+                continue  # log lines: they name the partition, files, bytes (checked above)
+            for skip in said:
+                assert skip.path.startswith(str(d)) and skip.end > skip.start, (where, skip)
+            covered = [
+                o
+                for o in lost
+                if not any(
+                    s.first_offset is not None
+                    and s.first_offset <= o
+                    and (s.last_offset is None or o <= s.last_offset)
+                    for s in said
+                )
+            ]
+            assert not covered, f"{where}: lost offsets outside every skip report {covered[:5]}"
+        assert _files(d) == before, f"{damage} / {name}: files changed"

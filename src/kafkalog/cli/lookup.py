@@ -41,6 +41,13 @@ def add_parsers(sub: Any) -> None:
     )
     _where(c, required=False)
     c.add_argument("--max", type=int_between(0), default=None, help="stop after this many records")
+    c.add_argument(
+        "--skip-damaged",
+        action="store_true",
+        help="read on past damaged bytes to the next valid batch instead of stopping with an "
+        "error; each skip (file, bytes, offsets, why) is said on stderr, and the exit status "
+        "is 3 when anything was skipped",
+    )
     c.set_defaults(run=run_cat)
 
 
@@ -222,18 +229,36 @@ def _json(record: Any, log: Any) -> dict[str, Any]:
 
 
 def run_cat(args: argparse.Namespace, out: IO[str] | None = None) -> int:
+    """Print the records; damage stops the read with an error, or with ``--skip-damaged`` is
+    skipped and said (on stderr, one line per skip and a total), never in silence."""
     from kafkalog.log import Log
+    from kafkalog.log.damage import SkippedBytes
 
     out = out or sys.stdout
+    skipped: list[SkippedBytes] = []
+
+    def said(skip: SkippedBytes) -> None:
+        skipped.append(skip)
+        print(f"kafkalog cat: {skip.describe()}", file=sys.stderr, flush=True)
+
     log = Log(partition_path(args.path), writable=False)
     try:
         offset, _ = _start(log, args)
         if offset is None:
             return 0
-        for n, record in enumerate(log.records(offset)):
+        records = log.records(offset, on_damage=said if args.skip_damaged else None)
+        for n, record in enumerate(records):
             if args.max is not None and n >= args.max:
                 break
             print(json.dumps(_json(record, log)), file=out)
-        return 0
     finally:
         log.close()
+    if not skipped:
+        return 0
+    print(
+        f"kafkalog cat: skipped {len(skipped)} damaged range(s), "
+        f"{sum(s.size for s in skipped)} bytes in all; `kafkalog repair {args.path}` moves them "
+        "into a quarantine folder",
+        file=sys.stderr,
+    )
+    return 3

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,23 +18,13 @@ import pyarrow as pa
 
 from kafkalog import files
 from kafkalog.errors import CorruptRecordError, DamagedLogError, _PositionedError
+from kafkalog.log.damage import OffsetOrder, SkippedBytes
 from kafkalog.log.segment import cut_off_damage
 from kafkalog.records import LogReader, decode_range
 from kafkalog.records.resync import next_valid_entry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 CHUNK_BYTES = 16 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class SkippedBytes:
-    """Damaged bytes a read skipped because its caller asked it to (Spark's
-    ``failOnDataLoss=false``): where, and why."""
-
-    path: str
-    start: int
-    end: int
-    reason: str
 
 
 def decode_file(
@@ -88,7 +78,7 @@ def decode_file(
             # where the damaged batch starts: the end of the whole, valid batches before it
             # (the columnar decoder names a byte inside the batch, and a chunk that fails
             # yields none of its good batches: they are decoded again, up to the damage)
-            at = _valid_run_end(handle, position, end, path, limits)
+            at = _valid_run_end(handle, position, end, path, limits, seen[0], first_offset)
             if at > position:
                 yield from _decode_file(
                     handle,
@@ -103,24 +93,47 @@ def decode_file(
                     **decode,
                 )
             resume = next_valid_entry(lambda p, n: handle.pread(n, p), end, at + 1, limits)
-            on_damage(SkippedBytes(path, at, end if resume is None else resume, e.reason))
+            last = None
+            if resume is not None:
+                last = int.from_bytes(handle.pread(8, resume), "big", signed=True) - 1
+            on_damage(
+                SkippedBytes(
+                    path,
+                    at,
+                    end if resume is None else resume,
+                    e.reason,
+                    seen[0] + 1,
+                    None if last is None else max(last, seen[0]),
+                )
+            )
             if resume is None:
                 return
             position, floor = resume, seen[0] + 1
 
 
 def _valid_run_end(
-    handle: files.ReadHandle, start: int, end: int, path: str, limits: Limits
+    handle: files.ReadHandle,
+    start: int,
+    end: int,
+    path: str,
+    limits: Limits,
+    previous: int,
+    segment_base: int,
 ) -> int:
-    """The end of the whole, valid batches (CRCs checked) from ``start``, before ``end``."""
+    """The end of the whole, valid batches (CRCs checked, offsets growing from ``previous``)
+    from ``start``, before ``end``: where a skip starts (the columnar decoder names a byte
+    inside a batch, or a chunk, not the damaged batch)."""
+    order = OffsetOrder(previous, segment_base)
     position = start
     want = CHUNK_BYTES
     while position < end:
         data = handle.pread(min(want, end - position), position)
         reader = LogReader(data, path=path, limits=limits, verify_crc=True)
         try:
-            for _ in reader:
-                pass
+            for entry in reader:
+                _, bad, _ = order.push(replace(entry, position=position + entry.position))
+                if bad is not None:
+                    return bad.position
         except CorruptRecordError:
             return position + reader.end_position
         if reader.incomplete_tail is None and reader.end_position == len(data):

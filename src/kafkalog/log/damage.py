@@ -14,11 +14,14 @@ the file and the byte, and leaves the bytes where they are for ``kafkalog repair
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kafkalog.errors import BatchTooLargeError, CorruptRecordError, DamagedLogError
 from kafkalog.log.segment import LogSegment, offset_order_problem
-from kafkalog.records.reader import IncompleteTail
+from kafkalog.records.batch import RecordBatch
+from kafkalog.records.reader import IncompleteTail, LogEntry
+from kafkalog.records.resync import next_valid_entry
 
 logger = logging.getLogger("kafkalog.log")
 
@@ -116,6 +119,182 @@ def damaged(problem: Problem, directory: str, why: str) -> DamagedLogError:
         position=problem.position,
         partition=directory,
     )
+
+
+@dataclass(frozen=True)
+class SkippedBytes:
+    """Damaged bytes a read skipped because its caller asked it to (Spark's
+    ``failOnDataLoss=false``, ``kafkalog cat --skip-damaged``, ``on_damage=``): where, why,
+    and which offsets their records could have held (the offsets between the last record read
+    before them and the first read after; compaction may have left fewer)."""
+
+    path: str
+    start: int
+    end: int
+    reason: str
+    first_offset: int | None = None
+    last_offset: int | None = None  # None: up to the log's end
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def describe(self) -> str:
+        offsets = ""
+        if self.first_offset is not None:
+            upper = "the log end" if self.last_offset is None else str(self.last_offset)
+            offsets = f", offsets {self.first_offset} to {upper}"
+            if self.last_offset is not None:
+                offsets += f" (at most {self.last_offset - self.first_offset + 1} records)"
+        return (
+            f"skipped damaged bytes {self.start} to {self.end} of {self.path} "
+            f"({self.size} bytes{offsets}): {self.reason}"
+        )
+
+
+class OffsetOrder:
+    """Offsets only grow, so an entry whose offsets do not is damage; but a base offset is
+    outside the batch CRC, and a flipped one (too high) shows only at the *next* entry. Fed
+    the entries in file order, this holds each back until the next one tells whether it or
+    the next one is the damaged one."""
+
+    def __init__(self, previous: int, segment_base: int) -> None:
+        self.previous = previous  # the last offset of the entries released
+        self.base = segment_base
+        self.held: LogEntry | None = None
+
+    @property
+    def last(self) -> int:
+        """The last offset of the entries read and not found damaged."""
+        return self.previous if self.held is None else self.held.last_offset
+
+    def push(self, entry: LogEntry) -> tuple[LogEntry | None, LogEntry | None, int]:
+        """(an entry now known to be in order, an entry found out of order, the last offset of
+        the good entries before the one found out of order)."""
+        held = self.held
+        if held is None:
+            if offset_order_problem(entry, self.previous, self.base) is None:
+                self.held = entry
+                return None, None, self.previous
+            return None, entry, self.previous
+        if offset_order_problem(entry, held.last_offset, self.base) is None:
+            self.previous, self.held = held.last_offset, entry
+            return held, None, self.previous
+        if offset_order_problem(entry, self.previous, self.base) is None:
+            self.held = entry  # the held one jumped ahead: it is the damaged one
+            return None, held, self.previous
+        return None, entry, held.last_offset
+
+    def finish(self, upper: int | None) -> tuple[LogEntry | None, LogEntry | None, int]:
+        """The held entry at the end of the segment, checked against the next segment's base
+        ``upper`` (its offsets must stay below it); as :meth:`push`."""
+        held, self.held = self.held, None
+        if held is None:
+            return None, None, self.previous
+        if upper is not None and held.last_offset >= upper:
+            return None, held, self.previous
+        self.previous = held.last_offset
+        return held, None, self.previous
+
+
+def skip_damage(
+    seg: LogSegment,
+    start: int,
+    previous: int,
+    on_damage: Callable[[SkippedBytes], None],
+    *,
+    verify_crc: bool = True,
+    next_base: int | None = None,
+) -> Iterator[LogEntry]:
+    """The entries of ``seg`` from byte ``start`` (whose offsets follow ``previous``), damage
+    skipped to the next whole, valid batch whose offsets go on from the ones read, each skip
+    handed to ``on_damage``: what a reader that asked to skip damage walks."""
+    order = OffsetOrder(previous, seg.base_offset)
+    # entries found out of order, said once the next good entry tells where their offsets end
+    pending: list[tuple[LogEntry, int, str]] = []
+
+    def say_pending(upper: int | None, before: int | None = None) -> None:
+        while pending and (before is None or pending[0][0].position < before):
+            entry, first, why = pending.pop(0)
+            last = None if upper is None else max(upper - 1, first - 1)
+            end = entry.position + entry.size_in_bytes
+            on_damage(SkippedBytes(seg.log.path, entry.position, end, why, first, last))
+
+    def release(good: LogEntry | None, bad: LogEntry | None, after: int) -> Iterator[LogEntry]:
+        if good is not None:
+            say_pending(first_offset(good), before=good.position)
+            yield good
+        if bad is not None:
+            why = offset_order_problem(bad, after, seg.base_offset) or "offsets out of order"
+            pending.append((bad, after + 1, why))
+
+    position = start
+    while position < seg.size:
+        try:
+            for entry in seg.entries(position, verify_crc=verify_crc, check_order=False):
+                yield from release(*order.push(entry))
+            break
+        except DamagedLogError as e:
+            at = position if e.position is None else max(position, e.position)
+            resume = next_valid_entry(seg.log.read, seg.size, at + 1, seg.limits)
+            last: int | None = None if next_base is None else next_base - 1
+            if resume is not None:
+                last = int.from_bytes(seg.log.read(resume, 8), "big", signed=True) - 1
+            first = order.last + 1
+            upper = None if last is None else max(last, first - 1)
+            end = seg.size if resume is None else resume
+            say_pending(first)
+            on_damage(SkippedBytes(seg.log.path, at, end, e.reason, first, upper))
+            if resume is None:
+                break
+            position = resume
+    yield from release(*order.finish(next_base))
+    say_pending(next_base)
+
+
+def fetched_offsets_problem(
+    data: bytes, position: int, previous: int, upper: int
+) -> tuple[int, str] | None:
+    """Where and why the whole entries of ``data`` (bytes of a ``.log`` from ``position``,
+    read for a Fetch; a last entry cut off by the size limit is the client's to drop) have
+    offsets that are not growing from ``previous`` and below ``upper`` (the next segment's
+    base, or the log end), or None. A base offset is outside the batch CRC, which the client
+    checks: a flipped one would hand the client records at offsets they do not have."""
+    at, size = 0, len(data)
+    while at + 27 <= size:
+        length = int.from_bytes(data[at + 8 : at + 12], "big", signed=True)
+        end = at + 12 + length
+        if length < 14 or end > size:
+            break  # cut off by the size limit (or a length the client's CRC check refuses)
+        last = int.from_bytes(data[at : at + 8], "big", signed=True)
+        first = last
+        if data[at + 16] == 2:
+            first = last
+            last = first + int.from_bytes(data[at + 23 : at + 27], "big", signed=True)
+        if not previous < first <= last < upper:
+            return position + at, (
+                f"non-consecutive offsets: the batch at byte {position + at} holds offsets "
+                f"{first}..{last} after one ending at offset {previous} (offsets below "
+                f"{upper} expected)"
+            )
+        previous = last
+        at = end
+    return None
+
+
+def end_past_damage(seg: LogSegment) -> int:
+    """The offset after the last valid batch of ``seg`` (its base when there is none), damage
+    passed over: where a read-only open puts the end of a log whose last segment is damaged
+    (reads through the damage still raise, unless they asked to skip it)."""
+    last = seg.base_offset - 1
+    for entry in skip_damage(seg, 0, seg.base_offset - 1, lambda _: None):
+        last = entry.last_offset
+    return last + 1
+
+
+def first_offset(entry: LogEntry) -> int:
+    """The first offset of ``entry`` as its header says (a v0/v1 entry names its last)."""
+    return entry.base_offset if isinstance(entry, RecordBatch) else entry.last_offset
 
 
 def log_cut(problem: Problem, size: int) -> None:

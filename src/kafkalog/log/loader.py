@@ -15,8 +15,8 @@ import os
 from typing import TYPE_CHECKING
 
 from kafkalog import files
-from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError
-from kafkalog.log.damage import Problem, check_tail, first_problem, log_cut
+from kafkalog.errors import CorruptIndexError, CorruptRecordError, DamagedLogError, KafkalogError
+from kafkalog.log.damage import Problem, check_tail, end_past_damage, first_problem, log_cut
 from kafkalog.log.layout import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -149,9 +149,24 @@ class LogLoader:
             active.time_index.get().resize(self.log.config.segment_index_bytes)
         try:
             self.log.log_end_offset = self.log.read_next_offset(active)
-        except CorruptRecordError:
+        except CorruptRecordError as e:
             if not self.log.writable:
-                raise
+                self.log.damage_at_end = (
+                    e
+                    if isinstance(e, DamagedLogError)
+                    else DamagedLogError.found(
+                        e.reason,
+                        path=e.path or active.log.path,
+                        position=e.position or 0,
+                        partition=self.log.directory,
+                    )
+                )
+                # damage in the last segment: the open goes on (a read through the damage
+                # raises, or skips it when asked to), the end after the last valid batch
+                self.log.log_end_offset = end_past_damage(active)
+                self.log.log_start_offset = max(log_start or 0, self.log.segments.bases[0])
+                self.log.recovery_point = self.log.log_end_offset
+                return self.leader_epochs
             # marked clean, yet the last segment does not end on a whole valid batch (zeros a
             # preallocating writer left, a file appended to behind the log's back): recovered
             # as after a crash, which cuts only a torn tail and raises on anything else

@@ -24,9 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog import files
-from kafkalog.errors import CorruptRecordError, KafkalogError
+from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.index.txn_index import AbortedTxn
-from kafkalog.log.damage import check_tail, first_problem
+from kafkalog.log.damage import (
+    SkippedBytes,
+    check_tail,
+    fetched_offsets_problem,
+    first_problem,
+    skip_damage,
+)
 from kafkalog.log.deletion import SegmentDeleter
 from kafkalog.log.layout import SNAPSHOT_SUFFIX, is_segment_log, offset_from_filename, segment_file
 from kafkalog.log.segment import FileRegion, LogSegment
@@ -140,6 +146,9 @@ class LocalLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.recovery_point = 0
+        # damage found in the last segment by a read-only open, which then ends the log after
+        # its last valid batch: a read to the end raises it (see :meth:`ranges`)
+        self.damage_at_end: DamagedLogError | None = None
         self.deleter = SegmentDeleter()  # segments renamed .deleted, removed after the delay
 
     # -- the segment set -------------------------------------------------------------------------
@@ -215,13 +224,21 @@ class LocalLog:
                 f"{self.log_end_offset}] of {self.directory}"
             )
 
-    def ranges(self, start: int | None = None, end: int | None = None) -> list[SegmentRange]:
+    def ranges(
+        self, start: int | None = None, end: int | None = None, *, past_damage: bool = False
+    ) -> list[SegmentRange]:
         """The byte ranges of segment files holding every record with an offset in
         [start, end) (clamped to the log's offsets), in offset order: from the batch holding
         ``start`` (or the first after it) to the first batch whose first offset is ``end`` or
-        more. Segments with nothing in the range (gaps left by compaction) give none."""
+        more. Segments with nothing in the range (gaps left by compaction) give none.
+
+        A read to the end of a log whose last segment a read-only open found damaged raises
+        that damage (the records after it would be missing), unless ``past_damage``: a caller
+        that says what it skips (:attr:`damage_at_end`)."""
         lo = self.log_start_offset if start is None else max(start, self.log_start_offset)
         hi = self.log_end_offset if end is None else min(end, self.log_end_offset)
+        if self.damage_at_end is not None and hi >= self.log_end_offset and not past_damage:
+            raise self.damage_at_end
         out: list[SegmentRange] = []
         if lo >= hi:
             return out
@@ -292,6 +309,16 @@ class LocalLog:
             region = seg.log.region(found.position, length)
             if not region.length:
                 break
+            wrong = fetched_offsets_problem(
+                seg.log.read(found.position, region.length),
+                found.position,
+                seg.base_offset - 1,
+                upper,
+            )
+            if wrong is not None:
+                raise DamagedLogError.found(
+                    wrong[1], path=seg.log.path, position=wrong[0], partition=seg.directory
+                )
             if include_aborted:
                 # Kafka's fetchUpperBoundOffset: an offset of the first indexed append after the
                 # bytes returned (every offset returned is below it), else the next segment's
@@ -310,16 +337,61 @@ class LocalLog:
         return _txns_of(self.segments.from_floor(start), start, end)
 
     def batches(
-        self, start: int | None = None, end: int | None = None, *, check_crcs: bool = True
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        check_crcs: bool = True,
+        on_damage: Callable[[SkippedBytes], None] | None = None,
     ) -> Iterator[LogEntry]:
         """The batches holding offsets in [start, end), across segments, in offset order, each
         CRC checked unless ``check_crcs`` is false (Kafka's consumers check them by default,
-        ``check.crcs=true``): a damaged batch is an error, never a record read wrong."""
+        ``check.crcs=true``): a damaged batch is an error, never a record read wrong; or, with
+        ``on_damage``, skipped to the next valid batch and handed to it (never in silence)."""
+        if on_damage is not None:
+            yield from self._batches_skipping(start, end, check_crcs, on_damage)
+            return
         for r in self.ranges(start, end):
             seg = self.segments.get(r.base_offset)
             if seg is None:
                 continue  # gone since (retention): its offsets are below the log start now
             yield from seg.entries(r.start_position, end=r.end_position, verify_crc=check_crcs)
+
+    def _batches_skipping(
+        self,
+        start: int | None,
+        end: int | None,
+        check_crcs: bool,
+        on_damage: Callable[[SkippedBytes], None],
+    ) -> Iterator[LogEntry]:
+        """:meth:`batches` that skips damage: whole segments walked from the index entry below
+        ``start`` (no byte range is worked out ahead, since working it out reads through the
+        damage), batches outside [start, end) dropped."""
+        lo = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        hi = self.log_end_offset if end is None else min(end, self.log_end_offset)
+        if self.damage_at_end is not None and end is None:
+            hi = 2**63  # valid batches may follow the damage: walk to the end of the files
+        if lo >= hi:
+            return
+        for seg, next_base in self.segments.from_floor(lo):
+            if seg.base_offset >= hi:
+                return
+            position = seg.scan_start(lo) if seg.base_offset <= lo else 0
+            if position > seg.size:
+                position = 0  # an index entry past the end of its .log (damage too)
+            for entry in skip_damage(
+                seg,
+                position,
+                seg.base_offset - 1,
+                on_damage,
+                verify_crc=check_crcs,
+                next_base=next_base,
+            ):
+                if entry.last_offset < lo:
+                    continue
+                if entry.base_offset >= hi:
+                    return
+                yield entry
 
     def records(
         self,
@@ -328,10 +400,12 @@ class LocalLog:
         *,
         include_control: bool = False,
         check_crcs: bool = True,
+        on_damage: Callable[[SkippedBytes], None] | None = None,
     ) -> Iterator[Record]:
-        """Records with offsets in [start, end), control records skipped unless asked."""
+        """Records with offsets in [start, end), control records skipped unless asked; damage
+        skipped and handed to ``on_damage`` when it is given (see :meth:`batches`)."""
         lo = self.log_start_offset if start is None else start
-        for entry in self.batches(start, end, check_crcs=check_crcs):
+        for entry in self.batches(start, end, check_crcs=check_crcs, on_damage=on_damage):
             if entry.is_control and not include_control:
                 continue
             for rec in entry.records(self.limits):

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from kafkalog import files
 from kafkalog.errors import (
     CorruptRecordError,
+    DamagedLogError,
     InvalidRecordError,
     KafkalogError,
     ReadOnlyError,
@@ -28,6 +29,7 @@ from kafkalog.errors import (
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.buffered import BufferedWriter
 from kafkalog.log.checkpoints import LogCleanShutdown, checkpointed_log_start
+from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.layout import (
     new_partition_dir_name,
     parse_partition_dir,
@@ -687,11 +689,17 @@ class Log:
         end_offset: int | None = None,
         *,
         check_crcs: bool = True,
+        on_damage: Callable[[SkippedBytes], None] | None = None,
     ) -> Iterator[LogEntry]:
         """Batches holding offsets from ``start_offset`` (default: log start) to before
         ``end_offset``, across segments, found through the offset index; each batch's CRC is
-        checked unless ``check_crcs`` is false (as a Kafka consumer's ``check.crcs``)."""
-        return self._local.batches(start_offset, end_offset, check_crcs=check_crcs)
+        checked unless ``check_crcs`` is false (as a Kafka consumer's ``check.crcs``).
+        Damage raises :class:`~kafkalog.errors.DamagedLogError`; given ``on_damage``, it is
+        skipped to the next valid batch instead and each skip (file, bytes, offsets, why) is
+        handed to it."""
+        return self._local.batches(
+            start_offset, end_offset, check_crcs=check_crcs, on_damage=on_damage
+        )
 
     @_writes_pending_first
     def records(
@@ -701,21 +709,39 @@ class Log:
         *,
         include_control: bool = False,
         check_crcs: bool = True,
+        on_damage: Callable[[SkippedBytes], None] | None = None,
     ) -> Iterator[Record]:
         """Records with offsets in [start, end), control records skipped unless asked, every
-        batch's CRC checked unless ``check_crcs`` is false."""
+        batch's CRC checked unless ``check_crcs`` is false; damage skipped and handed to
+        ``on_damage`` when it is given (see :meth:`batches`)."""
         return self._local.records(
-            start_offset, end_offset, include_control=include_control, check_crcs=check_crcs
+            start_offset,
+            end_offset,
+            include_control=include_control,
+            check_crcs=check_crcs,
+            on_damage=on_damage,
         )
 
     @_writes_pending_first
     def ranges(
-        self, start_offset: int | None = None, end_offset: int | None = None
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        *,
+        past_damage: bool = False,
     ) -> list[SegmentRange]:
         """The byte ranges of segment files holding the records with offsets in [start, end)
         (see :meth:`LocalLog.ranges`): what a reader that decodes the files itself, such as a
-        Spark task, reads."""
-        return self._local.ranges(start_offset, end_offset)
+        Spark task, reads. A read to the end of a log opened read-only with damage in its last
+        segment raises it, unless ``past_damage`` (the caller says it skipped
+        :attr:`damage_at_end`)."""
+        return self._local.ranges(start_offset, end_offset, past_damage=past_damage)
+
+    @property
+    def damage_at_end(self) -> DamagedLogError | None:
+        """Damage a read-only open found in the last segment (the log then ends after its last
+        valid batch before it; a read to the end raises it), or None."""
+        return self._local.damage_at_end
 
     @_writes_pending_first
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:

@@ -760,11 +760,14 @@ class LogSegment:
         *,
         verify_crc: bool = False,
         tail: list[IncompleteTail | None] | None = None,
+        check_order: bool = True,
     ) -> Iterator[LogEntry]:
         """Every read's walk over the ``.log``. The file may end in a cut-off batch only as its
         log's last segment does (an append in flight, or a torn tail a crash left), and only
         with nothing valid after it: anywhere else the records after it would be lost in
-        silence, so it raises :class:`~kafkalog.errors.DamagedLogError` naming the byte."""
+        silence, so it raises :class:`~kafkalog.errors.DamagedLogError` naming the byte.
+        Offsets must grow (unless ``check_order`` is false: a caller that checks them itself,
+        see :class:`~kafkalog.log.damage.OffsetOrder`)."""
         tail = [] if tail is None else tail
         previous = self.base_offset - 1
         position = start
@@ -772,8 +775,8 @@ class LogSegment:
             for entry in self.log.entries(
                 start, end, limits=self.limits, verify_crc=verify_crc, tail=tail
             ):
-                wrong = offset_order_problem(entry, previous, self.base_offset)
-                if wrong is not None:
+                wrong = check_order and offset_order_problem(entry, previous, self.base_offset)
+                if wrong:
                     raise self._damaged(wrong, entry.position)
                 previous = entry.last_offset
                 position = entry.position + entry.size_in_bytes

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError
@@ -22,7 +23,22 @@ if TYPE_CHECKING:
     from kafkalog.server.broker_interface import BrokerInterface as Broker
 
 _logger = logging.getLogger("kafkalog.server")
-log_error = _logger.error
+_said: dict[str, float] = {}
+
+
+def log_error(message: str, *args: object) -> None:
+    """An error of a partition, logged once a minute however many requests meet it (a
+    damaged log is met by every Fetch of every consumer)."""
+    text = message % args
+    now = time.monotonic()
+    if now - _said.get(text, -60.0) < 60.0:
+        return
+    if len(_said) > 1000:
+        _said.clear()
+    _said[text] = now
+    _logger.error("%s", text)
+
+
 READ_COMMITTED = 1
 
 

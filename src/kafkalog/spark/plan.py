@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
 from kafkalog.log.local_log import SegmentRange
@@ -265,7 +266,8 @@ def _plan_range(
     cap = opts.max_records_per_partition or (r.end - r.start)
     for lo in range(r.start, r.end, cap):
         sub = dataclasses.replace(r, start=lo, end=min(r.end, lo + cap))
-        pieces.extend(Split.of(sub, sr) for sr in log.ranges(sub.start, sub.end))
+        ranges = log.ranges(sub.start, sub.end, past_damage=not opts.fail_on_data_loss)
+        pieces.extend(Split.of(sub, sr) for sr in ranges)
 
 
 def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[PartitionRange, Log]]:
@@ -278,6 +280,7 @@ def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[Partit
             # resolved before pruning: the options' errors (a start after the end, offsets
             # lost) are the query's answer without pushdown, so they stay its answer with it
             r = _resolve_one(log, topic, partition, directory, opts)
+            _check_damage_at_end(log, r, opts)
             if bounds is not None and not bounds.allows_partition(topic, partition):
                 continue
             if bounds is not None:
@@ -285,6 +288,23 @@ def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[Partit
             yield r, log
         finally:
             log.close()
+
+
+def _check_damage_at_end(log: Log, r: PartitionRange, opts: ReadOptions) -> None:
+    """A read to the end of a log whose last segment is damaged fails, or with
+    failOnDataLoss=false says what it skips (the log ends before the damage)."""
+    damage = log.damage_at_end
+    if damage is None or r.end < log.log_end_offset:
+        return
+    if opts.fail_on_data_loss:
+        raise damage
+    logger.warning(
+        "kafkalog: skipped the damaged end of %s (%s); the records after it are not in the "
+        "result (failOnDataLoss=false; `kafkalog repair` moves the damaged bytes into a "
+        "quarantine folder)",
+        files.redacted(r.directory),
+        damage,
+    )
 
 
 def _narrow(log: Log, r: PartitionRange, b: Bounds, opts: ReadOptions) -> PartitionRange:

@@ -8,6 +8,7 @@ split's offset range, and with
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 
@@ -17,11 +18,11 @@ from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log.arrow_read import (
     CHUNK_BYTES,
-    SkippedBytes,
     decode_file,
     keep_rows,
     offsets_within,
 )
+from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.layout import DELETED_SUFFIX
 from kafkalog.spark.columns import Columns
 from kafkalog.spark.plan import AbortedRange, DataLossError, Split
@@ -94,12 +95,9 @@ def read_split(
 
 def _report_skip(skipped: SkippedBytes) -> None:
     _logger.warning(
-        "kafkalog: skipped damaged bytes %d to %d of %s (%s): their records are not in the "
-        "result (failOnDataLoss=false; `kafkalog repair` moves them into a quarantine folder)",
-        skipped.start,
-        skipped.end,
-        files.redacted(skipped.path),
-        skipped.reason,
+        "kafkalog: %s; their records are not in the result (failOnDataLoss=false; "
+        "`kafkalog repair` moves them into a quarantine folder)",
+        dataclasses.replace(skipped, path=files.redacted(skipped.path)).describe(),
     )
 
 

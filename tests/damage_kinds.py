@@ -1,0 +1,108 @@
+"""Kinds of damage done to a partition log's files, and a log to do them to: the damage
+matrix's shared parts (tests/log/test_damage.py, tests/server/test_serve_damage.py)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from kafkalog.log import Log, TopicConfig
+from kafkalog.records import LogReader, Record
+
+
+def entries(path: Path) -> list[tuple[int, int]]:
+    """(position, size) of every entry of a ``.log``."""
+    return [(e.position, e.size_in_bytes) for e in LogReader(path.read_bytes())]
+
+
+def segments(d: Path) -> list[Path]:
+    return sorted(d.glob("*.log"))
+
+
+def flip(field_offset: int, where: str = "middle") -> Callable[[Path], None]:
+    def damage(d: Path) -> None:
+        segs = segments(d)
+        seg = segs[0] if where == "first" else segs[len(segs) // 2]
+        found = entries(seg)
+        position, size = found[len(found) // 2]
+        data = bytearray(seg.read_bytes())
+        data[position + min(field_offset, size - 1)] ^= 0xFF
+        seg.write_bytes(bytes(data))
+
+    return damage
+
+
+def hole(d: Path) -> None:
+    seg = segments(d)[0]
+    data = seg.read_bytes()
+    mid = len(data) // 2
+    seg.write_bytes(data[:mid] + data[mid + 60 :])
+
+
+def garbage(d: Path) -> None:
+    seg = segments(d)[0]
+    seg.write_bytes(bytes((i * 131 + 7) % 251 for i in range(max(200, seg.stat().st_size))))
+
+
+def absurd_last(d: Path) -> None:
+    seg = segments(d)[-1]
+    position, _ = entries(seg)[-1]
+    data = bytearray(seg.read_bytes())
+    struct.pack_into(">i", data, position + 8, 0x7FFFFFFF)
+    seg.write_bytes(bytes(data))
+
+
+def cut_last(d: Path) -> None:
+    seg = segments(d)[-1]
+    data = seg.read_bytes()
+    seg.write_bytes(data[:-5])
+
+
+def zero_tail(d: Path) -> None:
+    with open(segments(d)[-1], "ab") as f:
+        f.write(b"\0" * 3000)
+
+
+def cut_middle_segment(d: Path) -> None:
+    segs = segments(d)
+    if len(segs) < 2:
+        raise AssertionError("needs a log of several segments")  # the test skips such logs
+    seg = segs[len(segs) // 2 - 1]
+    data = seg.read_bytes()
+    seg.write_bytes(data[:-5])
+
+
+# structural fields of a v2 batch (and, at the same byte positions, of a v0/v1 entry)
+FIELDS = {
+    "base offset": 7,
+    "length": 11,
+    "magic": 16,
+    "crc": 18,
+    "attributes": 22,
+    "last offset delta": 26,
+    "max timestamp": 42,
+    "producer id": 50,
+    "record count": 60,
+    "records": 70,
+}
+
+#: damage kind -> (mutation, whether it is a torn tail: then every record before it is read)
+DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
+    **{f"flip {name}": (flip(at), False) for name, at in FIELDS.items()},
+    "flip first segment base offset": (flip(7, "first"), False),
+    "hole of 60 bytes": (hole, False),
+    "garbage .log": (garbage, False),
+    "absurd last length": (absurd_last, False),
+    "last batch cut off": (cut_last, True),
+    "zero tail": (zero_tail, True),
+    "earlier segment cut off": (cut_middle_segment, False),
+}
+
+
+def written(tmp: Path) -> Path:
+    d = tmp / "written-0"
+    with Log(d, TopicConfig(segment_bytes=4096)) as log:
+        for i in range(300):
+            log.append_records([Record.of(b"value %05d" % i, key=b"k%d" % (i % 7))])
+    return d

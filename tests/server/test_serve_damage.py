@@ -1,0 +1,90 @@
+"""A damaged log behind ``kafkalog serve``: an unchanged client (kafka-python) gets every
+record it is given right, and the damage is an error, never records missing in silence or
+records at offsets they do not have (issue 23's damage matrix, the serve Fetch reader).
+
+Opened after an unclean stop, the partition's recovery finds the damage and the partition is
+offline (KAFKA_STORAGE_ERROR, the server logging the file and byte); opened after a clean stop
+(no recovery), the Fetch that reaches the damage fails the same way, or hands the client the
+damaged batch whose CRC the client checks (Kafka's consumers check CRCs by default). A base
+offset is outside the CRC: the Fetch checks the offsets of what it returns."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
+
+from damage_kinds import DAMAGES, written
+from kafka_clients import config
+from kafkalog.server import ServerThread
+
+CASES = [
+    "flip records",
+    "flip crc",
+    "flip base offset",
+    "flip length",
+    "hole of 60 bytes",
+    "garbage .log",
+]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return written(tmp_path_factory.mktemp("serve-damage"))
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["after a crash", "after a clean stop"])
+@pytest.mark.parametrize("damage", CASES)
+def test_a_consumer_gets_right_records_and_the_damage_is_an_error(
+    damage: str, clean: bool, source: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    d = data / source.name
+    shutil.copytree(source, d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    DAMAGES[damage][0](d)
+    if clean:
+        (data / ".kafka_cleanshutdown").write_text("")
+    damaged = [
+        p.name for p in sorted(d.glob("*.log")) if p.read_bytes() != (source / p.name).read_bytes()
+    ]
+    got: list[tuple[int, bytes | None]] = []
+    client_error: KafkaError | None = None
+    with (
+        caplog.at_level("ERROR", logger="kafkalog.server"),
+        ServerThread(str(data), config()) as server,
+    ):
+        consumer = KafkaConsumer(
+            bootstrap_servers=server.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
+        )
+        try:
+            tp = TopicPartition(d.name.rsplit("-", 1)[0], 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            quiet_since = time.monotonic()
+            while time.monotonic() - quiet_since < 1.5:
+                try:
+                    polled = consumer.poll(timeout_ms=100)
+                except KafkaError as e:  # the client's CRC check
+                    client_error = e
+                    break
+                for messages in polled.values():
+                    got += [(m.offset, m.value) for m in messages]
+                    quiet_since = time.monotonic()
+        finally:
+            consumer.close()
+    where = f"{damage} / {'clean' if clean else 'crash'}"
+    assert all(v == b"value %05d" % o for o, v in got), f"{where}: a record read wrong"
+    assert [o for o, _ in got] == list(range(len(got))), where
+    assert len(got) < 300, f"{where}: the damage went unseen"
+    said = [r.getMessage() for r in caplog.records if r.name == "kafkalog.server"]
+    server_error = any(
+        any(name in m for name in damaged) and "byte" in m and "kafkalog repair" in m for m in said
+    )
+    assert client_error is not None or server_error, f"{where}: no error anywhere; {said}"
