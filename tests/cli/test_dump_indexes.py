@@ -424,7 +424,9 @@ def test_problems_set_the_exit_status_and_are_in_the_json(tmp_path: Path) -> Non
     assert text.returncode == 1 and "record count 1000" in text.stderr, text.stderr
     result = kafkalog("dump", "--deep-iteration", "--json", "--files", str(log))
     assert result.returncode == 1
-    [finding] = _findings(result)
+    # the changed count also fails the batch's CRC: both are said
+    crc, finding = _findings(result)
+    assert crc["problem"] == "invalidBatch" and crc["position"] == 0
     assert finding["problem"] == "corruptRecords" and finding["batchPosition"] == 0
     assert finding["position"] == 57 and "record count 1000" in str(finding["message"])
 

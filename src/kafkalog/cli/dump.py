@@ -17,7 +17,9 @@ index entry keyed by the last offset of an append of several batches (its positi
 append's first batch), a time-index entry naming a record inside a batch rather than its last
 offset, and offset gaps in a compacted topic (``--compacted``, implied for
 ``__consumer_offsets`` and ``__transaction_state``). Records that cannot be decoded are problems
-too; a file that cannot be walked at all is an error (exit status 2).
+too, as are a batch that fails its CRC check (``isvalid: false``) and bytes that are not a whole
+batch at the end of a segment that later segments follow (at the end of the last one, a torn
+tail, a warning); a file that cannot be walked at all is an error (exit status 2).
 
 Every file is opened read-only: dumping never creates, resizes, truncates or writes anything
 (Kafka's own tool creates a missing index file as a side effect; kafkalog reports it missing).
@@ -314,6 +316,16 @@ def dump_log(
             emit(out, "batch", path, _batch_json(entry))
         else:
             print(batch_line(entry, entry.position), file=out)
+        if report is not None and not entry.is_valid():
+            # Kafka's tool prints ``isvalid: false`` and exits 0; a script must not miss it
+            report.add(
+                "problem",
+                path,
+                "invalidBatch",
+                f"{path} at byte {entry.position}: the batch of offsets {entry.base_offset}.."
+                f"{entry.last_offset} fails its CRC check (isvalid: false)",
+                position=entry.position,
+            )
         if not deep:
             continue
         pairs: list[tuple[LegacyEntry | None, Record]]
@@ -352,6 +364,20 @@ def dump_log(
             emit(out, "invalidBytes", path, {"bytes": remaining})
         else:
             print(f"Found {remaining} invalid bytes at the end of {name}", file=out)
+    if remaining > 0 and report is not None and args.max_bytes is None:
+        later = _later_segment(path)
+        report.add(
+            "problem" if later else "warning",
+            path,
+            "invalidBytes",
+            f"{path} at byte {reader.end_position}: {remaining} bytes that are not a whole batch"
+            + (
+                f", in a segment followed by {later}"
+                if later
+                else " (the log's last segment: a torn tail or an append in flight)"
+            ),
+            position=reader.end_position,
+        )
     if gaps:
         if report is not None:
             key = java_absolute_path(path)
@@ -375,6 +401,22 @@ def dump_log(
         print(f"Non-consecutive offsets in {java_absolute_path(path)}", file=err)
         for a, b in reversed(gaps):
             print(f"  {a} is followed by {b}", file=err)
+
+
+def _later_segment(path: str) -> str | None:
+    """The name of a segment after ``path`` in its directory, if there is one: bytes that are
+    not whole batches are then damage, not the end of the log."""
+    from kafkalog.log.layout import is_segment_log
+
+    name = os.path.basename(path)
+    if not is_segment_log(name):
+        return None
+    try:
+        names = os.listdir(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return None
+    later = sorted(n for n in names if is_segment_log(n) and n > name)
+    return later[0] if later else None
 
 
 #: Internal topics Kafka always compacts (cleanup.policy=compact, not configurable).

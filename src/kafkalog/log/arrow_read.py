@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from kafkalog import files
 from kafkalog.errors import CorruptRecordError, DamagedLogError, _PositionedError
-from kafkalog.log.damage import OffsetOrder, SkippedBytes
+from kafkalog.log.damage import OffsetOrder, SkippedBytes, batch_at
 from kafkalog.log.segment import cut_off_damage
 from kafkalog.records import LogReader, decode_range
 from kafkalog.records.resync import next_valid_entry
@@ -43,20 +43,36 @@ def decode_file(
     """:func:`_decode_file`, or, with ``on_damage``, the same read that skips damage instead
     of raising: from the damaged byte to the next whole, valid batch (a resync scan), each
     skip handed to ``on_damage`` so that it is reported, never silent."""
-    if on_damage is None:
-        yield from _decode_file(
-            handle,
-            start,
-            end,
-            path=path,
-            last_offset=last_offset,
-            chunk_bytes=chunk_bytes,
-            last_segment=last_segment,
-            first_offset=first_offset,
-            **decode,
-        )
-        return
     limits = decode.get("limits", DEFAULT_LIMITS)
+    if on_damage is None:
+        seen = [first_offset - 1]
+        try:
+            yield from _decode_file(
+                handle,
+                start,
+                end,
+                path=path,
+                last_offset=last_offset,
+                chunk_bytes=chunk_bytes,
+                last_segment=last_segment,
+                first_offset=first_offset,
+                seen=seen,
+                **decode,
+            )
+        except DamagedLogError:
+            raise
+        except CorruptRecordError as e:
+            # the columnar decoder names a byte inside a batch (or its chunk): the error names
+            # the damaged batch's first byte, as every other reader's does
+            at = _valid_run_end(handle, start, end, path, limits, first_offset - 1, first_offset)
+            raise DamagedLogError.found(
+                f"{batch_at(handle.pread(61, at))}: {e.reason} (at byte {e.position}; expected "
+                f"a batch from offset {seen[0] + 1})",
+                path=path,
+                position=at,
+                partition=os.path.dirname(path),
+            ) from e
+        return
     position, floor = start, first_offset
     while position < end:
         seen = [floor - 1]

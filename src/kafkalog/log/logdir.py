@@ -110,7 +110,9 @@ class LogDir:
             config,
             writable=self.writable,
             recovery_point=self.recovery_points.get(key, 0),
-            log_start_offset=self.log_start_offsets.get(key),
+            # not checkpointed: the first segment's base (0 here, so that the Log does not
+            # read the checkpoint file this directory has read already)
+            log_start_offset=self.log_start_offsets.get(key, 0),
             had_clean_shutdown=self.had_clean_shutdown,
             limits=self.limits,
         )

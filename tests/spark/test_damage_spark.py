@@ -1,0 +1,87 @@
+"""Spark batch and stream reads of a damaged log (issue 23's damage matrix, the Spark readers):
+with failOnDataLoss=true (the default) the query fails with kafkalog's message naming the file,
+the byte and the repair command; with failOnDataLoss=false every record outside the damaged
+batch is read, the damaged one skipped (and said in the executors' log), never a record read
+wrong; nothing on disk changes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clirun import tree_snapshot
+from damage_kinds import DAMAGES, segments, written
+
+CASES = ["flip records", "flip base offset", "hole of 60 bytes", "absurd last length"]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return written(tmp_path_factory.mktemp("spark-damage"))
+
+
+def _damaged_copy(source: Path, tmp_path: Path, damage: str) -> Path:
+    d = tmp_path / "data" / source.name
+    shutil.copytree(source, d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    DAMAGES[damage][0](d)
+    assert any(p.read_bytes() != (source / p.name).read_bytes() for p in segments(d))
+    return d
+
+
+def _stream(spark: Any, data: Path, tmp_path: Path, fail: bool) -> tuple[Any, list[Any]]:
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    query = (
+        spark.readStream.format("kafkalog")
+        .option("path", str(data))
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", str(fail).lower())
+        .load()
+        .selectExpr("offset", "cast(value as string) as value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(120)
+    except Exception as e:  # the query's failure, as a StreamingQueryException
+        return e, []
+    parts = sorted(out.glob("part-*.parquet"))
+    rows = spark.read.parquet(*map(str, parts)).collect() if parts else []
+    return query.exception(), rows
+
+
+@pytest.mark.parametrize("damage", CASES)
+def test_batch_and_stream_fail_or_skip_as_asked(
+    spark: Any, damage: str, source: Path, tmp_path: Path
+) -> None:
+    d = _damaged_copy(source, tmp_path, damage)
+    before = tree_snapshot(d)
+    data = d.parent
+    reader = spark.read.format("kafkalog").option("path", str(data))
+    with pytest.raises(Exception, match="kafkalog repair") as failed:
+        reader.load().selectExpr("offset").collect()
+    assert ".log at byte" in str(failed.value)
+    rows = (
+        reader.option("failOnDataLoss", "false")
+        .load()
+        .selectExpr("offset", "cast(value as string) as value")
+        .collect()
+    )
+    offsets = sorted(r.offset for r in rows)
+    assert all(r.value == f"value {r.offset:05d}" for r in rows), damage
+    assert offsets == sorted(set(offsets)) and 297 <= len(offsets) < 300, (damage, len(offsets))
+
+    error, _ = _stream(spark, data, tmp_path / "fail", fail=True)
+    assert error is not None and "kafkalog repair" in str(error), (damage, error)
+    error, streamed = _stream(spark, data, tmp_path / "skip", fail=False)
+    assert error is None, (damage, error)
+    assert sorted(r.offset for r in streamed) == offsets, damage
+    assert all(r.value == f"value {r.offset:05d}" for r in streamed), damage
+    assert tree_snapshot(d) == before
