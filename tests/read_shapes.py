@@ -20,7 +20,10 @@ written through kafkalog's own log layer the way a broker writes, deterministic 
   timestamps slightly out of order inside a batch;
 - idempotent and transactional producers: COMMIT and ABORT markers (in multi-batch appends too),
   transactions interleaved with each other and with plain data, one left open at the end (the
-  last stable offset below the log end);
+  last stable offset below the log end); an ABORT in the middle of a follower's append while
+  another producer's transaction is open and ends later in the same append (that abort's
+  ``.txnindex`` LSO is the other transaction's start, which tells a read_committed fetch to
+  look on for the other abort);
 - offsets missing between and inside batches, as the log cleaner leaves them (a follower's
   ``assign_offsets=False`` appends);
 - segment rolls (small ``segment.bytes``), a log start moved by retention (whole segments
@@ -109,6 +112,7 @@ class V2:
     gaps: bool = False  # offsets missing between and inside batches (needs follower)
     open_transaction: bool = False
     start: str | None = None  # None, "retention" or "delete-records"
+    nested_aborts: bool = False  # aborts inside appends that end another open transaction
 
 
 @dataclass(frozen=True)
@@ -255,6 +259,25 @@ class _V2Writer:
             return self._data_batch(self.rng.choice(self.idem_pids), transactional=False)
         return self._data_batch(-1, transactional=False)
 
+    def _nested_abort(self) -> list[bytes]:
+        """One append (a follower's fetch) with an ABORT in the middle: producer ``q``'s
+        transaction, begun earlier, is aborted while producer ``p``'s is open, and ``p``'s
+        ends (mostly aborted too) later in the same append. Kafka records ``p``'s first offset
+        as the LSO of ``q``'s abort; an LSO taken from the state at the end of the append
+        (past both) ends a read_committed search for aborted transactions at ``q``'s entry,
+        and ``p``'s aborted records are read as committed."""
+        q = self.rng.choice(sorted(self.open))
+        p = self.rng.choice([pid for pid in self.txn_pids if pid != q])
+        batches = []
+        if p not in self.open:
+            self.open.add(p)
+            batches.append(self._data_batch(p, transactional=True))
+        batches.append(self._data_batch(-1, transactional=False))
+        batches.append(self._marker(q, abort=True))
+        batches.append(self._data_batch(p, transactional=True))
+        batches.append(self._marker(p, abort=self.rng.random() < 0.8))
+        return batches
+
     # -- appends ------------------------------------------------------------------------------
     def append(self, batches: list[bytes]) -> None:
         info = self.log.append(b"".join(batches), assign_offsets=not self.spec.follower)
@@ -264,6 +287,9 @@ class _V2Writer:
     def write(self, records: int) -> None:
         goal = self.written + records
         while self.written < goal:
+            if self.spec.nested_aborts and self.open and self.rng.random() < 0.2:
+                self.append(self._nested_abort())
+                continue
             k = self.rng.randint(*self.spec.batches_per_append)
             self.append([self._batch() for _ in range(k)])
 
@@ -464,6 +490,8 @@ def _describe(spec: V2 | Legacy) -> str:
         what += f", {who} producers" + (" as a follower" if spec.follower else "")
         if spec.gaps:
             what += ", compaction gaps"
+        if spec.nested_aborts:
+            what += ", aborts inside appends that end another transaction"
         if spec.open_transaction:
             what += ", a transaction left open"
         if spec.start:
@@ -522,6 +550,16 @@ SHAPES: dict[str, V2 | Legacy] = {
         producers="transactions",
         follower=True,
         index_interval_bytes=300,
+    ),
+    "v2-txn-nested-aborts-follower-i1-roll": V2(
+        records=900,
+        batches_per_append=(2, 5),
+        codecs=("none", "zstd"),
+        producers="transactions",
+        follower=True,
+        nested_aborts=True,
+        index_interval_bytes=1,
+        segment_bytes=7000,
     ),
     # compaction gaps, as a follower appends them
     "v2-gaps-follower-multi-i1-roll": V2(

@@ -209,7 +209,11 @@ class Log:
 
     @log_end_offset.setter
     def log_end_offset(self, offset: int) -> None:
+        # Kafka's UnifiedLog.append ends every append with updateMapEndOffset(lastOffset + 1),
+        # producer ids or not: the producer state describes the log up to its end, so a
+        # snapshot taken now is written at the log end (truncations rebuild it after)
         self._local.log_end_offset = offset
+        self.producer_state.map_end_offset = offset
 
     @property
     def recovery_point(self) -> int:
@@ -329,6 +333,7 @@ class Log:
                         if epoch >= 0 and self.leader_epochs is not None:
                             self.leader_epochs.assign(epoch, base)
                         local.log_end_offset = last + 1
+                        self.producer_state.map_end_offset = last + 1  # the setter's rule
                         if last + 1 - local.recovery_point >= flush_messages or (
                             flush_ms is not None and now - self.last_flush_ms >= flush_ms
                         ):
@@ -838,18 +843,22 @@ class Log:
 
     @_writes_pending_first
     def last_stable_offset(self) -> int:
-        """The first offset of the earliest open transaction, else the log end: a
-        read_committed consumer sees nothing at or past it (Kafka's firstUnstableOffset, with
-        the high watermark at the log end). A writable log keeps its producer state as it
-        appends; a read-only one rebuilds it from the newest ``.snapshot`` at or below the
-        log end and the batches after it, writing nothing."""
+        """The first offset of the earliest open transaction (at least the log start), else
+        the log end: a read_committed consumer sees nothing at or past it (Kafka's
+        firstUnstableOffset, with the high watermark at the log end). A writable log keeps
+        its producer state as it appends; a read-only one rebuilds it from the newest
+        ``.snapshot`` at or below the log end and the batches after it, writing nothing."""
         if self.writable:
             state = self.producer_state
         else:
             state = ProducerStateManager(self.directory, writable=False)
             rebuild_producer_state(self._local, state, self.log_start_offset, self.log_end_offset)
         first = state.first_unstable_offset()
-        return self.log_end_offset if first is None else min(first, self.log_end_offset)
+        if first is None:
+            return self.log_end_offset
+        # Kafka's maybeIncrementFirstUnstableOffset: a transaction begun below the log start
+        # (DeleteRecords, retention) is unstable from the log start on, never below it
+        return min(max(first, self.log_start_offset), self.log_end_offset)
 
     def _epoch_at_start(self) -> int | None:
         cache = self.leader_epochs

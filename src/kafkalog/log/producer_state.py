@@ -199,6 +199,9 @@ class ProducerAppendInfo:
         self.client = client  # a producer's or coordinator's append: refuse what Kafka refuses
         self.entries: dict[int, ProducerStateEntry] = {}
         self.completed: list[CompletedTxn] = []
+        #: (producer id, first offset) of the transactions this append begins, in offset
+        #: order (Kafka's startedTransactions)
+        self.started: list[tuple[int, int]] = []
 
     def _entry(self, producer_id: int) -> ProducerStateEntry:
         entry = self.entries.get(producer_id)
@@ -223,6 +226,11 @@ class ProducerAppendInfo:
         pid = batch.producer_id
         last_offset = base_offset + batch.last_offset_delta
         entry = self._entry(pid)
+        if batch.is_control and batch.records_count == 0:
+            # what the cleaner leaves of a marker whose transaction it removed, kept because it
+            # was its producer's last batch: "already cleaned", nothing to complete or check
+            # (Kafka's ProducerAppendInfo.append skips an empty control batch the same way)
+            return None
         epoch = batch.producer_epoch
         self._check_epoch(entry, epoch, base_offset)
         if batch.is_control:
@@ -271,6 +279,7 @@ class ProducerAppendInfo:
                 )
         elif entry.current_txn_first_offset is None and batch.is_transactional:
             entry.current_txn_first_offset = base_offset
+            self.started.append((pid, base_offset))
         return None
 
     def _check_epoch(self, entry: ProducerStateEntry, epoch: int, offset: int) -> None:
@@ -315,7 +324,7 @@ class ProducerAppendInfo:
 
     def commit(self) -> list[AbortedTxn]:
         """Apply the staged changes; returns the ``.txnindex`` entries of the transactions
-        aborted, each with the last stable offset as it stood when its marker was written."""
+        aborted, each with Kafka's last stable offset for it (see ``_apply``)."""
         return self.manager._apply(self)
 
 
@@ -382,25 +391,28 @@ class ProducerStateManager:
         return aborted
 
     def _apply(self, info: ProducerAppendInfo) -> list[AbortedTxn]:
+        """Apply one append's changes; the ``.txnindex`` entries of the transactions it
+        aborted, each with its last stable offset computed as Kafka's UnifiedLog.append does
+        for an append of several batches (a follower's fetch): every transaction the append
+        began counts as open, and the ones it completed are closed one after another in
+        offset order, so an abort's LSO is the first offset of the earliest transaction of
+        another producer still open at that point, else the offset after its marker."""
+        open_txns = {first: pid for pid, first in self._ongoing.items()}
+        open_txns.update((first, pid) for pid, first in info.started)
+        aborted: list[AbortedTxn] = []
+        for txn in info.completed:
+            if txn.is_aborted:
+                others = [first for first, pid in open_txns.items() if pid != txn.producer_id]
+                lso = min(others) if others else txn.last_offset + 1
+                aborted.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+            open_txns.pop(txn.first_offset, None)
         for pid, entry in info.entries.items():
             self.producers[pid] = entry
             if entry.current_txn_first_offset is None:
                 self._ongoing.pop(pid, None)
             else:
                 self._ongoing[pid] = entry.current_txn_first_offset
-        return [
-            AbortedTxn(
-                txn.producer_id, txn.first_offset, txn.last_offset, self.last_stable_offset(txn)
-            )
-            for txn in info.completed
-            if txn.is_aborted
-        ]
-
-    def last_stable_offset(self, txn: CompletedTxn) -> int:
-        """The LSO once ``txn`` is complete: the earliest other open transaction's first
-        offset, else just past its marker (Kafka's lastStableOffset(CompletedTxn))."""
-        others = [o for p, o in self._ongoing.items() if p != txn.producer_id]
-        return min(others) if others else txn.last_offset + 1
+        return aborted
 
     def remove_expired_producers(
         self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
