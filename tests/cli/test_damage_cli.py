@@ -79,3 +79,16 @@ def test_every_command_on_damage(damage: str, source: Path, tmp_path: Path) -> N
     assert runs["dump --deep-iteration"][0] != 0, damage
     planned = json.loads(runs["repair --dry-run"][1].splitlines()[0])
     assert planned["segments"], damage  # repair would move it aside
+
+
+def test_verify_warns_of_offsets_in_no_segment(source: Path, tmp_path: Path) -> None:
+    """A middle segment emptied (a file truncated behind the log's back) reads as a gap of
+    offsets, which the cleaner also leaves in a compacted topic: no reader can tell, but
+    verify says which offsets are in no batch (a warning: only the topic's policy tells)."""
+    d = tmp_path / source.name
+    shutil.copytree(source, d)
+    emptied = segments(d)[2]
+    emptied.write_bytes(b"")
+    code, out, _ = _run("verify", str(d))
+    nxt = segments(d)[3]
+    assert code == 0 and f"warning {nxt} at byte 0: offsets 100..149 (50 offsets)" in out, out

@@ -134,6 +134,8 @@ def verify_partition(
         scan: _Scan | None = None
         try:
             scan = _verify_segment(base, log_path, active, previous_last, report)
+            if previous_last >= 0 and scan.first is not None and scan.first > previous_last + 1:
+                _offset_gap(report, log_path, directory, previous_last, scan.first)
             previous_last = scan.last
         except OSError as e:
             _unreadable(report, log_path, e)
@@ -150,6 +152,28 @@ def verify_partition(
                 _unreadable(report, path, e)
         done(scan.size if scan is not None else 0)
     _verify_checkpoints(directory, report)
+
+
+def _offset_gap(report: Report, log_path: str, directory: str, last: int, first: int) -> None:
+    """Offsets that are in no batch between two segments: what the log cleaner leaves in a
+    compacted topic, and what a lost or emptied segment leaves anywhere else (only the topic's
+    ``cleanup.policy`` tells, which a partition directory does not hold): a warning, unless
+    the topic is one Kafka always compacts."""
+    from kafkalog.log.layout import parse_partition_dir
+
+    try:
+        topic, _ = parse_partition_dir(directory)
+    except ValueError:
+        topic = ""
+    if topic in ("__consumer_offsets", "__transaction_state"):
+        return
+    report.warning(
+        log_path,
+        0,
+        f"offsets {last + 1}..{first - 1} ({first - last - 1} offsets) are in no batch before "
+        "this segment: the log cleaner leaves such gaps in a compacted topic; in any other "
+        "topic those records are missing (a lost or emptied segment)",
+    )
 
 
 #: Files of a partition directory Kafka's log loader reads, by name alone.
@@ -262,6 +286,12 @@ class _Scan:
     batch_max: list[tuple[int, int, int]] = field(default_factory=list)
     #: the largest offset of this segment and those before it
     last: int = -1
+
+    @property
+    def first(self) -> int | None:
+        """The first offset of this segment's first batch read (None: none read)."""
+        return self.batch_max[0][0] if self.batch_max else None
+
     #: positions of entries the reader refused (reported with the .log, not again)
     refused: set[int] = field(default_factory=set)
 
