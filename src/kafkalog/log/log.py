@@ -36,7 +36,11 @@ from kafkalog.log.layout import (
 )
 from kafkalog.log.loader import LogLoader, rebuild_producer_state
 from kafkalog.log.local_log import FetchInfo, LocalLog, SegmentRange
-from kafkalog.log.producer_state import ProducerAppendInfo, ProducerStateManager
+from kafkalog.log.producer_state import (
+    PRODUCER_ID_EXPIRATION_MS,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
 from kafkalog.log.segment import (
     FileRegion,
     LogSegment,
@@ -882,6 +886,15 @@ class Log:
                         epoch = batch.partition_leader_epoch
                         return TimestampAndOffset(target, rec.offset, epoch if epoch >= 0 else None)
         return None
+
+    def remove_expired_producers(
+        self, now_ms: int | None = None, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+    ) -> list[int]:
+        """Forget the producers idle ``expiration_ms`` or more (``producer.id.expiration.ms``)
+        with no open transaction; returns their ids. Their state is needed only to detect a
+        retried batch, and a broker drops it on this schedule (``kafkalog serve`` does)."""
+        now_ms = int(self.clock() * 1000) if now_ms is None else now_ms
+        return self.producer_state.remove_expired_producers(now_ms, expiration_ms)
 
     # -- retention and truncation -----------------------------------------------------------------
     @_writes_pending_first

@@ -141,6 +141,10 @@ class LogDir:
         for topic, partition in self.partitions():
             yield self.log(topic, partition)
 
+    def open_logs(self) -> list[Log]:
+        """The logs opened so far (no partition is opened for this)."""
+        return list(self._logs.values())
+
     def checkpoint(self) -> None:
         """Write the root checkpoints (recovery points and log start offsets) for open logs."""
         if not self.writable:

@@ -39,6 +39,10 @@ class ServerConfig:
     group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
     socket_request_max_bytes: int = SOCKET_REQUEST_MAX_BYTES  # socket.request.max.bytes
     topic_defaults: dict[str, str] = field(default_factory=dict)
+    log_retention_check_interval_ms: int = 300000  # log.retention.check.interval.ms
+    producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms
+    producer_id_expiration_check_interval_ms: int = 600000  # ...expiration.check.interval.ms
+    log_flush_offset_checkpoint_interval_ms: int = 60000  # log.flush.offset.checkpoint.interval.ms
     allow_plaintext_non_loopback: bool = False
     advertised_host: str | None = None  # advertised.listeners' host
     ssl_certfile: str | None = None  # ssl.keystore: the server's certificate chain (PEM)

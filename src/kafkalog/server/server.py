@@ -34,6 +34,7 @@ from kafkalog.server.codec import (
     unsupported_api_versions_response,
 )
 from kafkalog.server.config import ServerConfig
+from kafkalog.server.housekeeping import duties, run_duty
 from kafkalog.server.offset_store import OffsetRecordCodec
 from kafkalog.server.zero_copy import Piece
 
@@ -97,6 +98,7 @@ class KafkaServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self._timers: asyncio.Task[None] | None = None
+        self._duties: list[asyncio.Task[None]] = []
         self.port = self.config.port
 
     @property
@@ -124,6 +126,10 @@ class KafkaServer:
         broker.groups.start()
         self.broker = broker
         self._timers = asyncio.get_running_loop().create_task(self._expire_transactions())
+        self._duties = [
+            asyncio.get_running_loop().create_task(run_duty(lambda: self.broker, duty))
+            for duty in duties(self.config)
+        ]
         log.info("kafkalog serving %s on %s", self.data_dir, self.bootstrap)
 
     async def _expire_transactions(self) -> None:
@@ -138,6 +144,12 @@ class KafkaServer:
                 broker.appended()
 
     async def stop(self) -> None:
+        for task in self._duties:
+            task.cancel()
+        for task in self._duties:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._duties = []
         if self._timers is not None:
             self._timers.cancel()
             with contextlib.suppress(asyncio.CancelledError):

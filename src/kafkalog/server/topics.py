@@ -153,6 +153,10 @@ class TopicRegistry:
         merged = {**self.defaults, **topic.overrides}
         return TopicConfig.from_properties(merged, ignore_unmodelled=True)
 
+    def exists(self, topic: Topic, partition: int) -> bool:
+        """Whether the partition has a directory (a log is made only when first used)."""
+        return os.path.isdir(os.path.join(self.logdir.path, f"{topic.name}-{partition}"))
+
     def log(self, topic: Topic, partition: int) -> Log:
         """The partition's log, created (with the topic's id) if its directory is missing."""
         if not 0 <= partition < topic.partitions:

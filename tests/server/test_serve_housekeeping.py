@@ -1,0 +1,74 @@
+"""``kafkalog serve`` runs a broker's background duties (issue 25 §2): retention on
+``log.retention.check.interval.ms`` with each topic's own configs while a consumer reads,
+producer-id expiration, and the data directory's recovery-point and log-start-offset
+checkpoints on their interval."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from kafka_clients import config
+from kafkalog.log.checkpoints import OffsetCheckpoint
+from kafkalog.server import ServerThread
+
+
+def _wait(condition: object, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_retention_runs_while_serving_and_a_consumer_reads_on(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    settings = config(
+        log_retention_check_interval_ms=200,
+        log_flush_offset_checkpoint_interval_ms=200,
+        topic_defaults={"retention.ms": "1500", "segment.bytes": "2048"},
+    )
+    with ServerThread(str(data), settings) as server:
+        producer = KafkaProducer(bootstrap_servers=server.bootstrap, linger_ms=0)
+        old = int(time.time() * 1000) - 60_000  # records a minute old: past retention.ms
+        for i in range(150):
+            producer.send("aged", b"value %d" % i, timestamp_ms=old)
+            producer.flush()  # one batch each: many segments
+        producer.close()
+        part = data / "aged-0"
+        consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, enable_auto_commit=False)
+        tp = TopicPartition("aged", 0)
+        consumer.assign([tp])
+        try:
+            # retention removes every old segment but the active one, on its own schedule
+            assert _wait(lambda: consumer.beginning_offsets([tp])[tp] > 0)
+            assert _wait(lambda: len(list(part.glob("*.log"))) == 1)
+            start = consumer.beginning_offsets([tp])[tp]
+            # the consumer reads on from the log start, and new records are kept
+            producer = KafkaProducer(bootstrap_servers=server.bootstrap)
+            producer.send("aged", b"fresh").get(timeout=10)
+            producer.close()
+            consumer.seek_to_beginning(tp)
+            got: list[tuple[int, bytes]] = []
+            _wait(
+                lambda: (
+                    got.extend(
+                        (m.offset, m.value)
+                        for ms in consumer.poll(timeout_ms=100).values()
+                        for m in ms
+                    )
+                    or (got and got[-1][1] == b"fresh")
+                )
+            )
+            assert got and got[0][0] == start and got[-1] == (150, b"fresh"), got[:3]
+        finally:
+            consumer.close()
+        # the data directory's checkpoints follow on their own interval, not only at close
+        points = data / "recovery-point-offset-checkpoint"
+        starts = data / "log-start-offset-checkpoint"
+        assert _wait(lambda: points.exists() and starts.exists())
+        assert _wait(lambda: OffsetCheckpoint.read(str(starts)).get(("aged", 0)) == start)
