@@ -54,6 +54,7 @@ from kafkalog.records.crc import crc32c, crc32c_c
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.record_walk import NO_COLLECT as _NO_COLLECT
 from kafkalog.records.record_walk import walk as _walk_records
+from kafkalog.records.record_walk import walk_plain as _walk_plain
 from kafkalog.records.small_batch import encode_small_batch
 from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits, TimestampUnit
 
@@ -335,7 +336,12 @@ class Log:
                     and crc32c_c(memoryview(data)[ATTRIBUTES_OFFSET:]) == crc
                     # the validator's record walk (Kafka reads every record too): anything it
                     # finds, or a max timestamp to correct, is the general path's to report
-                    and self._records_pass(data, 0, size, count, base_ts, max_ts, params)
+                    and (
+                        _walk_plain(data, HEADER_SIZE, size, count, base_ts, params[6])
+                        == (0, max_ts)
+                        if params[7] is None and params[8] is None
+                        else self._records_pass(data, 0, size, count, base_ts, max_ts, params)
+                    )
                 ):
                     local = self._local
                     base = local.log_end_offset

@@ -16,7 +16,7 @@ checks:
 - ``count`` records, each of a length that stays inside the area, whose fields (attributes,
   timestamp delta, offset delta, key, value, headers) fill exactly that length, and nothing left
   after the last one (Kafka's "Incorrect declared batch size");
-- the offset delta of record ``i`` is ``i``;
+- the offset delta of record ``i`` is ``i``, its (unused) attributes byte 0;
 - with ``need_key``, every record has a key (a compacted topic);
 - with ``check_ts``, every timestamp other than -1 lies in ``[ts_lo, ts_hi]``.
 
@@ -46,6 +46,10 @@ ERR_RECORD_TRAILING = 8
 ERR_BATCH_TRAILING = 9
 ERR_OFFSET_DELTA = 10
 ERR_TOO_FEW_BYTES = 11
+# Kafka ignores a record's attributes byte (unused, 0 from every producer); kafka-python reads
+# it as a varint, so a byte of 0x80 or more shifts every later field and its consumers fail on
+# the batch: kafkalog refuses any non-zero value, stricter than Kafka.
+ERR_RECORD_ATTRIBUTES = 12
 # per-record problems (the walk goes on): written to ``collect``
 REC_NO_KEY = 1
 REC_TIMESTAMP = 2
@@ -63,6 +67,7 @@ MESSAGES = {
     ERR_BATCH_TRAILING: "incorrect declared batch size: bytes left after the last record",
     ERR_OFFSET_DELTA: "offset delta out of order",
     ERR_TOO_FEW_BYTES: "incorrect declared batch size: premature end of the records",
+    ERR_RECORD_ATTRIBUTES: "record attributes are unused and must be 0",
 }
 
 #: ``collect`` when nothing is to be collected (one shared, empty array: no allocation per call).
@@ -76,6 +81,7 @@ _I64 = 1 << 64
 _U64 = (1 << 64) - 1
 _I64_MIN = -(1 << 63)
 _kernel: Callable[..., WalkResult] | None = None
+_plain_kernel: Callable[..., tuple[int, int]] | None = None
 
 
 def walk(
@@ -132,6 +138,24 @@ def walk(
         collect,
     )
     return result
+
+
+def walk_plain(
+    buf: bytearray, start: int, end: int, count: int, base_ts: int, need_key: bool
+) -> tuple[int, int]:
+    """:func:`walk` without timestamp bounds or collection, for ``Log.append``'s fast path:
+    (0 when the records are sound and keyed where required, else non-zero; their largest
+    timestamp)."""
+    global _plain_kernel
+    kernel = _plain_kernel
+    if kernel is None:
+        if count <= PYTHON_MAX_RECORDS and "numba" not in sys.modules:
+            r = walk_python(buf, start, end, count, base_ts, 0, False, need_key, False, 0, 0)
+            return r[0] | r[3], r[5]
+        from kafkalog.records._walk_kernel import walk_v2_plain
+
+        kernel = _plain_kernel = walk_v2_plain
+    return kernel(buf, start, end, count, base_ts, need_key)
 
 
 def _varint(buf: Any, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
@@ -195,7 +219,9 @@ def walk_python(
         if length < 6 or length > end - pos:
             return ERR_RECORD_LENGTH, i, rstart, bad, first_bad, max_ts
         rend = pos + length
-        pos += 1  # attributes: unused
+        if buf[pos] != 0:  # unused, written 0 by every producer (see ERR_RECORD_ATTRIBUTES)
+            return ERR_RECORD_ATTRIBUTES, i, rstart, bad, first_bad, max_ts
+        pos += 1
         ts_delta, pos = _varint(buf, pos, rend, 10)
         if pos < 0:
             return ERR_VARINT, i, rstart, bad, first_bad, max_ts
