@@ -11,7 +11,8 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from kafkalog.records import Record, RecordBatch, encode_batch
 from kafkalog.records._walk_kernel import walk_v2_plain, walk_v2_records
-from kafkalog.records.record_walk import OK, walk_plain, walk_python
+from kafkalog.records.record_walk import walk_plain, walk_python
+from kafkalog.records.walk_codes import OK
 
 T0 = 1_700_000_000_000
 

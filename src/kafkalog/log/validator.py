@@ -38,6 +38,7 @@ import numpy as np
 
 from kafkalog.errors import InvalidRecordError, InvalidTimestampError, RecordError
 from kafkalog.records import record_walk as W
+from kafkalog.records import walk_codes as C
 from kafkalog.records.batch import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, RecordBatch
 from kafkalog.records.types import Compression, Limits
 
@@ -151,12 +152,12 @@ def validate_batch(
     start = HEADER_SIZE if source is Compression.NONE else 0
     result = _walk(batch, buf, start, bounds, lat_batch, W.NO_COLLECT)
     code, index, position, bad = result[0], result[1], result[2], result[3]
-    if code in (W.ERR_TOO_FEW_BYTES, W.ERR_BATCH_TRAILING):  # the batch's count, not a record
+    if code in (C.ERR_TOO_FEW_BYTES, C.ERR_BATCH_TRAILING):  # the batch's count, not a record
         raise InvalidRecordError(
             f"{W.MESSAGES[code]}: {count} records declared in {len(buf) - start} bytes of "
             f"records in {where}"
         )
-    if code != W.OK:
+    if code != C.OK:
         inside = "the batch" if source is Compression.NONE else "the decompressed records"
         message = f"{W.MESSAGES[code]} at record {index} (byte {position} of {inside})"
         raise InvalidRecordError(
@@ -216,7 +217,7 @@ def _record_errors(
     errors: list[RecordError] = []
     any_ts = False
     for i in np.flatnonzero(collect).tolist():
-        if collect[i] == W.REC_NO_KEY:
+        if collect[i] == C.REC_NO_KEY:
             errors.append(
                 RecordError(
                     batch_index, i, f"Compacted topic cannot accept message without key in {where}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kafkalog.records.record_walk import (
+from kafkalog.records.walk_codes import (
     ERR_BATCH_TRAILING,
     ERR_HEADER_COUNT,
     ERR_HEADER_KEY,
