@@ -280,7 +280,12 @@ class _V2Writer:
 
     # -- appends ------------------------------------------------------------------------------
     def append(self, batches: list[bytes]) -> None:
-        info = self.log.append(b"".join(batches), assign_offsets=not self.spec.follower)
+        marker = len(batches) == 1 and batches[0][22] & 0x20
+        info = self.log.append(
+            b"".join(batches),
+            assign_offsets=not self.spec.follower,
+            origin="coordinator" if marker else "client",
+        )
         self.shape.appends.append((info.first_offset, info.last_offset, len(batches)))
         self.next_offset = self.log.log_end_offset
 

@@ -8,10 +8,12 @@ from kafkalog.errors import (
     IncompleteTailError,
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTimestampError,
     InvalidTxnStateError,
     KafkalogError,
     OutOfOrderSequenceError,
     ProducerStateError,
+    RecordError,
     TransactionCoordinatorFencedError,
 )
 
@@ -25,10 +27,12 @@ __all__ = [
     "IncompleteTailError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTimestampError",
     "InvalidTxnStateError",
     "KafkalogError",
     "OutOfOrderSequenceError",
     "ProducerStateError",
+    "RecordError",
     "TransactionCoordinatorFencedError",
     "__version__",
 ]

@@ -8,13 +8,49 @@ or ``IndexError``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 
 class KafkalogError(Exception):
     """Base class of every error kafkalog raises on purpose."""
 
 
+class RecordError(NamedTuple):
+    """One record an append refused (Kafka's ``ProduceResponse.RecordError``, KIP-467): the
+    batch's index in the append, the record's index in the batch, and why."""
+
+    batch_index: int
+    record_index: int
+    message: str
+
+
 class InvalidRecordError(KafkalogError, ValueError):
-    """Input given to an encoder (not bytes read from disk) cannot be written as Kafka records."""
+    """Input given to an encoder or an append (not bytes read from disk) that cannot be written
+    as Kafka records; nothing of the append was written.
+
+    ``record_errors`` names the records at fault when the problem is in records rather than in
+    a batch header (Kafka's per-record errors, which ``kafkalog serve`` answers in the
+    ProduceResponse's ``record_errors``)."""
+
+    def __init__(self, message: str, *, record_errors: Sequence[RecordError] = ()) -> None:
+        self.record_errors: tuple[RecordError, ...] = tuple(record_errors)
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_invalid, (type(self), str(self), self.record_errors))
+
+
+def _rebuild_invalid(
+    cls: type[InvalidRecordError], message: str, record_errors: tuple[RecordError, ...]
+) -> InvalidRecordError:
+    return cls(message, record_errors=record_errors)
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """An append holding a record timestamp further from now than the topic's
+    ``message.timestamp.before.max.ms`` / ``after.max.ms`` allow, or a producer's batch claiming
+    LogAppendTime (Kafka's InvalidTimestampException, INVALID_TIMESTAMP)."""
 
 
 class _PositionedError(KafkalogError):

@@ -131,7 +131,8 @@ def abort_dangling(log: Log) -> int:
                 timestamp=T0 + log.log_end_offset,
                 producer_id=pid,
                 producer_epoch=entry.producer_epoch,
-            )
+            ),
+            origin="coordinator",
         )
         n += 1
     assert state.first_unstable_offset() is None

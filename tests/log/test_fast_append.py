@@ -205,7 +205,8 @@ def test_transactions_take_the_general_path(tmp_path: Path, general_calls: dict[
         batch(rng, T0 + 5),
     ]
     for data in sends:
-        assert fast.append(data) == general.append(data)
+        origin = "coordinator" if data[22] & 0x20 else "client"
+        assert fast.append(data, origin=origin) == general.append(data, origin=origin)
     # the first append of a segment, the transactional batch and its marker
     assert general_calls[id(fast)] == 3
     assert fast.last_stable_offset() == general.last_stable_offset()

@@ -256,14 +256,17 @@ def test_last_stable_offset(tmp_path: Path) -> None:
     log = make(tmp_path)
     fill(log, 3)
     assert log.last_stable_offset() == 3
-    txn = encode_batch([rec(3), rec(4)], producer_id=9, producer_epoch=0, is_transactional=True)
+    txn = encode_batch(
+        [rec(3), rec(4)], producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
     log.append(txn)
     fill(log, 2, start=5)
     assert log.last_stable_offset() == 3  # the open transaction's first offset
     log.append(
         encode_control_batch(
             ControlType.ABORT, offset=0, timestamp=T0, producer_id=9, producer_epoch=0
-        )
+        ),
+        origin="coordinator",
     )
     assert log.last_stable_offset() == log.log_end_offset == 8
     log.close()

@@ -60,11 +60,11 @@ def across_segments(directory: Path) -> list[int]:
     log.append(plain(3))  # 3..5
     log.roll()
     log.append(plain())  # 6
-    log.append(marker(7, abort=True))  # 7: AbortedTxn(7, 0, 7, lso 2)
+    log.append(marker(7, abort=True), origin="coordinator")  # 7: AbortedTxn(7, 0, 7, lso 2)
     log.append(plain(2))  # 8, 9
     log.roll()
     log.append(data(9, 0, txn=True))  # 10
-    log.append(marker(9, abort=True))  # 11: AbortedTxn(9, 10, 11, lso 2)
+    log.append(marker(9, abort=True), origin="coordinator")  # 11: AbortedTxn(9, 10, 11, lso 2)
     log.append(plain())  # 12
     bases = [s.base_offset for s in log.segments]
     log.close()

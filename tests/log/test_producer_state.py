@@ -361,7 +361,7 @@ def test_refused_appends_write_nothing(tmp_path: Path) -> None:
         (marker(1, abort=True, epoch=1), InvalidProducerEpochError),
     ):
         with pytest.raises(error) as caught:
-            log.append(bad)
+            log.append(bad, origin="coordinator" if bad[22] & 0x20 else "client")
         assert isinstance(caught.value, ProducerStateError)
         assert isinstance(caught.value, KafkalogError)
         assert caught.value.producer_id == 1
@@ -390,12 +390,12 @@ def test_abort_index_entry_and_lso_from_a_transaction_in_an_earlier_segment(
     log.append(encode_batch([Record.of(b"plain", None, T0)]))  # 3
     assert log.last_stable_offset() == 0
     log.roll()
-    info = log.append(marker(7, abort=True))  # 4
+    info = log.append(marker(7, abort=True), origin="coordinator")  # 4
     assert info.first_offset == 4
     assert log.active_segment.txn_index.all_aborted_txns() == [AbortedTxn(7, 0, 4, 2)]
     assert log.segments[0].txn_index.all_aborted_txns() == []
     assert log.last_stable_offset() == 2
-    log.append(marker(8, abort=False))
+    log.append(marker(8, abort=False), origin="coordinator")
     assert log.last_stable_offset() == log.log_end_offset == 6
     log.close()
 
@@ -429,7 +429,7 @@ def test_truncation_rebuilds_producer_state(tmp_path: Path) -> None:
     # UnifiedLog.truncateTo -> rebuildProducerState: the state as of the target offset
     log = make(tmp_path)
     log.append(data(1, 0, txn=True))  # 0
-    log.append(marker(1, abort=False))  # 1
+    log.append(marker(1, abort=False), origin="coordinator")  # 1
     log.append(data(1, 1, txn=True))  # 2
     assert log.last_stable_offset() == 2
     log.truncate_to(2)
@@ -467,7 +467,7 @@ def test_batches_encoded_by_independent_producers(tmp_path: Path, lib: str) -> N
         log.append(build(21, 2, 6, 1, False))
     log.append(build(22, 0, 0, 3, True))  # 6..8
     assert log.last_stable_offset() == 6
-    log.append(marker(22, abort=True))  # 9
+    log.append(marker(22, abort=True), origin="coordinator")  # 9
     assert log.active_segment.txn_index.all_aborted_txns() == [AbortedTxn(22, 6, 9, 10)]
     entry = log.producer_state.last_entry(21)
     assert entry is not None and (entry.producer_epoch, entry.last_seq) == (3, 5)

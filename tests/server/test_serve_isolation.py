@@ -27,7 +27,8 @@ def _txn(log: object, pid: int, values: list[bytes]) -> None:
 def _marker(log: object, pid: int, kind: ControlType) -> None:
     end = log.log_end_offset  # type: ignore[attr-defined]
     log.append(  # type: ignore[attr-defined]
-        encode_control_batch(kind, offset=end, timestamp=1000, producer_id=pid, producer_epoch=0)
+        encode_control_batch(kind, offset=end, timestamp=1000, producer_id=pid, producer_epoch=0),
+        origin="coordinator",
     )
 
 

@@ -53,7 +53,8 @@ def _write_offsets_log(data: Path, group: str) -> None:
             log.append(
                 encode_control_batch(
                     kind, offset=0, timestamp=TS, producer_id=pid, producer_epoch=0
-                )
+                ),
+                origin="coordinator",
             )
     finally:
         log.close()

@@ -26,6 +26,7 @@ from kafkalog.log.producer_state import (
     ProducerStateManager,
 )
 from kafkalog.log.segment import LogSegment, TimestampAndOffset
+from kafkalog.log.validator import AppendOrigin
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -34,6 +35,7 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendInfo",
+    "AppendOrigin",
     "BatchMetadata",
     "Log",
     "LogDir",

@@ -239,7 +239,9 @@ class BufferingLog(Protocol):
 
     def flush(self) -> None: ...
 
-    def fast_params(self) -> tuple[int, int, int, int, int, int | None] | None: ...
+    def fast_params(
+        self,
+    ) -> tuple[int, int, int, int, int, int | None, bool, int | None, int | None] | None: ...
 
 
 class BufferedWriter:
@@ -256,7 +258,10 @@ class BufferedWriter:
     def __init__(self, log: BufferingLog, max_bytes: int, info_type: type) -> None:
         self.log = log
         params = log.fast_params()
-        max_batch = params[0] if params is not None else 0
+        # a topic that requires keys or bounds timestamps keeps nothing (max_batch 0): each
+        # call is validated by ``Log.append`` when it is made, not when the block ends
+        plain = params is not None and not params[6] and params[7] is None and params[8] is None
+        max_batch = params[0] if plain and params is not None else 0
         self.buffer = AppendBuffer(log.log_end_offset, max_bytes, max_batch, info_type)
 
     def append_records(self, records: Sequence[Record], **options: Any) -> Any:

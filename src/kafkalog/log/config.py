@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from kafkalog.errors import KafkalogError
+from kafkalog.records.types import Compression
 
 __all__ = [
     "INT_MAX",
@@ -388,6 +389,25 @@ class TopicConfig:
         if self.message_timestamp_after_max_ms != LONG_MAX:
             return self.message_timestamp_after_max_ms
         return self.message_timestamp_difference_max_ms
+
+    def target_compression(self, source: Compression) -> tuple[Compression, int | None]:
+        """The codec (and level) a batch compressed with ``source`` is stored with: the topic's
+        ``compression.type``, or ``source`` itself under ``producer`` (Kafka's
+        ``BrokerCompressionType.targetCompression``); the level is the topic's
+        ``compression.<codec>.level`` when the broker compresses, None (the codec's default)
+        when the producer's codec is kept."""
+        wanted = self.compression_type
+        if wanted == "producer":
+            return source, None
+        if wanted == "uncompressed":
+            return Compression.NONE, None
+        codec = Compression.parse(wanted)
+        levels = {
+            Compression.GZIP: self.compression_gzip_level,
+            Compression.LZ4: self.compression_lz4_level,
+            Compression.ZSTD: self.compression_zstd_level,
+        }
+        return codec, levels.get(codec)
 
     def random_segment_jitter(self, rng: random.Random | None = None) -> int:
         """A segment's roll jitter in ms, drawn as Kafka draws it (spec §6.9).

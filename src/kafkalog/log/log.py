@@ -48,6 +48,7 @@ from kafkalog.log.segment import (
     SegmentConfig,
     TimestampAndOffset,
 )
+from kafkalog.log.validator import AppendOrigin, Bounds, Validated, validate_batch
 from kafkalog.records import LogReader, Record, RecordBatch, TimestampType, encode_batch
 from kafkalog.records.batch import (
     ATTR_TIMESTAMP_TYPE,
@@ -57,6 +58,9 @@ from kafkalog.records.batch import (
 )
 from kafkalog.records.crc import crc32c, crc32c_c
 from kafkalog.records.reader import LogEntry
+from kafkalog.records.record_walk import NO_COLLECT as _NO_COLLECT
+from kafkalog.records.record_walk import walk as _walk_records
+from kafkalog.records.record_walk import walk_plain as _walk_plain
 from kafkalog.records.small_batch import encode_small_batch
 from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits, TimestampUnit
 
@@ -72,14 +76,20 @@ _MAX_TS = struct.Struct(">q")
 _ATTRS = struct.Struct(">h")
 _CRC = struct.Struct(">I")
 # the header fields an append needs, from byte 8: length, leader epoch, magic, CRC, attributes,
-# last offset delta, base timestamp, max timestamp, producer id
-_unpack_append_header = struct.Struct(">iibIhiqqq").unpack_from
+# last offset delta, base timestamp, max timestamp, producer id, producer epoch, base sequence,
+# record count
+_unpack_append_header = struct.Struct(">iibIhiqqqhii").unpack_from
 _stamp_base_offset = _BASE_OFFSET.pack_into
 _new_object = object.__new__
 _NO_COMPRESSION = Compression.NONE
+_CLIENT = AppendOrigin.CLIENT
 # what the fast path of Log.append reads of the configuration: the largest single-batch append,
-# the largest batch, segment.bytes, the roll age, flush.messages, flush.ms (None: never)
-_FastParams = tuple[int, int, int, int, int, int | None]
+# the largest batch, segment.bytes, the roll age, flush.messages, flush.ms (None: never), keys
+# required (a compacted topic), message.timestamp.before/after.max.ms (None: unbounded)
+_FastParams = tuple[int, int, int, int, int, int | None, bool, int | None, int | None]
+# attribute bits the fast path leaves to the general path: a codec, LogAppendTime, a
+# transaction, a control batch
+_SLOW_ATTRIBUTES = 0x3F
 
 
 _M = TypeVar("_M", bound=Callable[..., Any])
@@ -272,6 +282,7 @@ class Log:
         *,
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
+        origin: AppendOrigin | str = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Append v2 batches (as a producer sends them), assigning offsets from the log end.
 
@@ -279,6 +290,15 @@ class Log:
         ``message.timestamp.type=LogAppendTime`` the batch is stamped now (re-CRC'd). With
         ``assign_offsets=False`` the batches keep their offsets, which must continue the log
         (a follower's append).
+
+        Every other append is validated as a broker validates a producer's
+        (:mod:`kafkalog.log.validator`, Kafka's ``LogValidator``): record count and
+        ``lastOffsetDelta`` against the records, offset deltas ``0..n-1``, keys on a compacted
+        topic, timestamps within ``message.timestamp.before/after.max.ms``, a known codec; a
+        batch whose codec is not the topic's ``compression.type`` is re-compressed. A refused
+        append raises :class:`~kafkalog.errors.InvalidRecordError` (with the records at fault in
+        ``record_errors``) and writes nothing. ``origin="coordinator"`` (a transaction
+        coordinator writing COMMIT/ABORT markers) may append control batches; a client may not.
 
         A producer's append to a CreateTime topic that needs no roll takes a fast path (one
         header unpack and one CRC per batch, the segment and both indexes updated in place): at
@@ -300,7 +320,7 @@ class Log:
         if self._writer is not None:  # inline, not the decorator: the hot path
             self._writer.write_pending()
         data = bytearray(records)  # the one copy: offsets and epochs are stamped into it
-        if assign_offsets and leader_epoch is None:
+        if assign_offsets and leader_epoch is None and (origin is _CLIENT or origin == "client"):
             # The fast path: a producer's append to a CreateTime topic, no roll due. Anything
             # else, including every error, falls through to the general path below.
             if self.config is not self._fast_config or self.limits is not self._fast_limits:
@@ -308,9 +328,9 @@ class Log:
             params = self._fast_params
             size = len(data)
             if params is not None and size >= HEADER_SIZE:
-                max_single, _, segment_bytes, max_segment_ms, flush_messages, flush_ms = params
-                length, epoch, magic, crc, _attrs, delta, _, max_ts, pid = _unpack_append_header(
-                    data, 8
+                max_single, _, segment_bytes, max_segment_ms, flush_messages, flush_ms = params[:6]
+                (length, epoch, magic, crc, attrs, delta, base_ts, max_ts, pid, _, _, count) = (
+                    _unpack_append_header(data, 8)
                 )
                 if length + 12 != size:
                     info = self._append_batches_fast(data, params)
@@ -320,7 +340,18 @@ class Log:
                     size <= max_single
                     and magic == 2
                     and pid < 0  # idempotent and transactional batches: producer state
+                    and not attrs & _SLOW_ATTRIBUTES
+                    and count == delta + 1
+                    and delta >= 0
                     and crc32c_c(memoryview(data)[ATTRIBUTES_OFFSET:]) == crc
+                    # the validator's record walk (Kafka reads every record too): anything it
+                    # finds, or a max timestamp to correct, is the general path's to report
+                    and (
+                        _walk_plain(data, HEADER_SIZE, size, count, base_ts, params[6])
+                        == (0, max_ts)
+                        if params[7] is None and params[8] is None
+                        else self._records_pass(data, 0, size, count, base_ts, max_ts, params)
+                    )
                 ):
                     local = self._local
                     base = local.log_end_offset
@@ -353,7 +384,43 @@ class Log:
                         fields["batches"] = 1
                         fields["size"] = size
                         return info
-        return self._append_general(data, assign_offsets, leader_epoch)
+        return self._append_general(data, assign_offsets, leader_epoch, AppendOrigin(origin))
+
+    def _records_pass(
+        self,
+        data: bytearray,
+        position: int,
+        end: int,
+        count: int,
+        base_ts: int,
+        max_ts: int,
+        params: _FastParams,
+    ) -> bool:
+        """The fast path's record walk of the batch at ``position``: True when the validator
+        would accept it as it is (sound records, keys where required, timestamps in bounds,
+        the header's max timestamp the records')."""
+        need_key, before, after = params[6], params[7], params[8]
+        lo = hi = 0
+        check = before is not None or after is not None
+        if check:
+            now = int(self.clock() * 1000)
+            lo = -(2**63) if before is None else now - before
+            hi = 2**63 - 1 if after is None else min(now + after, 2**63 - 1)
+        code, _, _, bad, _, records_max = _walk_records(
+            data,
+            position + HEADER_SIZE,
+            end,
+            count,
+            base_ts,
+            0,
+            False,
+            need_key,
+            check,
+            lo,
+            hi,
+            _NO_COLLECT,
+        )
+        return code == 0 and bad == 0 and records_max == max_ts
 
     def fast_params(self) -> _FastParams | None:
         """The fast path's parameters for the current configuration (:meth:`append` makes
@@ -380,8 +447,14 @@ class Log:
                 config.max_segment_ms,
                 config.flush_messages,
                 None if config.flush_ms == LONG_MAX else config.flush_ms,
+                config.compact,
+                _bound(config.effective_message_timestamp_before_max_ms),
+                _bound(config.effective_message_timestamp_after_max_ms),
             )
-            if isinstance(config, TopicConfig) and config.message_timestamp_type == "CreateTime"
+            if isinstance(config, TopicConfig)
+            and config.message_timestamp_type == "CreateTime"
+            # an uncompressed batch is stored as it came (else: re-compressed, general path)
+            and config.compression_type in ("producer", "uncompressed")
             else None
         )
 
@@ -389,7 +462,7 @@ class Log:
         """The fast path for several batches in one append: one header unpack and one CRC per
         batch, then one segment append; None, with only offsets stamped (which the general path
         stamps again, the same), when anything needs the general path."""
-        _, max_batch, segment_bytes, max_segment_ms, flush_messages, flush_ms = params
+        _, max_batch, segment_bytes, max_segment_ms, flush_messages, flush_ms = params[:6]
         size = len(data)
         if size > segment_bytes:
             return None
@@ -404,7 +477,9 @@ class Log:
         while position < size:
             if size - position < HEADER_SIZE:
                 return None
-            length, epoch, magic, crc, _attrs, delta, _, batch_max, pid = unpack(data, position + 8)
+            (length, epoch, magic, crc, attrs, delta, base_ts, batch_max, pid, _, _, count) = (
+                unpack(data, position + 8)
+            )
             end = position + 12 + length
             if (
                 end > size
@@ -412,7 +487,11 @@ class Log:
                 or length + 12 > max_batch
                 or magic != 2
                 or pid >= 0
+                or attrs & _SLOW_ATTRIBUTES
+                or count != delta + 1
+                or delta < 0
                 or crc32c(view[position + ATTRIBUTES_OFFSET : end]) != crc
+                or not self._records_pass(data, position, end, count, base_ts, batch_max, params)
             ):
                 return None
             stamp(data, position, next_offset)
@@ -442,9 +521,14 @@ class Log:
         return AppendInfo(first, last_offset, max_ts, max_ts_offset, batches, size)
 
     def _append_general(
-        self, data: bytearray, assign_offsets: bool, leader_epoch: int | None
+        self,
+        data: bytearray,
+        assign_offsets: bool,
+        leader_epoch: int | None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
-        """Every append the fast path does not take: parse, validate, stamp, roll, append."""
+        """Every append the fast path does not take: parse, check, validate, stamp, roll,
+        append."""
         batches = self._parse_append(data)
         if not batches:
             raise InvalidRecordError("nothing to append: no complete record batch")
@@ -454,13 +538,7 @@ class Log:
                 f"the appended bytes end with {len(data) - reader_tail_end} bytes that are not a "
                 "complete batch"
             )
-        log_append = self.config.message_timestamp_type == "LogAppendTime"
-        now = int(self.clock() * 1000)
-        next_offset = self.log_end_offset
-        max_ts, max_ts_offset = -1, -1
-        first_offset = next_offset if assign_offsets else batches[0].base_offset
-        placed: list[tuple[RecordBatch, int, int]] = []
-        for batch in batches:
+        for batch in batches:  # UnifiedLog.analyzeAndValidateRecords: magic, size, CRC
             if not isinstance(batch, RecordBatch) or batch.magic != 2:
                 # as a broker refuses a produce request holding anything but magic 2
                 raise InvalidRecordError("kafkalog appends record batches of magic 2 only")
@@ -470,6 +548,16 @@ class Log:
                     f"({self.config.max_message_bytes})"
                 )
             batch.ensure_valid()
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        now = int(self.clock() * 1000)
+        maxima: list[int] | None = None
+        if assign_offsets and origin is not AppendOrigin.REPLICATION:
+            data, batches, maxima = self._validate(data, batches, origin, now)
+        next_offset = self.log_end_offset
+        max_ts, max_ts_offset = -1, -1
+        first_offset = next_offset if assign_offsets else batches[0].base_offset
+        placed: list[tuple[RecordBatch, int, int]] = []
+        for i, batch in enumerate(batches):
             p = batch.position
             if assign_offsets:
                 _BASE_OFFSET.pack_into(data, p, next_offset)
@@ -483,7 +571,7 @@ class Log:
                 base = batch.base_offset
             if leader_epoch is not None:
                 _EPOCH.pack_into(data, p + 12, leader_epoch)
-            batch_max = batch.max_timestamp
+            batch_max = batch.max_timestamp if maxima is None else maxima[i]
             if log_append and not batch.is_control:
                 attrs = (batch.attributes & ~0x08) | ATTR_TIMESTAMP_TYPE
                 _ATTRS.pack_into(data, p + ATTRIBUTES_OFFSET, attrs)
@@ -526,6 +614,71 @@ class Log:
         ):
             self.flush()
         return AppendInfo(first_offset, last_offset, max_ts, max_ts_offset, len(batches), len(data))
+
+    def _validate(
+        self, data: bytearray, batches: list[Any], origin: AppendOrigin, now: int
+    ) -> tuple[bytearray, list[Any], list[int]]:
+        """Kafka's LogValidator over the batches of an append (:mod:`kafkalog.log.validator`):
+        raises before anything is written; corrects a header whose max timestamp is not its
+        records' (re-CRC'd) and re-compresses a batch into the topic's ``compression.type``,
+        returning the append's bytes and batches (re-parsed when one was rebuilt) and each
+        batch's max timestamp."""
+        bounds = Bounds.of(self.config, now)
+        where = f"topic partition {self.topic}-{self.partition}"
+        checked: list[Validated] = [
+            validate_batch(
+                batch,
+                i,
+                config=self.config,
+                origin=origin,
+                bounds=bounds,
+                limits=self.limits,
+                where=where,
+            )
+            for i, batch in enumerate(batches)
+        ]
+        if any(v.recompress is not None for v in checked):
+            pieces: list[bytes | memoryview] = []
+            for batch, v in zip(batches, checked, strict=True):
+                if v.recompress is None:
+                    pieces.append(batch.buffer)
+                else:
+                    pieces.append(self._recompressed(batch, v.recompress, bounds))
+            data = bytearray(b"".join(pieces))
+            batches = self._parse_append(data)
+            maxima = [b.max_timestamp for b in batches]
+        else:
+            maxima = [v.max_timestamp for v in checked]
+        for batch, v in zip(batches, checked, strict=True):
+            if v.recompress is None and v.rewrite_header:
+                p = batch.position
+                _ATTRS.pack_into(data, p + ATTRIBUTES_OFFSET, batch.attributes & ~0x08)
+                _MAX_TS.pack_into(data, p + 35, v.max_timestamp)
+                end = p + batch.size_in_bytes
+                _CRC.pack_into(data, p + CRC_OFFSET, crc32c(memoryview(data)[p + 21 : end]))
+        return data, batches, maxima
+
+    def _recompressed(
+        self, batch: RecordBatch, target: tuple[Compression, int | None], bounds: Bounds
+    ) -> bytes:
+        """The batch rebuilt with the topic's codec, as a broker rebuilds it (Kafka's
+        ``buildRecordsAndAssignOffsets``): the same records, producer fields and flags."""
+        records = [
+            Record(i, r.timestamp, r.key, r.value, r.headers)
+            for i, r in enumerate(batch.records(self.limits))
+        ]
+        codec, level = target
+        return encode_batch(
+            records,
+            compression=codec,
+            compression_level=level,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            is_transactional=batch.is_transactional,
+            is_control=batch.is_control,
+        )
 
     def _parse_append(self, data: bytearray) -> list[Any]:
         """The batches of an append; one batch (the usual producer request) without a walk."""
@@ -1123,6 +1276,11 @@ class Log:
             f"offsets=[{getattr(self, 'log_start_offset', '?')}, "
             f"{getattr(self, 'log_end_offset', '?')}), mode={mode!r})"
         )
+
+
+def _bound(ms: int) -> int | None:
+    """A timestamp bound of the fast path: None when unbounded (Long.MAX_VALUE)."""
+    return None if ms == 2**63 - 1 else ms
 
 
 def _first_offset(entry: LogEntry) -> int:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from kafkalog.log import Log, LogDir
+from kafkalog.log import AppendOrigin, Log, LogDir
 from kafkalog.records import RecordBatch
 from kafkalog.server import admin, data
 from kafkalog.server import errors as E
@@ -91,21 +91,27 @@ class Broker:
     def _append_offsets(self, partition: int, batch: bytes) -> None:
         topic = self._internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)
         epoch = self.registry.leader_epoch(topic.name, partition)
-        self.registry.log(topic, partition).append(batch, leader_epoch=epoch)
+        self.registry.log(topic, partition).append(
+            batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR
+        )
 
     def _append_txn_state(self, partition: int, batch: bytes) -> None:
         topic = self._internal_topic(
             TRANSACTION_TOPIC, self.config.transaction_state_num_partitions
         )
         epoch = self.registry.leader_epoch(topic.name, partition)
-        self.registry.log(topic, partition).append(batch, leader_epoch=epoch)
+        self.registry.log(topic, partition).append(
+            batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR
+        )
 
     def _append_marker(self, topic_name: str, partition: int, marker: bytes) -> None:
         topic = self.registry.get(topic_name)
         if topic is None:
             return  # deleted while the transaction was open
         epoch = self.registry.leader_epoch(topic_name, partition)
-        self.registry.log(topic, partition).append(marker, leader_epoch=epoch)
+        self.registry.log(topic, partition).append(
+            marker, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR
+        )
         self.appended()
 
     def _read_offsets(self) -> Iterator[Iterator[RecordBatch]]:

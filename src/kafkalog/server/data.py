@@ -12,7 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import InvalidRecordError, KafkalogError
 from kafkalog.log import LATEST_TIMESTAMP, Log
 from kafkalog.log.segment import FileRegion, TxnState
 from kafkalog.records import RecordBatch
@@ -83,13 +83,48 @@ async def produce(broker: Broker, body: Any, version: int) -> dict[str, Any]:
     for topic in body.topic_data:
         parts = []
         for pd in topic.partition_data:
-            parts.append(_produce_partition(broker, topic.name, int(pd.index), pd.records))
+            parts.append(_produce_partition(broker, topic.name, int(pd.index), pd.records, version))
         responses.append({"name": topic.name, "partition_responses": parts})
     broker.appended()
     return {"responses": responses}
 
 
-def _produce_partition(broker: Broker, topic: str, partition: int, records: Any) -> dict[str, Any]:
+def _check_produce_records(records: Any, version: int) -> None:
+    """Kafka's ``ProduceRequest.validateRecords``, before the log sees the bytes: from produce
+    v3 on exactly one batch per partition, of magic 2, and zstd only from v7 on."""
+    if records is None or len(records) == 0:
+        raise TopicError(
+            E.INVALID_RECORD,
+            f"Produce requests with version {version} must have at least one record batch per "
+            "partition",
+        )
+    if len(records) >= _MAGIC_AT + 1 and records[_MAGIC_AT] != 2:
+        raise TopicError(
+            E.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain record "
+            "batches with magic version 2",
+        )
+    if len(records) >= 12 and int.from_bytes(records[8:12], "big", signed=True) + 12 < len(records):
+        raise TopicError(
+            E.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain exactly one "
+            "record batch per partition",
+        )
+    if version < 7 and len(records) > _CODEC_AT and records[_CODEC_AT] & 0x07 == _ZSTD:
+        raise TopicError(
+            E.UNSUPPORTED_COMPRESSION_TYPE,
+            f"Produce requests with version {version} are not allowed to use ZStandard compression",
+        )
+
+
+_MAGIC_AT = 16  # the magic byte of a batch
+_CODEC_AT = 22  # the low byte of a batch's attributes
+_ZSTD = 4
+
+
+def _produce_partition(
+    broker: Broker, topic: str, partition: int, records: Any, version: int = 9
+) -> dict[str, Any]:
     out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": None}
     try:
         t = broker.registry.get(topic)
@@ -97,11 +132,21 @@ def _produce_partition(broker: Broker, topic: str, partition: int, records: Any)
             raise TopicError(E.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal {topic}")
         log = _partition_log(broker, topic, partition)
         out["log_start_offset"] = log.log_start_offset
-        if records is None or len(records) == 0:
-            raise TopicError(E.INVALID_RECORD, "a produce request without records")
+        _check_produce_records(records, version)
         info = log.append(records, leader_epoch=broker.registry.leader_epoch(topic, partition))
     except TopicError as e:
         out.update(error_code=e.code, error_message=str(e))
+        return out
+    except InvalidRecordError as e:
+        # KIP-467: the records at fault (their index in the batch: one batch per partition)
+        out.update(
+            error_code=E.append_error_code(e),
+            error_message=str(e),
+            record_errors=[
+                {"batch_index": r.record_index, "batch_index_error_message": r.message}
+                for r in e.record_errors
+            ],
+        )
         return out
     except KafkalogError as e:
         out.update(error_code=E.append_error_code(e), error_message=str(e))

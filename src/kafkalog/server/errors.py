@@ -32,6 +32,8 @@ GROUP_ID_NOT_FOUND = 69
 KAFKA_STORAGE_ERROR = 56
 MEMBER_ID_REQUIRED = 79
 INVALID_RECORD = 87
+INVALID_TIMESTAMP = 32
+UNSUPPORTED_COMPRESSION_TYPE = 76
 UNKNOWN_SERVER_ERROR = -1
 
 # The producer-state errors of the log's idempotence/transaction checks, by class name, so this
@@ -54,6 +56,8 @@ def append_error_code(exc: BaseException) -> int:
             return code
     if isinstance(exc, errors.CorruptRecordError):
         return CORRUPT_MESSAGE
+    if isinstance(exc, errors.InvalidTimestampError):
+        return INVALID_TIMESTAMP
     if isinstance(exc, errors.InvalidRecordError):
         text = str(exc)
         if "max.message.bytes" in text or "segment.bytes" in text:

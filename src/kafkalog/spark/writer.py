@@ -419,18 +419,7 @@ def _codec(opts: WriteOptions, config: TopicConfig) -> tuple[Compression, int | 
     Why: a broker recompresses every batch it takes into the topic's ``compression.type``
     (``uncompressed`` decompresses them), at the topic's ``compression.<codec>.level``; the
     option was accepted and then ignored, so the files did not hold what Kafka would store."""
-    wanted = config.compression_type
-    if wanted == "producer":
-        return opts.compression, None
-    if wanted == "uncompressed":
-        return Compression.NONE, None
-    codec = Compression.parse(wanted)
-    levels = {
-        Compression.GZIP: config.compression_gzip_level,
-        Compression.LZ4: config.compression_lz4_level,
-        Compression.ZSTD: config.compression_zstd_level,
-    }
-    return codec, levels.get(codec)
+    return config.target_compression(opts.compression)
 
 
 def _key_partitions(column: pa.ChunkedArray, rows: np.ndarray, count: int) -> np.ndarray:

@@ -67,6 +67,11 @@ def data_batch(first_offset: int, count: int, pad: int, producer_id: int = -1) -
     )
 
 
+def origin_of(data: bytes) -> str:
+    """Who appends ``data``: a transaction marker is the coordinator's, anything else a client's."""
+    return "coordinator" if data[22] & 0x20 else "client"
+
+
 def marker_batch(offset: int, producer_id: int, abort: bool) -> bytes:
     return encode_control_batch(
         ControlType.ABORT if abort else ControlType.COMMIT,
@@ -145,7 +150,7 @@ class Writer:
         """Append one batch; returns its size in bytes."""
         data = self.next_batch()
         first = self.log.log_end_offset
-        info = self.log.append(data)
+        info = self.log.append(data, origin=origin_of(data))
         if info.first_offset != first:
             _fail(f"append got offset {info.first_offset}, the log end was {first}")
         return info.size
@@ -508,7 +513,7 @@ class ProducerWriter:
             ctl = encode_control_batch(
                 kind, offset=0, timestamp=T0 + nxt, producer_id=pid, producer_epoch=0
             )
-            return log.append(ctl).size
+            return log.append(ctl, origin="coordinator").size
         self.in_txn[pid] = rng.randint(0, 5) if left is None else left - 1
         return log.append(self._batch(pid, transactional=True)).size
 
