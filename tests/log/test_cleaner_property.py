@@ -116,9 +116,8 @@ def test_cleaning_keeps_the_latest_committed_value_of_every_key(
                     base_sequence=model.seq[pid],
                     is_transactional=kind == "txn",
                 )
-                if kind == "idem" or pid not in model.open:
-                    if kind == "txn":
-                        model.open[pid] = []
+                if kind == "txn" and pid not in model.open:
+                    model.open[pid] = []
                 model.seq[pid] += 1
                 info = log.append(batch)
                 model.records.append((info.first_offset, key, value, pid, kind == "txn"))
