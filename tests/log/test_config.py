@@ -48,6 +48,7 @@ SPEC_DEFAULTS: dict[str, object] = {
     "compression.zstd.level": 3,
     "max.compaction.lag.ms": LONG_MAX,
     "min.compaction.lag.ms": 0,
+    "min.cleanable.dirty.ratio": 0.5,  # Kafka's LogConfig default (a double)
     "delete.retention.ms": 86400000,
 }
 
@@ -398,4 +399,18 @@ def test_properties_rendering() -> None:
         "preallocate": "true",
         "cleanup.policy": "compact,delete",
         "compression.type": "zstd",
+    }
+
+
+def test_min_cleanable_dirty_ratio_is_a_double_between_0_and_1() -> None:
+    """The cleaner's trigger: parsed as Java's Double.parseDouble, refused outside [0, 1]."""
+    assert TopicConfig.from_properties({"min.cleanable.dirty.ratio": " 0.25 "}) == TopicConfig(
+        min_cleanable_dirty_ratio=0.25
+    )
+    assert TopicConfig(min_cleanable_dirty_ratio=1).min_cleanable_dirty_ratio == 1.0
+    for bad in ("1.5", "-0.1", "half", "", "true"):
+        with pytest.raises(ConfigError, match=r"min\.cleanable\.dirty\.ratio"):
+            TopicConfig.from_properties({"min.cleanable.dirty.ratio": bad})
+    assert TopicConfig(min_cleanable_dirty_ratio=0.1).to_properties() == {
+        "min.cleanable.dirty.ratio": "0.1"
     }

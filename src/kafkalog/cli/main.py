@@ -27,6 +27,7 @@ examples:
   kafkalog groups /var/lib/kafka/data --json
   kafkalog groups data --offsets-for-time 2026-01-01T12:00:00Z > reset.csv
   kafkalog retention data/orders-3
+  kafkalog compact data --config cleanup.policy=compact --dry-run
   kafkalog serve --data ./data --listen 127.0.0.1:9092   Kafka clients produce/consume
 """
 
@@ -68,6 +69,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "retention",
         "retention",
         "what the next retention pass would delete, and what keeps each segment alive",
+    ),
+    (
+        "compact",
+        "compact",
+        "clean compacted partitions as Kafka's log cleaner does (latest value per key)",
     ),
     ("serve", "serve", "serve a data directory to Kafka clients over Kafka's wire protocol"),
 )

@@ -48,7 +48,6 @@ UNMODELLED_TOPIC_KEYS: Final = frozenset(
         "local.retention.ms",
         "message.downconversion.enable",
         "message.format.version",
-        "min.cleanable.dirty.ratio",
         "min.insync.replicas",
         "remote.log.copy.disable",
         "remote.log.delete.on.disable",
@@ -89,7 +88,7 @@ class ConfigError(KafkalogError, ValueError):
 # --------------------------------------------------------------------------------------------
 # rules
 
-_Kind = Literal["int", "long", "bool", "string", "list"]
+_Kind = Literal["int", "long", "double", "bool", "string", "list"]
 _Rule = Callable[[object], str | None]  # the rule broken by a (well-typed) value, or None
 
 
@@ -107,6 +106,11 @@ def _between(lo: int, hi: int) -> _Rule:
         return None if lo <= value <= hi else f"must be between {lo} and {hi}"
 
     return rule
+
+
+def _ratio(value: object) -> str | None:
+    assert isinstance(value, float)
+    return None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
 
 
 def _gzip_level(value: object) -> str | None:
@@ -164,6 +168,7 @@ _KEYS: tuple[_Key, ...] = (
     _Key("delete.retention.ms", "delete_retention_ms", "long", _at_least(0)),
     _Key("min.compaction.lag.ms", "min_compaction_lag_ms", "long", _at_least(0)),
     _Key("max.compaction.lag.ms", "max_compaction_lag_ms", "long", _at_least(1)),
+    _Key("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", "double", _ratio),
     _Key("compression.type", "compression_type", "string", _one_of(*_COMPRESSION_TYPES)),
     _Key("compression.gzip.level", "compression_gzip_level", "int", _gzip_level),
     _Key("compression.lz4.level", "compression_lz4_level", "int", _between(1, 17)),
@@ -191,6 +196,9 @@ TOPIC_CONFIG_KEYS: Final[Mapping[str, str]] = {k.name: k.attr for k in _KEYS}
 
 _JAVA_TRIM = "".join(map(chr, range(33)))  # String.trim(): every char <= U+0020
 _JAVA_INT = re.compile(r"[+-]?\d+")
+# Java's Double.parseDouble, decimal forms (what a config dump holds): sign, digits with an
+# optional fraction or a bare fraction, an optional exponent, an optional d/f suffix
+_JAVA_DOUBLE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[dDfF]?")
 _LIST_SEPARATOR = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
 
 
@@ -208,6 +216,14 @@ def _parse(key: _Key, value: object) -> object:
         if number is None or not lo <= number <= hi:
             raise ConfigError(key.name, value, f"must be {what}")
         return number
+    if key.kind == "double":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            text = value.strip(_JAVA_TRIM)
+            if _JAVA_DOUBLE.fullmatch(text):
+                return float(text.rstrip("dDfF"))
+        raise ConfigError(key.name, value, "must be a number")
     if key.kind == "bool":
         if isinstance(value, bool):
             return value
@@ -261,6 +277,7 @@ class TopicConfig:
     delete_retention_ms: int = 86400000
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
     compression_type: str = "producer"
     compression_gzip_level: int = -1
     compression_lz4_level: int = 9
@@ -273,7 +290,9 @@ class TopicConfig:
     def __post_init__(self) -> None:
         for key in _KEYS:
             value: object = getattr(self, key.attr)
-            if key.kind == "list" and isinstance(value, str | list):
+            if (key.kind == "list" and isinstance(value, str | list)) or (
+                key.kind == "double" and isinstance(value, int) and not isinstance(value, bool)
+            ):
                 value = _parse(key, value)
                 object.__setattr__(self, key.attr, value)
             self._check_type(key, value)
@@ -296,6 +315,8 @@ class TopicConfig:
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 width = "32" if key.kind == "int" else "64"
                 raise ConfigError(key.name, value, f"must be a {width}-bit integer")
+        elif key.kind == "double" and not isinstance(value, float):
+            raise ConfigError(key.name, value, "must be a number")
         elif key.kind == "bool" and not isinstance(value, bool):
             raise ConfigError(key.name, value, "must be true or false")
         elif key.kind == "string" and not isinstance(value, str):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,14 @@ from kafkalog.log.damage import (
     skip_damage,
 )
 from kafkalog.log.deletion import SegmentDeleter
-from kafkalog.log.layout import SNAPSHOT_SUFFIX, is_segment_log, offset_from_filename, segment_file
+from kafkalog.log.layout import (
+    CLEANED_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    SWAP_SUFFIX,
+    is_segment_log,
+    offset_from_filename,
+    segment_file,
+)
 from kafkalog.log.segment import FileRegion, LogSegment
 from kafkalog.log.segment_set import SegmentSet
 from kafkalog.records import Record
@@ -111,6 +119,15 @@ class FetchInfo:
 
     region: FileRegion | None
     aborted: list[AbortedTxn] | None = None
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make the renames in ``directory`` durable (Kafka's ``Utils.flushDir``)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _txns_of(
@@ -193,6 +210,37 @@ class LocalLog:
         self.segments.remove(seg.base_offset)
         snapshot = segment_file(self.directory, seg.base_offset, SNAPSHOT_SUFFIX)
         self.deleter.delete([seg], [snapshot], self.config.file_delete_delay_ms)
+
+    def replace_segments(
+        self,
+        new: LogSegment,
+        old: list[LogSegment],
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
+        """Swap ``new`` (a segment written with the ``.cleaned`` suffix) in for ``old``
+        (Kafka's ``LocalLog.replaceSegments``), in the order the loader can finish or undo
+        after a crash at any point: ``.cleaned`` renamed ``.swap`` (from here the loader
+        completes the swap), the new segment put in the set, each old one taken out and
+        renamed ``.deleted`` (removed after ``file.delete.delay.ms``; a reader holding one
+        keeps reading it), and last the ``.swap`` suffix dropped. The producer snapshots of
+        the old segments that no new one replaces go with them. ``on_step`` is told each step
+        (the crash tests stop the process there)."""
+        step = on_step or (lambda _: None)
+        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        _fsync_dir(self.directory)
+        step("swap-renamed")
+        self.segments.add(new)
+        for seg in old:
+            if seg.base_offset != new.base_offset:
+                self.segments.remove(seg.base_offset)
+                snapshots = [segment_file(self.directory, seg.base_offset, SNAPSHOT_SUFFIX)]
+            else:
+                snapshots = []
+            self.deleter.delete([seg], snapshots, self.config.file_delete_delay_ms)
+            step(f"old-deleted:{seg.base_offset}")
+        new.change_file_suffixes(SWAP_SUFFIX, "")
+        _fsync_dir(self.directory)
+        step("swapped")
 
     def refresh(self) -> None:
         """Read-only: pick up what a broker appended or rolled since the log was opened."""

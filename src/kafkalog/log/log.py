@@ -250,6 +250,12 @@ class Log:
 
     # -- segments -----------------------------------------------------------------------------
     @property
+    def local(self) -> LocalLog:
+        """The segment set and its reads (Kafka's ``LocalLog``), for the log layer's own
+        maintenance (the cleaner swaps cleaned segments in through it)."""
+        return self._local
+
+    @property
     def segments(self) -> list[LogSegment]:
         return list(self._local.segments)
 
@@ -1208,6 +1214,18 @@ class Log:
             # file is rewritten at once
             self.leader_epochs.clear()
             self.write_checkpoints()
+
+    # -- compaction ---------------------------------------------------------------------------
+    @_writes_pending_first
+    def compact(self, **kwargs: Any) -> Any:
+        """Clean this log as Kafka's log cleaner does (``cleanup.policy=compact``): the
+        latest record of each key stays, with tombstones until ``delete.retention.ms``
+        after the cleaning that first saw them, aborted transactions' records and spent
+        markers go. Returns a :class:`~kafkalog.log.cleaner.CleanResult`; the keyword
+        arguments are :func:`kafkalog.log.cleaner.clean_log`'s."""
+        from kafkalog.log.cleaner import clean_log
+
+        return clean_log(self, **kwargs)
 
     # -- durability ---------------------------------------------------------------------------
     @_writes_pending_first

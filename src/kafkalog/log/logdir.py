@@ -119,6 +119,36 @@ class LogDir:
         self._logs[key] = log
         return log
 
+    def clean_filthiest(
+        self,
+        config_for: Any = None,
+        *,
+        now: int | None = None,
+        options: Any = None,
+        lock_of: Any = None,
+        progress: Any = None,
+    ) -> Any:
+        """One pass of Kafka's cleaner over this writable directory: the compacted partition
+        with the highest dirty ratio past its ``min.cleanable.dirty.ratio`` (or overdue by
+        ``max.compaction.lag.ms``) gets one cleaning round, and ``compact,delete``
+        partitions run retention. ``config_for(topic)`` gives each topic's
+        :class:`TopicConfig` (None: the config it was opened with); ``lock_of(log)`` the
+        lock its writers hold, so a server may call this from a background thread while it
+        appends. Returns the :class:`~kafkalog.log.cleaner.CleanResult`, None when no
+        partition needed cleaning."""
+        from kafkalog.log.cleaner import clean_filthiest
+
+        if not self.writable:
+            raise ReadOnlyError(f"cannot clean {self.path}: it is open read-only")
+        logs = []
+        for topic, partition in self.partitions():
+            config = config_for(topic) if config_for is not None else None
+            log = self.log(topic, partition, config=config)
+            if config is not None and log.config is not config:
+                log.config = config
+            logs.append(log)
+        return clean_filthiest(logs, now=now, options=options, lock_of=lock_of, progress=progress)
+
     def remove_partition(self, topic: str, partition: int) -> None:
         """Close and delete a partition this writer created, with its root checkpoint entries
         (a job that failed after creating it). Done here, under the data directory's lock,

@@ -11,7 +11,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
 from kafkalog import files
@@ -116,7 +116,11 @@ class LogReader:
         base = self.base_position
         try:
             for entry in self._walk():
-                yield replace(entry, position=entry.position + base)
+                # the entry was just made by the walk and is seen by no one else: its
+                # position is set in place (dataclasses.replace cost ~30 us an entry, more
+                # than the walk itself, on every segment read past byte 0)
+                object.__setattr__(entry, "position", entry.position + base)
+                yield entry
         except _PositionedError as e:
             raise e.located(self.path, base) from e
         finally:

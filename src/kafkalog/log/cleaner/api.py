@@ -1,0 +1,224 @@
+"""Cleaning a log, or the filthiest log of a data directory, and the ``cleaner-offset-checkpoint``
+that remembers how far each log was cleaned (Kafka's ``LogCleaner`` and ``LogCleanerManager``).
+
+The checkpoint is the data directory's (the parent of the partition directories), in Kafka's
+offset-checkpoint format, so a broker started on the directory carries on where kafkalog
+stopped, and the other way round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpoint
+from kafkalog.log.cleaner import cleaning
+from kafkalog.log.cleaner.batch_filter import FilterStats
+from kafkalog.log.cleaner.cleaning import CleanableLog, Progress, Round
+from kafkalog.log.cleaner.dirty import DirtySection, dirty_section
+from kafkalog.log.cleaner.offset_map import OffsetMap
+
+DEFAULT_DEDUPE_BUFFER = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
+DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
+
+_checkpoint_lock = threading.Lock()  # read-modify-write of one data directory's file
+
+
+@dataclass(frozen=True)
+class CleanerOptions:
+    """The broker-wide cleaner settings (``log.cleaner.*``)."""
+
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER
+    load_factor: float = DEFAULT_LOAD_FACTOR
+
+
+@dataclass
+class CleanResult:
+    """What cleaning one log did (or, with ``dry_run``, would do in its first round)."""
+
+    topic: str
+    partition: int
+    first_dirty: int
+    end_offset: int  # the cleaner checkpoint now (where the next cleaning starts)
+    rounds: int
+    dirty_ratio: float
+    size_before: int
+    size_after: int
+    segments_before: int
+    segments_after: int
+    stats: FilterStats = field(default_factory=FilterStats)
+    dry_run: bool = False
+    more_rounds: bool = False  # the offset map filled up: the dirty section is not done
+    deleted_segments: int = 0  # by retention, for cleanup.policy=compact,delete
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "stats"}
+        out["stats"] = {k: v for k, v in self.stats.__dict__.items() if k != "removed_offsets"}
+        return out
+
+
+def checkpoint_path(partition_dir: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(partition_dir)), CLEANER_OFFSET_CHECKPOINT)
+
+
+def read_checkpoint(data_dir: str) -> dict[tuple[str, int], int]:
+    """The data directory's ``cleaner-offset-checkpoint`` (empty when missing or unreadable,
+    as Kafka's manager treats it)."""
+    try:
+        return dict(OffsetCheckpoint.read(os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)))
+    except FileNotFoundError:
+        return {}
+    except KafkalogError:
+        return {}
+
+
+def _write_checkpoint(partition_dir: str, key: tuple[str, int], offset: int) -> None:
+    path = checkpoint_path(partition_dir)
+    with _checkpoint_lock:
+        current = read_checkpoint(os.path.dirname(path))
+        current[key] = offset
+        OffsetCheckpoint.write(path, current)
+
+
+def _local(log: Any) -> Any:
+    return log.local
+
+
+def dirty_section_of(log: CleanableLog, now: int | None = None) -> DirtySection:
+    """The log's dirty section as the cleaner sees it now."""
+    now = int(log.clock() * 1000) if now is None else now
+    checkpoint = read_checkpoint(os.path.dirname(checkpoint_path(log.directory))).get(
+        (log.topic, log.partition)
+    )
+    return dirty_section(_local(log), log.config, checkpoint, log.last_stable_offset(), now)
+
+
+def clean_log(
+    log: Any,
+    *,
+    now: int | None = None,
+    options: CleanerOptions | None = None,
+    lock: Any = None,
+    progress: Progress | None = None,
+    dry_run: bool = False,
+    max_rounds: int | None = None,
+    record_removed: bool = False,
+) -> CleanResult:
+    """Clean ``log`` (a writable :class:`~kafkalog.log.log.Log` whose topic config has
+    ``cleanup.policy`` ``compact``): rounds until the dirty section is done (more than one
+    when its keys do not fit the dedupe buffer), the cleaner checkpoint moved after each,
+    then retention for ``compact,delete``. The dirty ratio is not waited for (that is for
+    choosing which log to clean, :func:`clean_filthiest`).
+
+    ``lock`` is held while the cleaning reads the log's state and for each swap; give the
+    lock your threads take around the log's writes (a :class:`SharedLog`'s ``lock``) to
+    clean while they append. ``dry_run`` writes nothing and reports the first round.
+    ``now`` (ms) stands for the clock (delete horizons, compaction lags)."""
+    if not log.config.compact:
+        raise KafkalogError(
+            f"{log.directory}: cleanup.policy={','.join(log.config.cleanup_policy)} has no "
+            "'compact': nothing to clean (give the topic's config)"
+        )
+    if not log.writable and not dry_run:
+        raise KafkalogError(f"cannot clean {log.directory}: the log was opened read-only")
+    options = options or CleanerOptions()
+    now = int(log.clock() * 1000) if now is None else now
+    guard = lock if lock is not None else contextlib.nullcontext()
+    with guard:
+        section = dirty_section_of(log, now)
+        size_before = sum(s.size for s in _local(log).segments)
+        segments_before = len(_local(log).segments)
+    result = CleanResult(
+        log.topic,
+        log.partition,
+        section.first_dirty,
+        section.first_dirty,
+        0,
+        section.dirty_ratio,
+        size_before,
+        size_before,
+        segments_before,
+        segments_before,
+        dry_run=dry_run,
+    )
+    offset_map = OffsetMap(options.dedupe_buffer_size, options.load_factor)
+    key = (log.topic, log.partition)
+    while section.first_dirty < section.first_uncleanable:
+        one = Round(
+            log,
+            offset_map,
+            now=now,
+            lock=lock,
+            progress=progress,
+            dry_run=dry_run,
+            record_removed=record_removed,
+        ).run(section.first_dirty, section.first_uncleanable)
+        result.rounds += 1
+        result.stats.add(one.stats)
+        result.end_offset = one.end_offset
+        if dry_run:
+            result.more_rounds = one.end_offset < section.first_uncleanable
+            result.size_after = size_before - one.stats.bytes_read + one.stats.bytes_kept
+            return result
+        _write_checkpoint(log.directory, key, one.end_offset)
+        cleaning.step("checkpointed")
+        if one.end_offset <= section.first_dirty:
+            break  # nothing moved (cannot happen with a map that holds a key): never spin
+        if max_rounds is not None and result.rounds >= max_rounds:
+            result.more_rounds = one.end_offset < section.first_uncleanable
+            break
+        with guard:
+            section = dirty_section_of(log, now)
+    if log.config.delete and not dry_run:
+        with guard:
+            result.deleted_segments = log.delete_old_segments(now)
+    with guard:
+        result.size_after = sum(s.size for s in _local(log).segments)
+        result.segments_after = len(_local(log).segments)
+    return result
+
+
+def clean_filthiest(
+    logs: Iterable[Any],
+    *,
+    now: int | None = None,
+    options: CleanerOptions | None = None,
+    lock_of: Callable[[Any], Any] | None = None,
+    progress: Progress | None = None,
+) -> CleanResult | None:
+    """One pass of Kafka's cleaner thread over ``logs`` (the writable logs of one data
+    directory): the compacted log with the highest dirty ratio among those past their
+    ``min.cleanable.dirty.ratio`` (or overdue by ``max.compaction.lag.ms``) gets one cleaning
+    round; then every ``compact,delete`` log runs retention. None when no log qualified.
+    ``lock_of(log)`` gives the lock its writers hold (see :func:`clean_log`)."""
+    best: tuple[float, Any] | None = None
+    compacted = []
+    for log in logs:
+        if not log.config.compact:
+            continue
+        compacted.append(log)
+        lock = lock_of(log) if lock_of is not None else None
+        with lock if lock is not None else contextlib.nullcontext():
+            section = dirty_section_of(log, now)
+        if section.is_cleanable(log.config.min_cleanable_dirty_ratio) and (
+            best is None or section.dirty_ratio > best[0]
+        ):
+            best = (section.dirty_ratio, log)
+    result = None
+    if best is not None:
+        log = best[1]
+        lock = lock_of(log) if lock_of is not None else None
+        result = clean_log(
+            log, now=now, options=options, lock=lock, progress=progress, max_rounds=1
+        )
+    for log in compacted:
+        if log.config.delete and (result is None or log is not best[1]):  # type: ignore[index]
+            lock = lock_of(log) if lock_of is not None else None
+            with lock if lock is not None else contextlib.nullcontext():
+                log.delete_old_segments(now)
+    return result

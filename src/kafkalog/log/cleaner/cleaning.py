@@ -1,0 +1,317 @@
+"""One cleaning round of one log (Kafka's ``Cleaner.doClean``): the offset map built over the
+dirty section, then the log from its start to the map's end rewritten in groups of segments,
+each group into one ``.cleaned`` segment swapped in for the group.
+
+Concurrency: the round reads only segments below the first uncleanable offset, never the
+active one, and writes only its own ``.cleaned`` files, so appends go on meanwhile. What it
+reads of the log's state (the segment list, the producers, the last stable offset) and the
+swap itself run under ``lock`` (the lock the caller serialises the log's writers with, as
+Kafka swaps under the log's lock); before a swap it checks that the group's segments are
+still the log's (retention or truncation meanwhile aborts the group, its ``.cleaned`` files
+removed, and nothing is lost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
+from kafkalog.log.cleaner.batch_filter import BatchFilter, FilterStats, Kept, LastRecord, scan_batch
+from kafkalog.log.cleaner.batch_filter import _Scratch as Scratch
+from kafkalog.log.cleaner.dirty import group_by_size, segments_between
+from kafkalog.log.cleaner.offset_map import OffsetMap
+from kafkalog.log.cleaner.txn import CleanedTransactions
+from kafkalog.log.layout import CLEANED_SUFFIX, SEGMENT_SUFFIXES, segment_file
+from kafkalog.log.local_log import LocalLog
+from kafkalog.log.segment import LogSegment
+from kafkalog.records import RecordBatch
+from kafkalog.records.legacy import LegacyEntry
+from kafkalog.records.reader import LogEntry
+
+#: told each step of a swap ("cleaned-written", "swap-renamed", "old-deleted:<base>",
+#: "swapped", "checkpointed"): the crash tests stop the process there
+crash_hook: Callable[[str], None] | None = None
+
+Progress = Callable[[str, int, int], None]
+"""``progress(phase, done_bytes, total_bytes)``: phase ``"map"`` then ``"clean"``."""
+
+
+def step(name: str) -> None:
+    if crash_hook is not None:
+        crash_hook(name)
+
+
+class CleaningAborted(KafkalogError):
+    """The log changed under a cleaning (segments deleted or truncated): nothing swapped."""
+
+
+class CleanableLog(Protocol):
+    """What a cleaning needs of a :class:`~kafkalog.log.log.Log` (kept as a protocol so the
+    cleaner does not import the facade that offers ``Log.compact``)."""
+
+    directory: str
+    topic: str
+    partition: int
+    config: Any
+    limits: Any
+    clock: Callable[[], float]
+    producer_state: Any
+
+    @property
+    def local(self) -> LocalLog: ...
+
+    def last_stable_offset(self) -> int: ...
+
+
+@dataclass
+class RoundResult:
+    """What one round did: where the next starts (the new checkpoint) and its counts."""
+
+    first_dirty: int
+    end_offset: int
+    stats: FilterStats
+    groups: list[tuple[int, int]] = field(default_factory=list)  # (base, segments) per group
+    map_full: bool = False
+
+
+# input bytes per filter pass and per segment append, as Kafka's cleaner reads (half of the
+# default log.cleaner.io.buffer.size for one thread): the cleaned segment's index entries fall
+# where a broker's cleaner puts them
+IO_CHUNK = 256 * 1024
+
+
+def _entries(seg: LogSegment, position: int) -> Iterator[LogEntry]:
+    """Every entry of a segment from ``position``, its CRC checked: a cleaning re-stamps
+    CRCs on what it rewrites, so damage it did not check would be hidden forever."""
+    try:
+        yield from seg.entries(position, verify_crc=True)
+    except CorruptRecordError as e:
+        if isinstance(e, DamagedLogError):
+            raise
+        raise DamagedLogError.found(
+            e.reason, path=e.path or seg.log.path, position=e.position or 0, partition=seg.directory
+        ) from e
+
+
+class Round:
+    """One cleaning round of one log."""
+
+    def __init__(
+        self,
+        log: CleanableLog,
+        offset_map: OffsetMap,
+        *,
+        now: int,
+        lock: Any = None,
+        progress: Progress | None = None,
+        dry_run: bool = False,
+        record_removed: bool = False,
+    ) -> None:
+        self.log = log
+        self.local = log.local
+        self.map = offset_map
+        self.now = now
+        self.lock = lock if lock is not None else contextlib.nullcontext()
+        self.progress = progress
+        self.dry_run = dry_run
+        self.record_removed = record_removed
+        self.scratch = Scratch()
+
+    # -- the offset map ---------------------------------------------------------------------------
+    def build_offset_map(self, start: int, end: int, segments: list[LogSegment]) -> bool:
+        """Kafka's ``buildOffsetMap``: every keyed record of [start, end) outside aborted
+        transactions, until the map is full (True then)."""
+        self.map.clear()
+        dirty = [s for s in segments if s.base_offset < end]
+        dirty = [
+            s
+            for i, s in enumerate(dirty)
+            if i + 1 == len(dirty) or dirty[i + 1].base_offset > start
+        ]
+        txns = CleanedTransactions(self.log.limits)
+        txns.add_aborted(self.local.aborted_transactions(start, end))
+        total = sum(s.size for s in dirty)
+        done = 0
+        for k, seg in enumerate(dirty):
+            next_start = dirty[k + 1].base_offset if k + 1 < len(dirty) else end
+            if self._map_segment(seg, start, txns):
+                return True
+            self.map.update_latest_offset(next_start - 1)
+            done += seg.size
+            if self.progress is not None:
+                self.progress("map", done, total)
+        return False
+
+    def _map_segment(self, seg: LogSegment, start: int, txns: CleanedTransactions) -> bool:
+        offset_map = self.map
+        limits = self.log.limits
+        for entry in _entries(seg, seg.scan_start(start)):
+            if isinstance(entry, RecordBatch):
+                if entry.is_control:
+                    txns.on_control_batch(entry)
+                elif not txns.on_batch(entry) and entry.last_offset >= start:
+                    scanned = scan_batch(entry, self.scratch, offset_map.seed, limits)
+                    keyed = scanned.keyed & (scanned.offsets >= start)
+                    s = self.scratch
+                    n = scanned.records
+                    offsets = np.ascontiguousarray(scanned.offsets)
+                    if offset_map.put_many(s.h1, s.h2, offsets, keyed, n) < n:
+                        return True
+            else:
+                for rec in entry.records(limits):
+                    if rec.key is not None and rec.offset >= start:
+                        if offset_map.is_full:
+                            return True
+                        offset_map.put(rec.key, rec.offset)
+            if entry.last_offset >= start:
+                offset_map.update_latest_offset(entry.last_offset)
+        return False
+
+    # -- the round --------------------------------------------------------------------------------
+    def run(self, first_dirty: int, first_uncleanable: int) -> RoundResult:
+        log = self.log
+        with self.lock:
+            segments = list(self.local.segments)
+            producers = {
+                pid: LastRecord(
+                    e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch
+                )
+                for pid, e in log.producer_state.producers.items()
+            }
+        below = [s for s in segments if s.base_offset < first_dirty]
+        config = log.config
+        legacy_horizon = below[-1].last_modified - config.delete_retention_ms if below else 0
+        full = self.build_offset_map(first_dirty, first_uncleanable, segments)
+        end = self.map.latest_offset + 1
+        stats = FilterStats()
+        result = RoundResult(first_dirty, end, stats, map_full=full)
+        to_clean = [s for s in segments if s.base_offset < end]
+        groups = group_by_size(
+            to_clean, config.segment_bytes, config.segment_index_bytes, first_uncleanable
+        )
+        txns = CleanedTransactions(log.limits)
+        filt = BatchFilter(
+            self.map,
+            txns,
+            now=self.now,
+            delete_retention_ms=config.delete_retention_ms,
+            producers=producers,
+            upper_bound=first_uncleanable,
+            limits=log.limits,
+            stats=stats,
+            record_removed=self.record_removed,
+        )
+        total = sum(s.size for s in to_clean)
+        done = [0, total]
+        for group in groups:
+            self._clean_group(group, filt, txns, legacy_horizon, done)
+            result.groups.append((group[0].base_offset, len(group)))
+        return result
+
+    def _clean_group(
+        self,
+        group: list[LogSegment],
+        filt: BatchFilter,
+        txns: CleanedTransactions,
+        legacy_horizon: int,
+        done: list[int],
+    ) -> None:
+        """Kafka's ``cleanSegments``: the group into one ``.cleaned`` segment, swapped in."""
+        log = self.log
+        base = group[0].base_offset
+        cleaned: LogSegment | None = None
+        if not self.dry_run:
+            for suffix in SEGMENT_SUFFIXES:  # a crashed cleaning's leftovers
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(segment_file(log.directory, base, suffix + CLEANED_SUFFIX))
+            cleaned = LogSegment(
+                log.directory,
+                base,
+                log.config,
+                writable=True,
+                suffix=CLEANED_SUFFIX,
+                clock=log.clock,
+                limits=log.limits,
+            )
+            txns.on_kept_abort = cleaned.txn_index.append
+        else:
+            txns.on_kept_abort = None
+        try:
+            for k, seg in enumerate(group):
+                upper = group[k + 1].base_offset if k + 1 < len(group) else seg.read_next_offset()
+                txns.add_aborted(self.local.aborted_transactions(seg.base_offset, upper))
+                retain_legacy = seg.last_modified > legacy_horizon
+                self._clean_into(seg, cleaned, filt, retain_legacy, done)
+            if cleaned is None:
+                return
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            cleaned.set_last_modified(group[-1].last_modified)
+            step("cleaned-written")
+            with self.lock:
+                for seg in group:
+                    if self.local.segments.get(seg.base_offset) is not seg or seg.closed:
+                        raise CleaningAborted(
+                            f"segment {seg.log.path} left {log.directory} during its cleaning"
+                        )
+                self.local.replace_segments(cleaned, group, on_step=step)
+        except BaseException:
+            if cleaned is not None and cleaned.has_suffix(CLEANED_SUFFIX):
+                cleaned.delete_if_exists()
+            raise
+
+    def _clean_into(
+        self,
+        seg: LogSegment,
+        dest: LogSegment | None,
+        filt: BatchFilter,
+        retain_legacy: bool,
+        done: list[int],
+    ) -> None:
+        """Kafka's ``cleanInto``: the segment's batches through the filter, a chunk of input
+        (:data:`IO_CHUNK`) at a time, each chunk's kept batches one append to ``dest``."""
+        parts: list[bytes | memoryview] = []
+        chunk_start = 0
+        max_ts, shallow, max_offset = -1, -1, -1
+
+        def flush() -> None:
+            nonlocal parts, max_ts, shallow, max_offset
+            if parts and dest is not None:
+                dest.append(max_offset, max_ts, shallow, b"".join(parts))
+            parts = []
+            max_ts, shallow, max_offset = -1, -1, -1
+
+        for entry in _entries(seg, 0):
+            end = entry.position + entry.size_in_bytes
+            if end - chunk_start > IO_CHUNK and entry.position > chunk_start:
+                flush()
+                done[0] += entry.position - chunk_start
+                if self.progress is not None:
+                    self.progress("clean", min(done[0], done[1]), done[1])
+                chunk_start = entry.position
+            kept: Kept | None
+            if isinstance(entry, RecordBatch):
+                kept = filt.filter_v2(entry)
+            else:
+                assert isinstance(entry, LegacyEntry)
+                kept = filt.filter_legacy(entry, retain_legacy)
+            if kept is None:
+                continue
+            parts.append(bytes(kept.data))
+            if kept.max_timestamp > max_ts:
+                max_ts, shallow = kept.max_timestamp, kept.shallow_offset_of_max_timestamp
+            max_offset = max(max_offset, kept.max_offset)
+        flush()
+        done[0] += seg.size - chunk_start
+        if self.progress is not None:
+            self.progress("clean", min(done[0], done[1]), done[1])
+
+
+def segments_below(local: LocalLog, end: int) -> list[LogSegment]:
+    return segments_between(local, 0, end)

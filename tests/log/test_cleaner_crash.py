@@ -1,0 +1,95 @@
+"""A crash at each step of a cleaning's swap (SIGKILL of a child process) leaves a log that
+loads to the records before the cleaning or after it: Kafka's loader rule for ``.cleaned``
+(removed), ``.swap`` (completed) and ``.deleted`` (removed) files, which kafkalog's loader
+applies. Every key keeps its latest value whichever it is, and no record is made up."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkalog.log import Log, TopicConfig
+from kafkalog.records import Record
+
+CHILD = Path(__file__).parent / "helpers" / "cleaner_crash_child.py"
+PROPS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "100000",
+    "file.delete.delay.ms": "60000",
+    "delete.retention.ms": "1000",
+}
+
+
+def build(directory: Path) -> None:
+    log = Log(directory, TopicConfig.from_properties(PROPS))
+    for i in range(60):
+        key = b"k%d" % (i % 9)
+        log.append_records([Record(-1, 1000 + i, key, None if i % 13 == 5 else b"v%d" % i)])
+        if i % 15 == 14:
+            log.roll()  # four small segments: one group, so old segments go one by one
+    log.roll()
+    log.append_records([Record(-1, 5000, b"k0", b"active")])
+    log.close()
+
+
+def records(directory: Path) -> list[tuple[int, bytes | None, bytes | None]]:
+    with Log(directory, TopicConfig.from_properties(PROPS)) as log:
+        return [(r.offset, r.key, r.value) for r in log.records()]
+
+
+def latest(recs: list[tuple[int, bytes | None, bytes | None]]) -> dict[bytes | None, bytes | None]:
+    return {k: v for _, k, v in recs}
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list, list]:
+    root = tmp_path_factory.mktemp("crash")
+    source = root / "src" / "t-0"
+    build(source)
+    before = records(source)
+    done = root / "done" / "t-0"
+    shutil.copytree(source.parent, done.parent)
+    subprocess.run([sys.executable, str(CHILD), str(done), "never", json.dumps(PROPS)], check=True)
+    return source, before, records(done)
+
+
+STEPS = [
+    "cleaned-written",
+    "swap-renamed",
+    "old-deleted:0",
+    "old-deleted:15",
+    "old-deleted:45",
+    "swapped",
+    "checkpointed",
+]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_crash_at_each_step_loads_to_the_records_before_or_after(
+    step: str, shapes: tuple[Path, list, list], tmp_path: Path
+) -> None:
+    source, before, after = shapes
+    assert len(after) < len(before)
+    work = tmp_path / "d" / "t-0"
+    shutil.copytree(source.parent, work.parent)
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), str(work), step, json.dumps(PROPS)], capture_output=True
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    loaded = records(work)
+    assert latest(loaded) == latest(before) == latest(after)
+    assert set(loaded) <= set(before)  # nothing made up
+    expect = before if step == "cleaned-written" else after
+    assert loaded == expect
+    names = os.listdir(work)
+    assert not [n for n in names if n.endswith((".cleaned", ".swap"))]
+    # and the next cleaning finishes what the crash interrupted
+    subprocess.run([sys.executable, str(CHILD), str(work), "never", json.dumps(PROPS)], check=True)
+    assert records(work) == after

@@ -1,0 +1,120 @@
+"""Compacted partitions a real broker wrote (``../shared/fixtures``: Kafka 0.9's v0 compacted
+topics and its cleaner's output, ``__consumer_offsets`` of Kafka 2.x-4.x brokers) cleaned
+again by kafkalog: with the broker's own ``cleaner-offset-checkpoint`` nothing is left to clean
+and no byte changes; cleaned from scratch, every key keeps its latest value, no record is made
+up, the log end stays, and what is left loads and decodes with kafka-python."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kafkalog.log import Log, TopicConfig
+from kafkalog.log.layout import segment_logs
+
+FIXTURES = Path("/work/shared/fixtures")
+if not FIXTURES.exists():  # the CI checkout keeps them beside the repository
+    FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+
+PARTITIONS = sorted(
+    p
+    for pattern in ("*/__consumer_offsets-*", "kafka-0.9.0.1-broker/v0-compact*")
+    for p in FIXTURES.glob(pattern)
+    if p.is_dir() and any(Path(f).stat().st_size for _, f in segment_logs(p))
+)
+CONFIG = TopicConfig(cleanup_policy="compact", file_delete_delay_ms=0)
+
+
+def copy(partition: Path, tmp: Path, with_checkpoint: bool) -> Path:
+    data = tmp / "data"
+    data.mkdir(parents=True)
+    target = data / partition.name
+    shutil.copytree(partition, target)
+    for name in ("cleaner-offset-checkpoint", "log-start-offset-checkpoint"):
+        src = partition.parent / name
+        if (with_checkpoint or name != "cleaner-offset-checkpoint") and src.exists():
+            shutil.copy(src, data / name)
+    return target
+
+
+def records(directory: Path) -> list[tuple[int, bytes | None, bytes | None]]:
+    with Log(directory, CONFIG, writable=False) as log:
+        return [(r.offset, r.key, r.value) for r in log.records()]
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    return {
+        p.name: p.read_bytes()
+        for p in directory.iterdir()
+        if p.suffix in (".log", ".index", ".timeindex", ".txnindex")
+    }
+
+
+def test_there_are_compacted_fixture_partitions() -> None:
+    assert len(PARTITIONS) >= 6
+
+
+@pytest.mark.parametrize("partition", PARTITIONS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_cleaning_a_broker_cleaned_partition_again(partition: Path, tmp_path: Path) -> None:
+    work = copy(partition, tmp_path / "a", with_checkpoint=True)
+    before = records(work)
+    Log(work, CONFIG).close()  # what a writable open leaves (recovery, a 0.9 .timeindex)
+    opened = files(work)
+    log = Log(work, CONFIG)
+    result = log.compact(now=2**40)
+    end = log.log_end_offset
+    log.close()
+    after = records(work)
+    if result.rounds == 0:
+        assert files(work) == opened  # nothing dirty: not a byte changes
+    check(before, after)
+    with Log(work, CONFIG) as again:
+        assert again.log_end_offset == end
+
+
+@pytest.mark.parametrize("partition", PARTITIONS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_cleaning_a_broker_partition_from_scratch(partition: Path, tmp_path: Path) -> None:
+    from kafka.record import MemoryRecords
+
+    work = copy(partition, tmp_path / "b", with_checkpoint=False)
+    before = records(work)
+    with Log(work, CONFIG, writable=False) as ro:
+        end = ro.log_end_offset
+    with Log(work, CONFIG) as log:
+        log.roll()  # the active segment is never cleaned: all of it is dirty now
+        result = log.compact(now=2**40)
+        assert log.log_end_offset == end
+        assert result.rounds >= 1 and result.end_offset == end
+    after = records(work)
+    check(before, after)
+    for _, path in segment_logs(work):
+        data = Path(path).read_bytes()
+        decoded = []
+        recs = MemoryRecords(data)
+        while recs.has_next():
+            batch = recs.next_batch()
+            assert batch.validate_crc()
+            decoded.extend((r.offset, r.key, r.value) for r in batch)
+        assert set(decoded) <= set(before)
+
+
+def check(before: list, after: list) -> None:
+    """Per key the latest value stays (a tombstone may go: the key is then absent), nothing
+    is made up, and the records left keep their order and offsets."""
+    assert set(after) <= set(before)
+    assert [o for o, _, _ in after] == sorted(o for o, _, _ in after)
+    want: dict = {}
+    for _, k, v in before:
+        want[k] = v
+    got: dict = {}
+    for _, k, v in after:
+        got[k] = v
+    for key, value in want.items():
+        if key is None:
+            continue
+        if value is None:
+            assert got.get(key) is None
+        else:
+            assert got.get(key) == value
