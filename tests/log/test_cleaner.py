@@ -47,6 +47,11 @@ def open_log(tmp_path: Path, **kw: object) -> Log:
 
 
 def put(log: Log, key: bytes | None, value: bytes | None, ts: int = 1000) -> int:
+    if key is None:
+        # a keyless record: only a follower's append (or a policy changed later) brings one
+        # into a compacted topic; a client's is refused
+        batch = encode_batch([Record(-1, ts, key, value)], base_offset=log.log_end_offset)
+        return log.append(batch, assign_offsets=False).first_offset
     return log.append_records([Record(-1, ts, key, value)]).first_offset
 
 
@@ -72,7 +77,7 @@ class Producer:
         marker = encode_control_batch(
             kind, offset=0, timestamp=1000, producer_id=self.pid, producer_epoch=self.epoch
         )
-        return self.log.append(marker).first_offset
+        return self.log.append(marker, origin="coordinator").first_offset
 
 
 def latest(log: Log) -> dict[bytes | None, bytes | None]:
@@ -322,8 +327,9 @@ def test_partly_kept_batch_is_rebuilt_like_kafkas_builder(tmp_path: Path) -> Non
 def test_log_append_time_batches_keep_their_time(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=100_000)
     recs = [Record(-1, 5, b"a", b"1"), Record(-1, 6, b"b", b"1")]
-    log.append(
-        encode_batch(recs, timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=777)
+    log.append(  # as a follower copies it (a client's LogAppendTime is the broker's to set)
+        encode_batch(recs, timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=777),
+        assign_offsets=False,
     )
     put(log, b"a", b"2")
     log.roll()

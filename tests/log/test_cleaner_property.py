@@ -134,12 +134,17 @@ def test_cleaning_keeps_the_latest_committed_value_of_every_key(
                     producer_id=pid,
                     producer_epoch=0,
                 )
-                log.append(marker)
+                log.append(marker, origin="coordinator")
                 offsets = model.open.pop(pid)
                 if not commit:
                     model.aborted.update((pid, off) for off in offsets)
             elif kind == "nokey":
-                info = log.append_records([Record(-1, now, None, b"x")])
+                # a keyless record: only a follower's append (or a policy changed later) brings
+                # one into a compacted topic; a client's is refused
+                keyless = encode_batch(
+                    [Record(-1, now, None, b"x")], base_offset=log.log_end_offset
+                )
+                info = log.append(keyless, assign_offsets=False)
                 model.records.append((info.first_offset, None, b"x", -1, False))
             elif kind == "roll":
                 log.roll()

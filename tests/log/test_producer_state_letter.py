@@ -167,7 +167,7 @@ def test_a_leader_append_of_several_batches_writes_the_same(tmp_path: Path) -> N
     # offsets assigned (a coordinator or an embedded program appending several batches)
     log = make(tmp_path)
     log.append(data(1, 0, 5))
-    log.append(data(2, 0) + marker(1, True) + plain() + marker(2, True))
+    log.append(data(2, 0) + marker(1, True) + plain() + marker(2, True), origin="coordinator")
     assert log.active_segment.txn_index.all_aborted_txns() == [
         AbortedTxn(1, 0, 6, 5),
         AbortedTxn(2, 5, 8, 9),
@@ -210,7 +210,7 @@ def test_lso_after_delete_records_inside_a_segment(tmp_path: Path) -> None:
     assert log.last_stable_offset() == 0
     log.increment_log_start_offset(3)
     assert log.last_stable_offset() == 3
-    log.append(marker(1, False))  # 6
+    log.append(marker(1, False), origin="coordinator")  # 6
     assert log.last_stable_offset() == 7
     log.close()
 
@@ -270,7 +270,7 @@ def test_a_follower_appends_a_cleaned_marker_and_recovery_reads_it(tmp_path: Pat
     with Log(tmp_path / "crashed-0", log.config, had_clean_shutdown=False) as again:
         assert again.log_end_offset == 6 and again.last_stable_offset() == 6
         assert [r.offset for r in again.records()] == [0, 1, 4, 5]
-        again.append(marker(2, True))  # producer 2 carries on at its epoch
+        again.append(marker(2, True), origin="coordinator")  # producer 2 carries on
         assert again.log_end_offset == 7
 
 
