@@ -13,6 +13,7 @@ import contextlib
 import functools
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -102,9 +103,21 @@ def _writes_pending_first(method: _M) -> _M:
 
     @functools.wraps(method)
     def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
-        if self._writer is not None:
-            self._writer.write_pending()
-        return method(self, *args, **kwargs)
+        with self.lock:
+            if self._writer is not None:
+                self._writer.write_pending()
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _locked(method: _M) -> _M:
+    """Under the log's lock (see :attr:`Log.lock`)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
@@ -141,6 +154,10 @@ class Log:
     ) -> None:
         from kafkalog.log.config import TopicConfig
 
+        #: held by every read and write of the log: a program whose appends and reads run on
+        #: one thread may clean the log from another (``clean_log(log, lock=log.lock)``, as
+        #: ``kafkalog serve`` does); the cleaner holds it to read the log's state and to swap
+        self.lock = threading.RLock()
         self.directory = os.fspath(directory)
         if not writable and not files.isdir(self.directory):  # said before a name is judged
             raise FileNotFoundError(f"no partition directory {self.directory}")
@@ -282,6 +299,7 @@ class Log:
         if not self.writable:
             raise ReadOnlyError(f"cannot {what} {self.directory}: the log was opened read-only")
 
+    @_locked
     def append(
         self,
         records: bytes | bytearray | memoryview,

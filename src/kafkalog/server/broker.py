@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kafkalog.log import AppendOrigin, Log, LogDir
@@ -40,6 +41,8 @@ class Broker:
         offset_codec: OffsetRecordCodec | None = None,
     ) -> None:
         self.config = config
+        # the log cleaner's rounds run here, off the event loop; closing waits for a round
+        self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkalog-cleaner")
         self.logdir = LogDir(data_dir, writable=True)
         try:
             self.registry = TopicRegistry(self.logdir, config.topic_defaults)
@@ -85,7 +88,10 @@ class Broker:
     def _internal_topic(self, name: str, partitions: int) -> Topic:
         topic = self.registry.get(name)
         if topic is None:
-            topic = self.registry.create(name, partitions, INTERNAL_TOPIC_CONFIGS)
+            configs = dict(INTERNAL_TOPIC_CONFIGS)
+            if name == OFFSETS_TOPIC:  # offsets.topic.segment.bytes
+                configs["segment.bytes"] = str(self.config.offsets_topic_segment_bytes)
+            topic = self.registry.create(name, partitions, configs)
         return topic
 
     def _append_offsets(self, partition: int, batch: bytes) -> None:
@@ -158,6 +164,7 @@ class Broker:
                 del group.offsets[tp]
 
     def close(self) -> None:
+        self.background.shutdown(wait=True)
         self.logdir.close()
 
 

@@ -33,6 +33,7 @@ class ServerConfig:
     auto_create_topics_enable: bool = True  # auto.create.topics.enable
     num_partitions: int = 1  # num.partitions
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    offsets_topic_segment_bytes: int = 104857600  # offsets.topic.segment.bytes
     transaction_state_num_partitions: int = 50  # transaction.state.log.num.partitions
     group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000 // 10  # group.min.session.timeout.ms (lowered)
@@ -43,6 +44,9 @@ class ServerConfig:
     producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms
     producer_id_expiration_check_interval_ms: int = 600000  # ...expiration.check.interval.ms
     log_flush_offset_checkpoint_interval_ms: int = 60000  # log.flush.offset.checkpoint.interval.ms
+    log_cleaner_enable: bool = True  # log.cleaner.enable
+    log_cleaner_backoff_ms: int = 15000  # log.cleaner.backoff.ms
+    log_cleaner_dedupe_buffer_size: int = 32 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
     allow_plaintext_non_loopback: bool = False
     advertised_host: str | None = None  # advertised.listeners' host
     ssl_certfile: str | None = None  # ssl.keystore: the server's certificate chain (PEM)

@@ -6,7 +6,9 @@ A Kafka broker schedules, besides serving requests: the retention pass over ever
 ``producer.id.expiration.check.interval.ms``, 10 minutes), and the writing of the data
 directory's ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``
 (``log.flush.offset.checkpoint.interval.ms`` and ``log.flush.start.offset.checkpoint.interval.ms``,
-1 minute each), so that a crash recovers only what was written since. ``kafkalog serve`` runs
+1 minute each), so that a crash recovers only what was written since, and the log cleaner over
+compacted topics (``log.cleaner.backoff.ms`` between passes, 15 s), whose rounds run in a
+worker thread. ``kafkalog serve`` runs
 the same duties on the same defaults, on its event loop between requests (each is short: a
 retention pass renames files, removal comes later through ``file.delete.delay.ms``).
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,7 +37,7 @@ class Duty:
 
     name: str
     interval_ms: int
-    run: Callable[[Broker, int], None]
+    run: Callable[[Broker, int], Awaitable[None] | None]
 
 
 def retention(broker: Broker, now_ms: int) -> None:
@@ -73,9 +75,43 @@ def checkpoints(broker: Broker, now_ms: int) -> None:
     broker.logdir.checkpoint()
 
 
+async def clean(broker: Broker, now_ms: int) -> None:
+    """One pass of Kafka's log cleaner over the compacted partitions, internal topics
+    included (the filthiest past its ``min.cleanable.dirty.ratio`` gets one round; see
+    :func:`kafkalog.log.cleaner.clean_filthiest`), in a worker thread: appends and fetches go
+    on, the cleaner taking each log's lock only to read its state and to swap segments in."""
+    from kafkalog.log.cleaner import CleanerOptions, clean_filthiest
+
+    logs = []
+    for topic in list(broker.registry.topics.values()):
+        if "compact" not in broker.registry.config(topic).cleanup_policy:
+            continue
+        for partition in range(topic.partitions):
+            if broker.registry.exists(topic, partition):
+                logs.append(broker.registry.log(topic, partition))
+    if not logs:
+        return
+    options = CleanerOptions(dedupe_buffer_size=broker.config.log_cleaner_dedupe_buffer_size)
+    result = await asyncio.wrap_future(
+        broker.background.submit(
+            clean_filthiest, logs, now=now_ms, options=options, lock_of=lambda log: log.lock
+        )
+    )
+    if result is not None:
+        _log.info(
+            "cleaned %s-%d: %d to %d bytes, %d to %d segment(s)",
+            result.topic,
+            result.partition,
+            result.size_before,
+            result.size_after,
+            result.segments_before,
+            result.segments_after,
+        )
+
+
 def duties(config: ServerConfig) -> list[Duty]:
     """The duties a server runs, on the intervals of its configuration."""
-    return [
+    out = [
         Duty("retention", config.log_retention_check_interval_ms, retention),
         Duty(
             "producer-id expiration",
@@ -84,6 +120,9 @@ def duties(config: ServerConfig) -> list[Duty]:
         ),
         Duty("checkpoints", config.log_flush_offset_checkpoint_interval_ms, checkpoints),
     ]
+    if config.log_cleaner_enable:
+        out.append(Duty("log cleaner", config.log_cleaner_backoff_ms, clean))
+    return out
 
 
 async def run_duty(get_broker: Callable[[], Broker | None], duty: Duty) -> None:
@@ -95,7 +134,9 @@ async def run_duty(get_broker: Callable[[], Broker | None], duty: Duty) -> None:
         if broker is None:
             return
         try:
-            duty.run(broker, int(time.time() * 1000))
+            done = duty.run(broker, int(time.time() * 1000))
+            if done is not None:
+                await done
         except (KafkalogError, OSError) as e:
             _log.error("%s failed: %s", duty.name, e)
         broker.appended()  # waiting fetches see a log start that moved

@@ -1,0 +1,110 @@
+"""``kafkalog serve`` runs the log cleaner in the background (issue 24 §3): a compacted topic
+and ``__consumer_offsets`` shrink while confluent-kafka clients keep producing, consuming and
+committing; the latest value of every key stays; committed offsets survive a restart."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_clients import config, consumer_settings, rdkafka
+from kafkalog.log import Log
+from kafkalog.server import ServerThread
+
+
+def _size(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.glob("*.log"))
+
+
+def _kept(directory: Path) -> int:
+    """Records still in the partition (read-only, beside the server)."""
+    with Log(directory, writable=False) as log:
+        return sum(1 for _ in log.records())
+
+
+def _appended(directory: Path) -> int:
+    with Log(directory, writable=False) as log:
+        return log.log_end_offset
+
+
+def _wait(condition: object, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_compacted_topics_shrink_while_clients_work(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    settings = config(
+        log_cleaner_backoff_ms=200,
+        offsets_topic_num_partitions=1,
+        offsets_topic_segment_bytes=4096,
+    )
+    with ServerThread(str(data), settings) as server:
+        admin = AdminClient(rdkafka(server.bootstrap))
+        topic = NewTopic(
+            "table",
+            num_partitions=1,
+            config={
+                "cleanup.policy": "compact",
+                "segment.bytes": "4096",
+                "min.cleanable.dirty.ratio": "0.01",
+            },
+        )
+        admin.create_topics([topic])["table"].result(timeout=20)
+        producer = Producer(rdkafka(server.bootstrap, **{"linger.ms": 0}))
+        latest: dict[bytes, bytes] = {}
+        for i in range(2000):
+            key, value = b"key-%d" % (i % 20), b"value %d" % i
+            producer.produce("table", value, key)
+            latest[key] = value
+            if i % 50 == 0:
+                producer.flush(10)
+        producer.flush(10)
+        part = data / "table-0"
+        written = _size(part)
+        # a consumer group committing after every poll: __consumer_offsets grows
+        consumer = Consumer(consumer_settings(server.bootstrap, "readers"))
+        consumer.assign([TopicPartition("table", 0, 0)])
+        read: dict[bytes, bytes] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and read != latest:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                read[msg.key()] = msg.value()
+                consumer.commit(message=msg, asynchronous=False)
+        assert read == latest
+        offsets_dir = data / "__consumer_offsets-0"
+        assert _wait(lambda: _size(part) < written / 3), (_size(part), written)
+        # more commits of the same group and partition: the cleaner keeps only the latest
+        for _ in range(300):
+            consumer.commit(offsets=[TopicPartition("table", 0, 1999)], asynchronous=False)
+        assert _wait(lambda: _kept(offsets_dir) < _appended(offsets_dir) / 4), (
+            _kept(offsets_dir),
+            _appended(offsets_dir),
+        )
+        consumer.close()
+        # a new consumer from the start still reads the latest value of every key
+        fresh = Consumer(consumer_settings(server.bootstrap, "fresh"))
+        fresh.assign([TopicPartition("table", 0, 0)])
+        again: dict[bytes, bytes] = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and again != latest:
+            msg = fresh.poll(0.2)
+            if msg is not None and msg.error() is None:
+                again[msg.key()] = msg.value()
+        fresh.close()
+        assert again == latest
+    # committed offsets survive a restart, replayed from what cleaning left
+    with ServerThread(str(data), settings) as server:
+        consumer = Consumer(consumer_settings(server.bootstrap, "readers"))
+        [tp] = consumer.committed([TopicPartition("table", 0)], timeout=20)
+        consumer.close()
+        assert tp.offset == 1999
