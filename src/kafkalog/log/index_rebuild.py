@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from kafkalog import files
 from kafkalog.errors import KafkalogError
-from kafkalog.log.index_interval import entry_due
 
 if TYPE_CHECKING:
     from kafkalog.log.producer_state import ProducerStateManager
@@ -84,9 +83,9 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
     ``LogSegment.recover`` writes them, without changing anything in ``directory``; raise
     :class:`Refused` at the first damage (a cut-off last batch too, unless ``force``)."""
     from kafkalog.index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex, TransactionIndex
-    from kafkalog.index.time_index import TimestampOffset
+    from kafkalog.log.batch_indexer import BatchIndexer
     from kafkalog.log.layout import segment_logs
-    from kafkalog.records import DEFAULT_LIMITS, LogReader, RecordBatch
+    from kafkalog.records import DEFAULT_LIMITS, LogReader
     from kafkalog.records.reader import read_only_buffer
 
     # Kafka's recovery bounds a batch by nothing but the file: neither may a rebuild refuse one
@@ -104,13 +103,17 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
         time_index = TimeIndex(os.path.join(work, stem + ".timeindex"), base, room)
         txn_index = TransactionIndex(os.path.join(work, stem + ".txnindex"), base)
         try:
-            valid = 0
-            since = 0  # bytes since the last index entry
-            max_ts = TimestampOffset(-1, -1)
+            indexer = BatchIndexer(
+                interval,
+                offset_index=offset_index,
+                time_index=time_index,
+                txn_index=txn_index,
+                txn_state=state,
+                limits=limits,
+            )
             reader = LogReader(data, path=log_path, limits=limits)
             try:
                 for batch in reader:
-                    valid = batch.position
                     if not batch.is_valid():
                         raise Refused(
                             log_path,
@@ -125,16 +128,7 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
                             f"{_batch_name(batch)} does not fit the segment's index (offsets "
                             f"{base}..{base + 2**31 - 1}, from the file name)",
                         )
-                    if batch.max_timestamp > max_ts.timestamp:
-                        max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                    due, since = entry_due(since, batch.size_in_bytes, interval)
-                    if due:
-                        offset_index.append(batch.last_offset, valid)
-                        time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-                    if isinstance(batch, RecordBatch) and state is not None:
-                        aborted = state.update(batch, limits)
-                        if aborted is not None:
-                            txn_index.append(aborted)
+                    indexer.add(batch, batch.position)
             except Refused:
                 raise
             except KafkalogError as e:  # unparseable, or offsets the index cannot take
@@ -170,7 +164,7 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
                     cut,
                     tail.available,
                 )
-            time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+            indexer.finish()
             offset_index.trim_to_valid_size()
             time_index.trim_to_valid_size()
         finally:

@@ -39,6 +39,7 @@ from kafkalog.index import (
 )
 from kafkalog.index.base import INT32_MAX
 from kafkalog.index.offset_index import OffsetPosition
+from kafkalog.log.batch_indexer import BatchIndexer
 from kafkalog.log.index_interval import entry_due
 from kafkalog.log.layout import (
     INDEX_SUFFIX,
@@ -956,10 +957,15 @@ class LogSegment:
         time_index.reset()
         self.txn_index.reset()
         state = txn_state if txn_state is not None else TxnState()
+        indexer = BatchIndexer(
+            self.index_interval_bytes,
+            offset_index=offset_index,
+            time_index=time_index,
+            txn_index=self.txn_index,
+            txn_state=state,
+            limits=self.limits,
+        )
         valid = 0
-        since = 0  # bytes since the last index entry
-        interval = self.index_interval_bytes
-        max_ts = _UNKNOWN
         try:
             for batch in self.log.entries(0, limits=self.limits):
                 batch.ensure_valid()
@@ -968,35 +974,23 @@ class LogSegment:
                         f"batch ending at offset {batch.last_offset} does not fit segment "
                         f"{self.log.path} (base offset {self.base_offset})"
                     )
-                if batch.max_timestamp > max_ts.timestamp:
-                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                due, since = entry_due(since, batch.size_in_bytes, interval)
-                if due:
-                    offset_index.append(batch.last_offset, valid)
-                    time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                epoch = batch.partition_leader_epoch if isinstance(batch, RecordBatch) else -1
+                if (
+                    leader_epochs is not None
+                    and epoch >= 0
+                    and (leader_epochs.latest_epoch is None or epoch > leader_epochs.latest_epoch)
+                ):
+                    leader_epochs.assign(epoch, batch.base_offset)
+                indexer.add(batch, valid)
                 valid += batch.size_in_bytes
-                if isinstance(batch, RecordBatch):
-                    epoch = batch.partition_leader_epoch
-                    if (
-                        leader_epochs is not None
-                        and epoch >= 0
-                        and (
-                            leader_epochs.latest_epoch is None or epoch > leader_epochs.latest_epoch
-                        )
-                    ):
-                        leader_epochs.assign(epoch, batch.base_offset)
-                    aborted = state.update(batch, self.limits)
-                    if aborted is not None:
-                        self.txn_index.append(aborted)
         except CorruptRecordError:
             pass  # everything from the first invalid batch on is cut, as Kafka does
         truncated = self.log.size - valid
         self.log.truncate_to(valid)
         offset_index.trim_to_valid_size()
-        self._max_ts_and_offset = max_ts
-        time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self._max_ts_and_offset = indexer.finish()
         time_index.trim_to_valid_size()
-        self.bytes_since_last_index_entry = since
+        self.bytes_since_last_index_entry = indexer.since
         return truncated
 
     def rebuild_time_index(self) -> None:
@@ -1006,21 +1000,14 @@ class LogSegment:
         self._require_writable("rebuild the time index of")
         time_index = self.time_index.get()
         time_index.reset()
-        since = 0  # bytes since the last index entry
-        interval = self.index_interval_bytes
-        max_ts = _UNKNOWN
+        indexer = BatchIndexer(self.index_interval_bytes, time_index=time_index)
         try:
             for batch in self.log.entries(0, limits=self.limits):
                 batch.ensure_valid()
-                if batch.max_timestamp > max_ts.timestamp:
-                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                due, since = entry_due(since, batch.size_in_bytes, interval)
-                if due:
-                    time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                indexer.add(batch, 0)
         except CorruptRecordError:
             pass  # recovery (past the recovery point) decides what to cut
-        self._max_ts_and_offset = max_ts
-        time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self._max_ts_and_offset = indexer.finish()
         time_index.trim_to_valid_size()
 
     def _read_largest_timestamp(self) -> TimestampOffset:
