@@ -18,9 +18,10 @@ import pyarrow as pa
 
 from kafkalog import files
 from kafkalog.errors import CorruptRecordError, DamagedLogError, _PositionedError
-from kafkalog.log.damage import OffsetOrder, SkippedBytes, batch_at
+from kafkalog.log.damage import OffsetOrder, SkippedBytes
 from kafkalog.log.segment import cut_off_damage
 from kafkalog.records import LogReader, decode_range
+from kafkalog.records.batch import batch_at
 from kafkalog.records.resync import next_valid_entry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 

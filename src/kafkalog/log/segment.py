@@ -50,6 +50,7 @@ from kafkalog.log.layout import (
 )
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.records import LogReader, RecordBatch
+from kafkalog.records.batch import batch_at
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.resync import next_valid_entry
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
@@ -787,7 +788,8 @@ class LogSegment:
         except CorruptRecordError as e:
             # named at the batch's first byte, with the offset it should start at
             raise self._damaged(
-                f"{e.reason} (at byte {e.position}; expected a batch from offset {previous + 1})",
+                f"{batch_at(self.log.read(position, 27))}: {e.reason} (at byte {e.position}; "
+                f"expected a batch from offset {previous + 1})",
                 position,
             ) from e
         cut = tail[-1] if tail else None

@@ -543,3 +543,15 @@ def encode_control_batch(
         is_transactional=control_type in (ControlType.ABORT, ControlType.COMMIT),
         is_control=True,
     )
+
+
+def batch_at(header: bytes) -> str:
+    """The batch whose header starts ``header``, named by its offsets as its header gives
+    them ("the batch of offsets 175..179"; a v0/v1 entry by the offset it ends at)."""
+    if len(header) < 17:
+        return "the entry there"
+    offset = int.from_bytes(header[:8], "big", signed=True)
+    if header[16] == 2 and len(header) >= 27:
+        last = offset + int.from_bytes(header[23:27], "big", signed=True)
+        return f"the batch of offsets {offset}..{last}"
+    return f"the entry ending at offset {offset}"
