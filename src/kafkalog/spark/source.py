@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -22,10 +22,14 @@ from pyspark.sql.types import StructType
 
 from kafkalog.spark.columns import HEADERS, SCHEMA, Columns, choose_columns, full_schema
 from kafkalog.spark.options import OptionError, ReadOptions, parse_read_options
-from kafkalog.spark.partitions import SplitPartition, pack
-from kafkalog.spark.plan import plan_read
-from kafkalog.spark.pushdown import Bounds, bounds_from_filters
-from kafkalog.spark.stats import ReadStats, recorded
+
+if TYPE_CHECKING:
+    from kafkalog.spark.pushdown import Bounds
+
+# Each call Spark makes into this source runs in a Python worker that imports this module
+# first: ``load()``'s schema needs the options alone, planning the log layer, the tasks the
+# columnar decoder (numba). So the planner's and the tasks' modules are imported where they are
+# used, and ``load()`` does not pay for them (bench/RESULTS.md, time to the first answer).
 
 #: the configuration that lets Spark push filters to a Python data source
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -103,10 +107,16 @@ class KafkaLogReader(DataSourceReader):
         self.bounds: Bounds | None = None
 
     def partitions(self) -> list[InputPartition]:
+        from kafkalog.spark.partitions import pack
+        from kafkalog.spark.plan import plan_read
+
         splits, aborted = plan_read(self.opts, self.bounds)
         return pack(splits, self.opts, aborted)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        from kafkalog.spark.partitions import SplitPartition
+        from kafkalog.spark.stats import ReadStats, recorded
+
         assert isinstance(partition, SplitPartition)
         if self.opts.stats_dir is None:
             return partition.read(self.opts.include_headers, self.columns)
@@ -120,6 +130,8 @@ class PushdownReader(KafkaLogReader):
     as PySpark documents for ``DataSourceReader.pushFilters``)."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        from kafkalog.spark.pushdown import bounds_from_filters
+
         filters = list(filters)
         if self.opts.pushdown:  # pushdown=false: a real full scan, the filters left to Spark
             self.bounds = bounds_from_filters(filters)
