@@ -166,6 +166,54 @@ def import_times(modules: list[str]) -> dict[str, float]:
     return out
 
 
+_PLANNER = """
+import json, resource, sys
+from pyspark.sql.types import LongType, StructField, StructType
+from kafkalog.spark.source import KafkaLogPushdownSource
+source = KafkaLogPushdownSource({"path": sys.argv[1], "subscribe": "clicks"})
+source.schema()
+tasks = len(source.reader(StructType([StructField("offset", LongType())])).partitions())
+use = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps([use.ru_utime + use.ru_stime, "numba" in sys.modules, tasks]))
+"""
+
+
+def worker_cpu(data: str) -> None:
+    """CPU seconds (user + system, median of three fresh interpreters: what a loaded machine
+    does not inflate) of a worker's imports, and of a whole planner process: ``schema()``,
+    ``reader()``, ``partitions()`` over the sample."""
+
+    def cpu(args: list[str]) -> list[Any]:
+        code = "import resource, sys; " + args[0]
+        code += "; u = resource.getrusage(resource.RUSAGE_SELF)"
+        code += "; print(u.ru_utime + u.ru_stime)"
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args[1:]], check=True, capture_output=True, text=True
+        )
+        return [float(done.stdout.split()[-1])]
+
+    print("CPU seconds in a fresh interpreter (median of 3):")
+    for what in [
+        "pass",
+        "import kafkalog.spark.source",
+        "import kafkalog.spark.plan",
+        "import kafkalog.spark.task",
+    ]:
+        print(f"  {what:<52}{statistics.median(cpu([what])[0] for _ in range(3)):>6.2f}s")
+    runs = []
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", _PLANNER, data], check=True, capture_output=True, text=True
+        )
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    runs.sort()
+    seconds, numba, tasks = runs[1]
+    print(
+        f"  {'planner: import, schema(), reader(), partitions()':<52}{seconds:>6.2f}s"
+        f"  ({tasks} tasks; numba {'imported' if numba else 'not imported'})"
+    )
+
+
 def first_numba_call() -> tuple[float, float]:
     """A fresh process: numba's import plus the first decode kernel call (its compiled code
     loaded from the on-disk cache), and the same call again."""
@@ -246,6 +294,7 @@ def run(data: str, parquet: str, rounds: int) -> None:
         ]
     ).items():
         print(f"  import {module:<46}{seconds:>9.2f}s")
+    worker_cpu(data)
     cold, warm = first_numba_call()
     print(
         f"  first decode kernel call in a fresh process (numba + cached code): {cold:.2f}s, "
@@ -254,6 +303,10 @@ def run(data: str, parquet: str, rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--child":
+    if (
+        sys.argv[1] == "--worker-cpu"
+    ):  # that part alone: python bench/first_query.py --worker-cpu DATA
+        worker_cpu(sys.argv[2])
+    elif sys.argv[1] == "--child":
         side, data, parquet, spawned = sys.argv[2:6]
         print(json.dumps(child(side, data, parquet, float(spawned))))
