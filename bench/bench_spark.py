@@ -16,6 +16,10 @@ the file read + CRC + decode of every record timed in this process, next to what
 target leaves for it (two cores' worth of the time between the replay and ceiling / 0.9).
 
     python bench/bench_spark.py [--records 2400000]
+    python bench/bench_spark.py --first-query [--rounds 3]   # time to the first answer
+
+``--first-query`` times a new process's first query instead, phase by phase, against a Parquet
+first query of the same rows (see ``bench/first_query.py``).
 """
 
 from __future__ import annotations
@@ -45,14 +49,25 @@ def main() -> None:
     parser.add_argument(
         "--data", default=os.path.join(tempfile.gettempdir(), "kafkalog-bench-spark")
     )
+    parser.add_argument("--first-query", action="store_true", help="time to the first answer")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh processes per side")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import kafkalog.spark
     from kafkalog.cli.job import DAY_START, write_sample
 
     write_sample(args.data, args.records)
+    parquet_path = args.data.rstrip("/") + ".parquet"
+    if args.first_query:
+        import first_query
+
+        if not os.path.exists(parquet_path):
+            _write_parquet(args.data, parquet_path)
+        first_query.run(args.data, parquet_path, args.rounds)
+        return
+    from pyspark.sql import SparkSession
+
+    import kafkalog.spark
+
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
@@ -62,7 +77,6 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     kafkalog.spark.register(spark)
     source = spark.read.format("kafkalog").option("path", args.data).option("subscribe", "clicks")
-    parquet_path = args.data.rstrip("/") + ".parquet"
     if not os.path.exists(parquet_path):
         source.load().write.parquet(parquet_path)
     query = "count(*) as n", "sum(length(value)) as bytes", "max(timestamp) as latest"
@@ -162,6 +176,22 @@ def main() -> None:
         f"{'one row of each partition vs 1-row floor':<46}{t_one_each:>11.2f}s"
         f"{t_fixed:>11.2f}s{t_one_each - t_fixed:>+8.2f}s  (fixed cost beyond the API's floor)"
     )
+    spark.stop()
+
+
+def _write_parquet(data: str, parquet_path: str) -> None:
+    """The clicks topic as Parquet, written by a session of its own (stopped before any
+    timing: the first-query figures need fresh processes)."""
+    from pyspark.sql import SparkSession
+
+    import kafkalog.spark
+
+    spark = (
+        SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    )
+    kafkalog.spark.register(spark)
+    reader = spark.read.format("kafkalog").option("path", data).option("subscribe", "clicks")
+    reader.load().write.parquet(parquet_path)
     spark.stop()
 
 

@@ -8,6 +8,7 @@ their defaults and their precedence follow Spark's Kafka integration guide; kafk
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from kafkalog.errors import KafkalogError
 
 EARLIEST = -2
 LATEST = -1
+
+logger = logging.getLogger("kafkalog.spark")
 
 KNOWN_OPTIONS = {
     "path",
@@ -55,6 +58,10 @@ IGNORED_OPTIONS = {
 }
 # streaming-only options Spark's Kafka source ignores (with a warning) in batch queries
 BATCH_IGNORED_OPTIONS = {"minoffsetspertrigger", "maxtriggerdelay"}
+# what a batch query warns about, by its user-facing name (KafkaSourceProvider.validateBatchOptions)
+STREAM_ONLY_OPTIONS = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+# the options a stream refuses: a stream has no end (KafkaSourceProvider.validateStreamOptions)
+BATCH_ONLY_OPTIONS = ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp")
 # consumer settings Spark's Kafka source refuses (KafkaSourceProvider.validateGeneralOptions)
 KAFKA_REFUSED = {
     "kafka.auto.offset.reset": "set startingOffsets to earliest or latest instead",
@@ -226,12 +233,19 @@ def _offsets(name: str, value: str) -> int | OffsetSpec:
     return _per_partition(name, v, allow_special=True)
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+def parse_read_options(
+    options: Mapping[str, str], *, streaming: bool | None = False
+) -> ReadOptions:
     """Spark passes options case-insensitively; so do we (keys compared lower-case).
 
-    Streams start at ``latest`` unless told otherwise and take no end, as in Spark."""
+    Streams start at ``latest`` unless told otherwise and take no end, as in Spark.
+    ``streaming=None`` is ``load()``: Spark asks a Python source for its schema without saying
+    whether the read is a batch or a stream (the same call, with the same options, for
+    ``spark.read`` and ``spark.readStream``), so every check that holds for both is made then,
+    and the ones that depend on it (a ``latest`` start, an end given to a stream) wait for
+    ``reader()`` or ``streamReader()``, the first calls that say which it is."""
     opts = {k.lower(): str(v) for k, v in options.items()}
-    _check_names(opts, streaming=streaming)
+    _check_names(opts)
     if "path" not in opts or not opts["path"]:
         raise OptionError("option path is required: a Kafka data directory or partition directory")
     selectors = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
@@ -263,9 +277,15 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             raise OptionError('option assign must look like {"topicA":[0,1],"topicB":[2,4]}')
         assign = {t: tuple(ps) for t, ps in parsed.items()}
     if streaming:
-        for key in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
-            if key in opts:
-                raise OptionError(f"option {key} is not allowed for streaming queries")
+        for name in BATCH_ONLY_OPTIONS:
+            if name.lower() in opts:
+                raise OptionError(
+                    f"option {name} is not allowed for streaming queries: a stream has no end"
+                )
+    elif streaming is False:
+        for name in STREAM_ONLY_OPTIONS:
+            if name.lower() in opts:
+                logger.warning("option %s is ignored in batch queries", name)
     # precedence, as Spark (KafkaSourceProvider.getKafkaOffsetRangeLimit):
     # startingTimestamp > startingOffsetsByTimestamp > startingOffsets, the ending ones alike.
     # Spark never reads an option that lost, so neither is it checked here.
@@ -276,11 +296,12 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     ending: int | OffsetSpec = LATEST
     if "endingtimestamp" not in opts and "endingoffsetsbytimestamp" not in opts:
         ending = _offsets("endingOffsets", opts.get("endingoffsets", "latest"))
-    if not streaming and starting == LATEST:
+    batch = streaming is False
+    if batch and starting == LATEST:
         raise OptionError("option startingOffsets=latest is not allowed for batch queries")
     if ending == EARLIEST:
         raise OptionError("option endingOffsets=earliest is not allowed for batch queries")
-    if not streaming and isinstance(starting, dict) and LATEST in _values(starting):
+    if batch and isinstance(starting, dict) and LATEST in _values(starting):
         raise OptionError("option startingOffsets: -1 (latest) is not allowed for batch queries")
     if isinstance(ending, dict) and EARLIEST in _values(ending):
         raise OptionError("option endingOffsets: -2 (earliest) is not allowed for batch queries")
@@ -305,6 +326,15 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         )
     _check_offset_limits(starting, ending, start_ts, end_ts)
     isolation = _isolation(opts)
+    max_per_trigger = _given(opts, "maxOffsetsPerTrigger", positive_option)
+    # checked whenever given, so that a stream's load() refuses a bad value
+    min_per_trigger = _given(opts, "minOffsetsPerTrigger", positive_option)
+    both = min_per_trigger is not None and max_per_trigger is not None
+    if both and min_per_trigger > max_per_trigger:  # KafkaSourceProvider.validateGeneralOptions
+        raise OptionError(
+            f"option minOffsetsPerTrigger={min_per_trigger} is above "
+            f"maxOffsetsPerTrigger={max_per_trigger}"
+        )
     return ReadOptions(
         path=read_location(opts["path"]),
         location=opts["path"],
@@ -324,19 +354,17 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_bytes_per_split=_given(
             opts, "maxBytesPerSplit", positive_option, DEFAULT_MAX_BYTES_PER_SPLIT
         ),
-        max_offsets_per_trigger=_given(opts, "maxOffsetsPerTrigger", positive_option),
+        max_offsets_per_trigger=max_per_trigger,
         max_timestamp_lateness_ms=_given(opts, "maxTimestampLatenessMs", _timestamp),
         pushdown=_bool("pushdown", opts.get("pushdown", "true")),
         stats_dir=local_path(opts["statsdir"], "statsDir") if opts.get("statsdir") else None,
-        # checked whenever given, so that a stream's load() refuses a bad value (Spark asks a
-        # source for its schema, where these are parsed, before it knows it is a stream)
-        min_offsets_per_trigger=_given(opts, "minOffsetsPerTrigger", positive_option),
+        min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=_given(opts, "maxTriggerDelay", time_string_ms, 15 * 60 * 1000),
         columns=_column_names(opts["columns"]) if "columns" in opts else None,
     )
 
 
-def _check_names(opts: Mapping[str, str], *, streaming: bool) -> None:
+def _check_names(opts: Mapping[str, str]) -> None:
     """Refuse unknown options by name. ``kafka.``-prefixed ones are consumer settings in Spark's
     Kafka source: accepted (there is no consumer to give them to) except the ones Spark refuses,
     so that code carrying ``kafka.security.protocol`` or ``kafka.ssl.*`` switches unchanged."""

@@ -17,7 +17,6 @@ from kafkalog.spark.columns import Columns
 from kafkalog.spark.options import ReadOptions
 from kafkalog.spark.plan import Aborted, Split, task_count
 from kafkalog.spark.stats import ReadStats
-from kafkalog.spark.task import read_split
 
 
 class SplitPartition(InputPartition):
@@ -43,6 +42,10 @@ class SplitPartition(InputPartition):
         columns: Columns | None = None,
         stats: ReadStats | None = None,
     ) -> Iterator[Any]:
+        # here, not at the top: the planner unpickles nothing of this module's and needs none of
+        # the task's decoder (numba, the columnar kernels), whose loading costs a process ~1 s
+        from kafkalog.spark.task import read_split
+
         if files.is_remote(self.location):
             files.resolve(self.location)  # this worker process learns the store's settings
         for split in self.splits:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -21,11 +21,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from kafkalog.spark.columns import HEADERS, SCHEMA, Columns, choose_columns, full_schema
-from kafkalog.spark.options import ReadOptions, parse_read_options
-from kafkalog.spark.partitions import SplitPartition, pack
-from kafkalog.spark.plan import plan_read
-from kafkalog.spark.pushdown import Bounds, bounds_from_filters
-from kafkalog.spark.stats import ReadStats, recorded
+from kafkalog.spark.options import OptionError, ReadOptions, parse_read_options
+
+if TYPE_CHECKING:
+    from kafkalog.spark.pushdown import Bounds
+
+# Each call Spark makes into this source runs in a Python worker that imports this module
+# first: ``load()``'s schema needs the options alone, planning the log layer, the tasks the
+# columnar decoder (numba). So the planner's and the tasks' modules are imported where they are
+# used, and ``load()`` does not pay for them (bench/RESULTS.md, time to the first answer).
 
 #: the configuration that lets Spark push filters to a Python data source
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -39,23 +43,48 @@ class KafkaLogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> str:
-        opts = parse_read_options(self.options)
+        # load(): the one call Spark makes before an action or start(), batch or stream alike.
+        # Raised from this frame alone (see read_options); a comment on the raise line would
+        # underline it with carets in the traceback the user reads.
+        opts = read_options(self.options, streaming=None)
+        if isinstance(opts, OptionError):
+            raise opts
         return full_schema(opts.include_headers, opts.columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = parse_read_options(self.options)
+        opts = read_options(self.options, streaming=False)
+        if isinstance(opts, OptionError):
+            raise opts
         return KafkaLogReader(opts, choose_columns(schema, opts.include_headers))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from kafkalog.spark.stream import KafkaLogStreamReader
+        from kafkalog.spark.stream import KafkaLogStreamReader, RefusedStreamReader
 
-        opts = parse_read_options(self.options, streaming=True)
+        opts = read_options(self.options, streaming=True)
+        if isinstance(opts, OptionError):
+            return RefusedStreamReader(opts)
         return KafkaLogStreamReader(opts, choose_columns(schema, opts.include_headers))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from kafkalog.spark.writer import KafkaLogWriter, parse_write_options
 
         return KafkaLogWriter(parse_write_options(self.options), schema, overwrite)
+
+
+def read_options(options: Any, *, streaming: bool | None) -> ReadOptions | OptionError:
+    """The options parsed, or their :class:`OptionError` stripped of its traceback, for the
+    method Spark called to raise (``raise`` there puts that one frame in front of it).
+
+    PySpark hands a data source's exception to the user as its Python traceback after Spark's
+    prefix (``[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance:``); a
+    traceback through the option parser put 8 to 17 lines before kafkalog's message. Raised
+    from the method Spark called, the message follows a two-line traceback, and with
+    ``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` Spark's prefix alone.
+    """
+    try:
+        return parse_read_options(options, streaming=streaming)
+    except OptionError as problem:
+        return problem.with_traceback(None)
 
 
 class KafkaLogPushdownSource(KafkaLogDataSource):
@@ -65,7 +94,9 @@ class KafkaLogPushdownSource(KafkaLogDataSource):
     :func:`register` picks one)."""
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = parse_read_options(self.options)
+        opts = read_options(self.options, streaming=False)
+        if isinstance(opts, OptionError):
+            raise opts
         return PushdownReader(opts, choose_columns(schema, opts.include_headers))
 
 
@@ -76,10 +107,16 @@ class KafkaLogReader(DataSourceReader):
         self.bounds: Bounds | None = None
 
     def partitions(self) -> list[InputPartition]:
+        from kafkalog.spark.partitions import pack
+        from kafkalog.spark.plan import plan_read
+
         splits, aborted = plan_read(self.opts, self.bounds)
         return pack(splits, self.opts, aborted)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        from kafkalog.spark.partitions import SplitPartition
+        from kafkalog.spark.stats import ReadStats, recorded
+
         assert isinstance(partition, SplitPartition)
         if self.opts.stats_dir is None:
             return partition.read(self.opts.include_headers, self.columns)
@@ -93,6 +130,8 @@ class PushdownReader(KafkaLogReader):
     as PySpark documents for ``DataSourceReader.pushFilters``)."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        from kafkalog.spark.pushdown import bounds_from_filters
+
         filters = list(filters)
         if self.opts.pushdown:  # pushdown=false: a real full scan, the filters left to Spark
             self.bounds = bounds_from_filters(filters)

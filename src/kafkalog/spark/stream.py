@@ -65,6 +65,30 @@ def _ends(opts: ReadOptions, then: Any = None) -> Ends:
     return out
 
 
+class RefusedStreamReader(DataSourceStreamReader):
+    """The stream reader of options a stream refuses (an ``endingOffsets``, say): it raises
+    their error at Spark's first question, ``initialOffset``.
+
+    Raising in ``streamReader()`` itself shows the user PySpark's own ``UnboundLocalError``
+    (its stream runner's ``finally: reader.stop()`` has no reader to stop), with kafkalog's
+    message buried in the exception chain; raised here, the stream fails with that message."""
+
+    def __init__(self, problem: Exception) -> None:
+        self.problem = problem  # without a traceback: each raise shows its own frame alone
+
+    def initialOffset(self) -> dict[str, Any]:
+        raise self.problem
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        raise self.problem
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        raise self.problem
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        raise self.problem
+
+
 @dataclass(frozen=True)
 class _Planned:
     """A micro-batch planned when its end was chosen (``latestOffset``), with the logs open
