@@ -27,6 +27,39 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _PRODUCER_ID_BLOCK = 1000
 
+#: the dynamic broker config layers, lowest precedence first
+DYNAMIC_LAYERS = ("cluster", "node")
+
+#: Kafka's broker-level names of the topic configs (the topic defaults a broker sets, and may
+#: change dynamically): broker name -> topic name
+BROKER_SYNONYMS: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.preallocate": "preallocate",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
+}
+
 
 class TopicError(KafkalogError):
     """A topic request Kafka refuses; ``code`` is the Kafka error code to answer with."""
@@ -63,9 +96,17 @@ class TopicRegistry:
 
     def __init__(self, logdir: LogDir, defaults: dict[str, str]) -> None:
         self.logdir = logdir
-        self.defaults = dict(defaults)
+        #: the server's ``topic_defaults`` (its static broker config)
+        self.static_defaults = dict(defaults)
         self._state_path = os.path.join(logdir.path, STATE_FILE)
         self._state = self._read_state()
+        #: dynamic broker configs by layer (``cluster``: the cluster-wide default, ``node``:
+        #: this broker's own), under Kafka's broker names (``log.retention.ms``)
+        saved_dynamic = self._state.get("broker_configs", {})
+        self.dynamic: dict[str, dict[str, str]] = {
+            layer: dict(saved_dynamic.get(layer, {})) for layer in DYNAMIC_LAYERS
+        }
+        self.defaults: dict[str, str] = self._merged_defaults(self.dynamic)
         self.topics: dict[str, Topic] = {}
         counts: dict[str, int] = {}
         for topic, partition in logdir.partitions():
@@ -93,6 +134,7 @@ class TopicRegistry:
         return data
 
     def _write_state(self) -> None:
+        self._state["broker_configs"] = {k: v for k, v in self.dynamic.items() if v}
         self._state["topics"] = {
             t.name: {"configs": t.overrides, "partitions": t.partitions}
             for t in self.topics.values()
@@ -168,11 +210,63 @@ class TopicRegistry:
             PartitionMetadata.write(os.path.join(directory, "partition.metadata"), topic.topic_id)
         return log
 
-    def validate_configs(self, configs: dict[str, str]) -> None:
+    def validate_configs(
+        self, configs: dict[str, str], defaults: dict[str, str] | None = None
+    ) -> None:
+        base = self.defaults if defaults is None else defaults
         try:
-            TopicConfig.from_properties({**self.defaults, **configs}, ignore_unmodelled=True)
+            TopicConfig.from_properties({**base, **configs}, ignore_unmodelled=True)
         except KafkalogError as e:
             raise TopicError(40, str(e)) from None  # INVALID_CONFIG
+
+    # -- changing configs (AlterConfigs, IncrementalAlterConfigs) --------------------------------
+    def set_overrides(
+        self, topic: Topic, overrides: dict[str, str], *, validate_only: bool = False
+    ) -> None:
+        """Replace the topic's overrides: validated as CreateTopics validates them, saved
+        before they apply, then given to the partitions' open logs (a log opened later gets
+        them from :meth:`config`)."""
+        self.validate_configs(overrides)
+        if validate_only:
+            return
+        topic.overrides = dict(overrides)
+        self._write_state()
+        self._apply(topic)
+
+    def set_dynamic_defaults(
+        self, layer: str, configs: dict[str, str], *, validate_only: bool = False
+    ) -> None:
+        """Replace one layer of dynamic broker configs (broker names, ``log.retention.ms``):
+        the defaults of every topic without its own override, applied to every open log."""
+        layers = {**self.dynamic, layer: dict(configs)}
+        defaults = self._merged_defaults(layers)
+        self.validate_configs({}, defaults)
+        for topic in self.topics.values():
+            self.validate_configs(topic.overrides, defaults)
+        if validate_only:
+            return
+        self.dynamic = layers
+        self.defaults = defaults
+        self._write_state()
+        for topic in self.topics.values():
+            self._apply(topic)
+
+    def _merged_defaults(self, layers: dict[str, dict[str, str]]) -> dict[str, str]:
+        """Topic defaults by precedence: static, then the cluster-wide dynamic layer, then
+        this broker's (Kafka's DYNAMIC_BROKER over DYNAMIC_DEFAULT_BROKER over STATIC)."""
+        merged = dict(self.static_defaults)
+        for layer in DYNAMIC_LAYERS:
+            for name, value in layers.get(layer, {}).items():
+                topic_name = BROKER_SYNONYMS.get(name)
+                if topic_name is not None:
+                    merged[topic_name] = value
+        return merged
+
+    def _apply(self, topic: Topic) -> None:
+        config = self.config(topic)
+        for log in self.logdir.open_logs():
+            if log.topic == topic.name:
+                log.reconfigure(config)
 
     def create(
         self, name: str, partitions: int, configs: dict[str, str], *, validate_only: bool = False
