@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
+from kafkalog.log.config import BROKER_SYNONYMS, TOPIC_CONFIG_KEYS, TopicConfig
 from kafkalog.server import errors as E
-from kafkalog.server.topics import BROKER_SYNONYMS, Topic, TopicError
+from kafkalog.server.topics import Topic, TopicError
 
 if TYPE_CHECKING:
     from kafkalog.server.broker_interface import BrokerInterface as Broker
