@@ -172,3 +172,36 @@ def test_every_segment_says_when_it_expires(
         line for line in readme.splitlines() if line.startswith("| `retention` | `segment`")
     )
     assert all(f"`{field}`" in documented for field in segments[0] if field != "type")
+
+
+def test_the_configs_kafkalog_serve_stored_are_the_topic_s(tmp_path: Path) -> None:
+    """A directory ``kafkalog serve`` keeps: the topic's altered override and the dynamic broker
+    default it stored are the topic's configs here, the command line's flags over them."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from kafka_clients import config, rdkafka
+    from kafkalog.server import ServerThread
+
+    stamp, _ = CASES["aging"]
+    directory = _write(tmp_path / "data", "aging", [stamp(i) for i in range(90)])
+    with ServerThread(str(tmp_path / "data"), config()) as server:
+        admin = AdminClient(rdkafka(server.bootstrap))
+        for kind, name, key, value in (
+            (ConfigResource.Type.TOPIC, "aging", "retention.ms", str(5 * DAY)),
+            (ConfigResource.Type.BROKER, "1", "log.retention.bytes", "5000"),
+        ):
+            entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+            resource = ConfigResource(kind, name, incremental_configs=[entry])
+            admin.incremental_alter_configs([resource])[resource].result(10)
+    stored = _command(directory)
+    flagged = _command(directory, "--retention-bytes", "-1", "--retention-ms", str(WEEK))
+    for rows, retention_ms, retention_bytes in (
+        (stored, 5 * DAY, 5000),
+        (flagged, WEEK, -1),
+    ):
+        expected = _oracle(directory, NOW, retention_ms, retention_bytes, 0)
+        got = {r["baseOffset"]: r["rule"] for r in rows if r["type"] == "segment" and r["deleted"]}
+        assert got == expected
+    # the stored configs make a difference here: the size rule deletes what the flags keep
+    assert "retention.bytes" in {r["rule"] for r in stored if r["type"] == "segment"}
+    assert stored != flagged

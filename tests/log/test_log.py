@@ -428,3 +428,20 @@ def test_truncate_fully_only_lowers_the_recovery_point(tmp_path: Path) -> None:
     log.truncate_fully_and_start_at(50)
     assert (log.log_end_offset, log.recovery_point) == (50, 50)
     log.close()
+
+
+def test_reconfigure_applies_to_the_next_append_roll_and_retention(tmp_path: Path) -> None:
+    """A changed topic config (a server's AlterConfigs) reaches every part of an open log:
+    the roll check, retention, and the deletion delay the segment set applies."""
+    log = make(tmp_path)  # 1 GiB segments, 7 days, deleted files kept 60 s
+    fill(log, 10)
+    assert len(log.segments) == 1
+    log.reconfigure(TopicConfig(segment_bytes=200, retention_ms=1000, file_delete_delay_ms=0))
+    fill(log, 10, start=10)
+    assert len(log.segments) > 3  # the lowered segment.bytes rolls at once
+    assert log.delete_old_segments(now=T0 + 10_000_000) >= 3
+    # file.delete.delay.ms=0 reached the segment set too: nothing waits as .deleted
+    assert not [n for n in os.listdir(tmp_path / "events-0") if n.endswith(".deleted")]
+    assert [r.offset for r in log.records()] == []
+    assert log.log_start_offset == 20 == log.log_end_offset
+    log.close()

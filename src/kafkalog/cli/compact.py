@@ -24,6 +24,7 @@ import time
 from typing import IO, Any
 
 from kafkalog.cli.args import time_arg
+from kafkalog.cli.served_configs import StoredConfigs
 
 INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
 
@@ -65,27 +66,13 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _serve_overrides(data_dir: str) -> dict[str, dict[str, str]]:
-    try:
-        with open(os.path.join(data_dir, ".kafkalog-serve.json")) as f:
-            saved = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    topics = saved.get("topics", {}) if isinstance(saved, dict) else {}
-    return {
-        name: dict(t.get("configs", {}))
-        for name, t in topics.items()
-        if isinstance(t, dict) and isinstance(t.get("configs", {}), dict)
-    }
-
-
-def _config_for(topic: str, given: dict[str, str], overrides: dict[str, dict[str, str]]) -> Any:
+def _config_for(topic: str, given: dict[str, str], stored: dict[str, str]) -> Any:
     from kafkalog.log import TopicConfig
 
     props = dict(given)
     if topic in INTERNAL_COMPACTED:
         props["cleanup.policy"] = "compact"
-    props.update(overrides.get(topic, {}))
+    props.update(stored)
     return TopicConfig.from_properties(props, ignore_unmodelled=True)
 
 
@@ -128,10 +115,11 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     )
     partitions = sorted(partition_directories(args.path).items())
     totals = {"partitions": 0, "skipped": 0, "bytesBefore": 0, "bytesAfter": 0}
+    stored = StoredConfigs()
     for (topic, partition), directory in partitions:
         data_dir = os.path.dirname(directory)
         refuse_if_broker(data_dir)
-        config = _config_for(topic, given, _serve_overrides(data_dir))
+        config = _config_for(topic, given, stored.of(data_dir, topic))
         name = f"{topic}-{partition}"
         if not config.compact:
             totals["skipped"] += 1

@@ -8,9 +8,10 @@ still within ``retention.ms``, the size within ``retention.bytes``, ``cleanup.po
 segment it keeps). The plan comes from the log layer's :meth:`Log.retention_plan`, the same
 rules the real deletion runs; nothing is deleted or changed.
 
-Topic configurations live in the cluster's metadata, not in the partition directories: give
-the topic's ``retention.ms``/``retention.bytes``/``cleanup.policy`` when they are not Kafka's
-defaults.
+Topic configurations live in the cluster's metadata, not in the partition directories: a data
+directory ``kafkalog serve`` keeps has them in ``.kafkalog-serve.json`` (each topic's overrides
+and the dynamic broker defaults), which are each topic's configs here; otherwise Kafka's
+defaults. ``--retention-ms``/``--retention-bytes``/``--cleanup-policy`` override both.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from typing import IO, Any
 
 from kafkalog.cli.args import time_arg
+from kafkalog.cli.served_configs import StoredConfigs
 from kafkalog.errors import KafkalogError
 
 
@@ -148,6 +150,16 @@ def _log_start_offsets(data_dir: str) -> dict[tuple[str, int], int]:
         return {}
 
 
+def _topic_config(data_dir: str, topic: str, stored: dict[str, str], flags: dict[str, str]) -> Any:
+    """The topic's stored configs with the command line's over them."""
+    from kafkalog.log import TopicConfig
+
+    try:
+        return TopicConfig.from_properties({**stored, **flags}, ignore_unmodelled=True)
+    except KafkalogError as e:
+        raise KafkalogError(f"{data_dir}: the stored configs of topic {topic}: {e}") from None
+
+
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.log import Log, TopicConfig
     from kafkalog.log.logdir import partition_directories
@@ -161,11 +173,14 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         settings["retention.bytes"] = str(args.retention_bytes)
     if args.cleanup_policy is not None:
         settings["cleanup.policy"] = args.cleanup_policy
-    config = TopicConfig.from_properties(settings)
+    TopicConfig.from_properties(settings)  # a bad flag is refused before any partition
+    stored = StoredConfigs()
     total_deleted = 0
     total_bytes = 0
     for (topic, partition), directory in sorted(partition_directories(args.path).items()):
-        start = _log_start_offsets(os.path.dirname(directory)).get((topic, partition))
+        data_dir = os.path.dirname(directory)
+        config = _topic_config(data_dir, topic, stored.of(data_dir, topic), settings)
+        start = _log_start_offsets(data_dir).get((topic, partition))
         with Log(directory, config, writable=False, log_start_offset=start) as log:
             rows = segment_verdicts(log, now)
         for row in rows:

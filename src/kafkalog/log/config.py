@@ -23,6 +23,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.records.types import Compression
 
 __all__ = [
+    "BROKER_SYNONYMS",
     "INT_MAX",
     "LONG_MAX",
     "TOPIC_CONFIG_KEYS",
@@ -189,6 +190,36 @@ _BY_NAME: dict[str, _Key] = {k.name: k for k in _KEYS}
 
 TOPIC_CONFIG_KEYS: Final[Mapping[str, str]] = {k.name: k.attr for k in _KEYS}
 """Kafka property name -> :class:`TopicConfig` attribute, for every modelled key."""
+
+#: Kafka's broker-level names of the topic configs (the topic defaults a broker sets, and may
+#: change dynamically): broker name -> topic name
+BROKER_SYNONYMS: Final[Mapping[str, str]] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.preallocate": "preallocate",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
+}
 
 
 # --------------------------------------------------------------------------------------------

@@ -1075,6 +1075,15 @@ class Log:
 
     # -- retention and truncation -----------------------------------------------------------------
     @_writes_pending_first
+    def reconfigure(self, config: Any) -> None:
+        """Take a changed topic configuration (a server's AlterConfigs) from now on: the next
+        append, roll and retention pass use it, as Kafka's ``updateConfig`` makes them. Segments
+        already open keep the index sizes they were made with; the next roll takes the new
+        ones."""
+        with self.lock:
+            self.config = config
+            self._local.config = config
+
     def delete_old_segments(self, now: int | None = None) -> int:
         """Kafka's retention pass (spec §7.6): below the log start offset, then by size, then by
         time; returns the number of segments deleted (renamed ``.deleted``, removed later)."""

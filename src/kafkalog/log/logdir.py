@@ -145,7 +145,7 @@ class LogDir:
             config = config_for(topic) if config_for is not None else None
             log = self.log(topic, partition, config=config)
             if config is not None and log.config is not config:
-                log.config = config
+                log.reconfigure(config)
             logs.append(log)
         return clean_filthiest(logs, now=now, options=options, lock_of=lock_of, progress=progress)
 

@@ -1,22 +1,22 @@
-"""ApiVersions, Metadata, topic administration, DescribeConfigs and InitProducerId."""
+"""ApiVersions, Metadata, DescribeCluster, topic administration and InitProducerId."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafkalog.log.config import TOPIC_CONFIG_KEYS, TopicConfig
 from kafkalog.server import errors as E
 from kafkalog.server.codec import SUPPORTED
+from kafkalog.server.configs import topic_config_entries
 from kafkalog.server.topics import Topic, TopicError, check_topic_name
 
 if TYPE_CHECKING:
     from kafkalog.server.broker_interface import BrokerInterface as Broker
 
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
+ENDPOINT_BROKERS = 1  # DescribeCluster's endpoint_type
+#: every operation on the cluster resource (Kafka's AclOperation bits: CREATE, ALTER,
+#: DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE,
+#: CREATE_TOKENS, DESCRIBE_TOKENS): no authorizer, everything is allowed
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
 
 
 async def api_versions(broker: Broker, body: Any, version: int) -> dict[str, Any]:
@@ -119,7 +119,7 @@ async def create_topics(broker: Broker, body: Any, version: int) -> dict[str, An
                 replication_factor=1,
                 configs=[
                     {"name": k, "value": v, "read_only": False, "config_source": src}
-                    for k, v, src in _topic_config_entries(broker, topic)
+                    for k, v, src in topic_config_entries(broker, topic)
                 ],
             )
         except TopicError as e:
@@ -169,80 +169,28 @@ async def create_partitions(broker: Broker, body: Any, version: int) -> dict[str
     return {"results": results}
 
 
-def _topic_config_entries(broker: Broker, topic: Topic) -> list[tuple[str, str, int]]:
-    """Every topic config Kafka names, with its value and where it came from."""
-    config = broker.registry.config(topic)
-    out = []
-    for name in sorted(TOPIC_CONFIG_KEYS):
-        value = _render(config, name)
-        if name in topic.overrides:
-            source = SOURCE_DYNAMIC_TOPIC
-        elif name in broker.registry.defaults:
-            source = SOURCE_STATIC_BROKER
-        else:
-            source = SOURCE_DEFAULT
-        out.append((name, value, source))
-    return out
-
-
-def _render(config: TopicConfig, name: str) -> str:
-    value = getattr(config, TOPIC_CONFIG_KEYS[name])
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(value)
-    return str(value)
-
-
-async def describe_configs(broker: Broker, body: Any, version: int) -> dict[str, Any]:
-    results = []
-    for res in body.resources:
-        entry: dict[str, Any] = {
-            "resource_type": res.resource_type,
-            "resource_name": res.resource_name,
-            "error_code": E.NONE,
-            "configs": [],
+async def describe_cluster(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    """The one node, the cluster id and the controller (this node: KRaft's combined mode)."""
+    host, port = broker.advertised
+    node = broker.config.node_id
+    if int(getattr(body, "endpoint_type", ENDPOINT_BROKERS)) != ENDPOINT_BROKERS:
+        return {
+            "error_code": E.MISMATCHED_ENDPOINT_TYPE,
+            "error_message": "The request was sent to an endpoint of type BROKER, "
+            "but we wanted an endpoint of type CONTROLLER",
+            "cluster_id": broker.config.cluster_id,
+            "controller_id": -1,
+            "brokers": [],
         }
-        keys = set(res.configuration_keys) if res.configuration_keys else None
-        if int(res.resource_type) == RESOURCE_TOPIC:
-            topic = broker.registry.get(res.resource_name)
-            if topic is None:
-                entry.update(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic")
-            else:
-                entry["configs"] = [
-                    {
-                        "name": k,
-                        "value": v,
-                        "read_only": False,
-                        "config_source": src,
-                        "is_default": src == SOURCE_DEFAULT,
-                        "is_sensitive": False,
-                    }
-                    for k, v, src in _topic_config_entries(broker, topic)
-                    if keys is None or k in keys
-                ]
-        elif int(res.resource_type) == RESOURCE_BROKER:
-            settings = {
-                "auto.create.topics.enable": str(broker.config.auto_create_topics_enable).lower(),
-                "num.partitions": str(broker.config.num_partitions),
-                "socket.request.max.bytes": str(broker.config.socket_request_max_bytes),
-                "offsets.topic.num.partitions": str(broker.config.offsets_topic_num_partitions),
-            }
-            entry["configs"] = [
-                {
-                    "name": k,
-                    "value": v,
-                    "read_only": True,
-                    "config_source": SOURCE_STATIC_BROKER,
-                    "is_sensitive": False,
-                }
-                for k, v in sorted(settings.items())
-                if keys is None or k in keys
-            ]
-        else:
-            entry.update(error_code=E.INVALID_REQUEST, error_message="unsupported resource type")
-        results.append(entry)
-    return {"results": results}
+    operations = CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else -(2**31)
+    return {
+        "error_code": E.NONE,
+        "endpoint_type": ENDPOINT_BROKERS,
+        "cluster_id": broker.config.cluster_id,
+        "controller_id": node,
+        "brokers": [{"broker_id": node, "host": host, "port": port, "is_fenced": False}],
+        "cluster_authorized_operations": operations,
+    }
 
 
 async def init_producer_id(broker: Broker, body: Any, version: int) -> dict[str, Any]:

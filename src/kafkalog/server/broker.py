@@ -10,7 +10,7 @@ from typing import Any
 
 from kafkalog.log import AppendOrigin, Log, LogDir
 from kafkalog.records import RecordBatch
-from kafkalog.server import admin, data
+from kafkalog.server import admin, configs, data
 from kafkalog.server import errors as E
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.groups import GroupCoordinator
@@ -280,8 +280,11 @@ HANDLERS: dict[int, Handler] = {
     25: _add_offsets_to_txn,
     26: _end_txn,
     28: _txn_offset_commit,
-    32: admin.describe_configs,
+    32: configs.describe_configs,
+    33: configs.alter_configs,
     37: admin.create_partitions,
     42: _coordinator("delete_groups"),
+    44: configs.incremental_alter_configs,
+    60: admin.describe_cluster,
 }
 JOIN_GROUP = 11

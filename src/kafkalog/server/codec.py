@@ -49,9 +49,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     26: (0, 4),  # EndTxn
     28: (0, 3),  # TxnOffsetCommit
     32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    44: (0, 1),  # IncrementalAlterConfigs
+    60: (0, 2),  # DescribeCluster
 }
 
 _HEAD = struct.Struct(">hhi")

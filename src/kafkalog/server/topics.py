@@ -19,6 +19,7 @@ from typing import Any
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log, LogDir, TopicConfig
 from kafkalog.log.checkpoints import PartitionMetadata, decode_uuid, new_topic_id
+from kafkalog.log.config import BROKER_SYNONYMS
 
 STATE_FILE = ".kafkalog-serve.json"
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -26,6 +27,9 @@ TRANSACTION_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _PRODUCER_ID_BLOCK = 1000
+
+#: the dynamic broker config layers, lowest precedence first
+DYNAMIC_LAYERS = ("cluster", "node")
 
 
 class TopicError(KafkalogError):
@@ -63,9 +67,17 @@ class TopicRegistry:
 
     def __init__(self, logdir: LogDir, defaults: dict[str, str]) -> None:
         self.logdir = logdir
-        self.defaults = dict(defaults)
+        #: the server's ``topic_defaults`` (its static broker config)
+        self.static_defaults = dict(defaults)
         self._state_path = os.path.join(logdir.path, STATE_FILE)
         self._state = self._read_state()
+        #: dynamic broker configs by layer (``cluster``: the cluster-wide default, ``node``:
+        #: this broker's own), under Kafka's broker names (``log.retention.ms``)
+        saved_dynamic = self._state.get("broker_configs", {})
+        self.dynamic: dict[str, dict[str, str]] = {
+            layer: dict(saved_dynamic.get(layer, {})) for layer in DYNAMIC_LAYERS
+        }
+        self.defaults: dict[str, str] = self._merged_defaults(self.dynamic)
         self.topics: dict[str, Topic] = {}
         counts: dict[str, int] = {}
         for topic, partition in logdir.partitions():
@@ -93,6 +105,7 @@ class TopicRegistry:
         return data
 
     def _write_state(self) -> None:
+        self._state["broker_configs"] = {k: v for k, v in self.dynamic.items() if v}
         self._state["topics"] = {
             t.name: {"configs": t.overrides, "partitions": t.partitions}
             for t in self.topics.values()
@@ -168,11 +181,63 @@ class TopicRegistry:
             PartitionMetadata.write(os.path.join(directory, "partition.metadata"), topic.topic_id)
         return log
 
-    def validate_configs(self, configs: dict[str, str]) -> None:
+    def validate_configs(
+        self, configs: dict[str, str], defaults: dict[str, str] | None = None
+    ) -> None:
+        base = self.defaults if defaults is None else defaults
         try:
-            TopicConfig.from_properties({**self.defaults, **configs}, ignore_unmodelled=True)
+            TopicConfig.from_properties({**base, **configs}, ignore_unmodelled=True)
         except KafkalogError as e:
             raise TopicError(40, str(e)) from None  # INVALID_CONFIG
+
+    # -- changing configs (AlterConfigs, IncrementalAlterConfigs) --------------------------------
+    def set_overrides(
+        self, topic: Topic, overrides: dict[str, str], *, validate_only: bool = False
+    ) -> None:
+        """Replace the topic's overrides: validated as CreateTopics validates them, saved
+        before they apply, then given to the partitions' open logs (a log opened later gets
+        them from :meth:`config`)."""
+        self.validate_configs(overrides)
+        if validate_only:
+            return
+        topic.overrides = dict(overrides)
+        self._write_state()
+        self._apply(topic)
+
+    def set_dynamic_defaults(
+        self, layer: str, configs: dict[str, str], *, validate_only: bool = False
+    ) -> None:
+        """Replace one layer of dynamic broker configs (broker names, ``log.retention.ms``):
+        the defaults of every topic without its own override, applied to every open log."""
+        layers = {**self.dynamic, layer: dict(configs)}
+        defaults = self._merged_defaults(layers)
+        self.validate_configs({}, defaults)
+        for topic in self.topics.values():
+            self.validate_configs(topic.overrides, defaults)
+        if validate_only:
+            return
+        self.dynamic = layers
+        self.defaults = defaults
+        self._write_state()
+        for topic in self.topics.values():
+            self._apply(topic)
+
+    def _merged_defaults(self, layers: dict[str, dict[str, str]]) -> dict[str, str]:
+        """Topic defaults by precedence: static, then the cluster-wide dynamic layer, then
+        this broker's (Kafka's DYNAMIC_BROKER over DYNAMIC_DEFAULT_BROKER over STATIC)."""
+        merged = dict(self.static_defaults)
+        for layer in DYNAMIC_LAYERS:
+            for name, value in layers.get(layer, {}).items():
+                topic_name = BROKER_SYNONYMS.get(name)
+                if topic_name is not None:
+                    merged[topic_name] = value
+        return merged
+
+    def _apply(self, topic: Topic) -> None:
+        config = self.config(topic)
+        for log in self.logdir.open_logs():
+            if log.topic == topic.name:
+                log.reconfigure(config)
 
     def create(
         self, name: str, partitions: int, configs: dict[str, str], *, validate_only: bool = False
