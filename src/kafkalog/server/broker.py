@@ -283,5 +283,6 @@ HANDLERS: dict[int, Handler] = {
     32: admin.describe_configs,
     37: admin.create_partitions,
     42: _coordinator("delete_groups"),
+    68: _coordinator("consumer_group_heartbeat"),
 }
 JOIN_GROUP = 11

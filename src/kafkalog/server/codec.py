@@ -52,6 +52,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    68: (0, 1),  # ConsumerGroupHeartbeat: answered UNSUPPORTED_VERSION (groups.py says why)
 }
 
 _HEAD = struct.Struct(">hhi")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ PREPARING = "PreparingRebalance"
 COMPLETING = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+
+log = logging.getLogger("kafkalog.server")
 
 
 @dataclass
@@ -126,6 +129,28 @@ class GroupCoordinator:
                 if expired:
                     self._member_left(group)
 
+    # -- KIP-848 ----------------------------------------------------------------------------------
+    async def consumer_group_heartbeat(self, body: Any, version: int) -> dict[str, Any]:
+        """ConsumerGroupHeartbeat (KIP-848, ``group.protocol=consumer``) is answered
+        UNSUPPORTED_VERSION, as Kafka answers it when the consumer protocol is disabled.
+
+        The API is advertised only so that this answer is reached: librdkafka, finding it
+        missing from ApiVersions, retries the coordinator forever without telling the
+        application; with this answer it raises a fatal error at once.
+        """
+        log.warning(
+            "refused ConsumerGroupHeartbeat of group %r: kafkalog serve supports only the"
+            " classic group protocol (group.protocol=classic)",
+            body.group_id,
+        )
+        return {
+            "error_code": E.UNSUPPORTED_VERSION,
+            "error_message": "kafkalog serve supports only the classic consumer group protocol:"
+            " set group.protocol=classic",
+            "member_epoch": -1,
+            "heartbeat_interval": 0,
+        }
+
     # -- join ------------------------------------------------------------------------------------
     async def join(self, body: Any, version: int, client_id: str, host: str) -> dict[str, Any]:
         session = body.session_timeout.total_seconds()
@@ -140,6 +165,18 @@ class GroupCoordinator:
         }
         if not self.min_session_timeout <= session <= self.max_session_timeout:
             return {**fail, "error_code": E.INVALID_SESSION_TIMEOUT, "member_id": body.member_id}
+        instance = getattr(body, "group_instance_id", None)
+        if instance is not None:
+            # static membership is not implemented: refused as Kafka refused it before 2.3,
+            # never served as a dynamic member the client believes keeps its assignment
+            log.warning(
+                "refused JoinGroup of group %r from %s: group.instance.id %r (static membership)"
+                " is not supported by kafkalog serve; remove group.instance.id",
+                body.group_id,
+                host,
+                instance,
+            )
+            return {**fail, "error_code": E.UNSUPPORTED_VERSION, "member_id": body.member_id}
         group = self.groups.get(body.group_id)
         if group is None:
             group = self.groups[body.group_id] = Group(body.group_id)
