@@ -170,3 +170,31 @@ def test_produce_to_internal_topics_before_they_exist(server: ServerThread) -> N
             reply = produce_reply(sock)
         assert reply.error_code == 17, name  # INVALID_TOPIC_EXCEPTION, as Kafka
         assert "internal topic" in (reply.error_message or "")
+
+
+def test_flush_messages_1_fsyncs_before_the_ack(server: ServerThread) -> None:
+    """The README's durability paragraph: with flush.messages=1 an acknowledged produce is at
+    or below the log's recovery point (fsynced); without it, it is not."""
+    topics = [
+        {
+            "name": name,
+            "num_partitions": 1,
+            "replication_factor": 1,
+            "assignments": [],
+            "configs": configs,
+        }
+        for name, configs in (("synced", [{"name": "flush.messages", "value": "1"}]), ("fast", []))
+    ]
+    reply = call(server, 19, 7, {"topics": topics, "timeout": 5000, "validate_only": False})
+    assert [t.error_code for t in reply.topics] == [0, 0]
+    broker = server.server.broker
+    assert broker is not None
+    for n in range(3):
+        for name in ("synced", "fast"):
+            with connect(server) as sock:
+                sock.sendall(produce_frame(name, encode_batch([Record.of(b"v%d" % n)])))
+                assert produce_reply(sock).error_code == 0
+    synced = broker.registry.log(broker.registry.get("synced"), 0)
+    fast = broker.registry.log(broker.registry.get("fast"), 0)
+    assert synced.recovery_point == synced.log_end_offset == 3
+    assert fast.recovery_point == 0 and fast.log_end_offset == 3
