@@ -88,3 +88,31 @@ def test_a_public_address_is_refused_without_the_flag(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "refusing to listen on 0.0.0.0:0 without TLS or SASL" in result.stderr
     assert not (tmp_path / "d").exists()
+
+
+def test_the_limits_flags_reach_the_server(tmp_path: Path) -> None:
+    """--max-connections-per-ip 1: a second connection from 127.0.0.1 is closed at once."""
+    import socket
+
+    with serve(
+        tmp_path / "d", "--max-connections-per-ip", "1", "--connections-max-idle-ms", "60000"
+    ) as (
+        _,
+        bootstrap,
+    ):
+        host, port = bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5) as first:
+            with socket.create_connection((host, int(port)), timeout=5) as second:
+                assert second.recv(1) == b""  # refused: closed by the server
+            first.sendall(b"\0\0\0\x01")  # the first is served (waits for the rest)
+            first.settimeout(0.5)
+            try:
+                first.recv(1)
+                raise AssertionError("the first connection was closed too")
+            except TimeoutError:
+                pass
+
+
+def test_limits_flags_are_checked(tmp_path: Path) -> None:
+    result = kafkalog("serve", "--data", str(tmp_path / "d"), "--max-connections", "-1")
+    assert result.returncode == 2 and "must be at least 0" in result.stderr

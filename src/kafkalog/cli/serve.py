@@ -50,6 +50,32 @@ def add_parser(sub: Any) -> None:
         default=3000,
         help="group.initial.rebalance.delay.ms",
     )
+    p.add_argument(
+        "--queued-max-request-bytes",
+        type=int_between(-1),
+        default=256 * 1024 * 1024,  # config.QUEUED_MAX_REQUEST_BYTES, without importing it
+        help="queued.max.request.bytes: request bytes held in memory across connections "
+        "(default 256 MiB; -1: unbounded, Kafka's default)",
+    )
+    p.add_argument(
+        "--connections-max-idle-ms",
+        type=int_between(0),
+        default=600000,
+        help="connections.max.idle.ms: close a connection silent this long (0: never)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int_between(0),
+        default=0,
+        help="max.connections: close connections beyond this many (0: no limit)",
+    )
+    p.add_argument(
+        "--max-connections-per-ip",
+        type=int_between(0),
+        default=0,
+        help="max.connections.per.ip: close a client address's connections beyond this many "
+        "(0: no limit)",
+    )
     p.add_argument("--ssl-certfile", help="TLS: the server certificate chain (PEM)")
     p.add_argument("--ssl-keyfile", help="TLS: its private key (PEM)")
     p.add_argument(
@@ -88,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         auto_create_topics_enable=not args.no_auto_create_topics,
         topic_defaults=defaults,
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+        queued_max_request_bytes=args.queued_max_request_bytes,
+        connections_max_idle_ms=args.connections_max_idle_ms,
+        max_connections=args.max_connections,
+        max_connections_per_ip=args.max_connections_per_ip,
         allow_plaintext_non_loopback=args.allow_plaintext_non_loopback,
         ssl_certfile=args.ssl_certfile,
         ssl_keyfile=args.ssl_keyfile,

@@ -286,5 +286,6 @@ HANDLERS: dict[int, Handler] = {
     42: _coordinator("delete_groups"),
     44: configs.incremental_alter_configs,
     60: admin.describe_cluster,
+    68: _coordinator("consumer_group_heartbeat"),
 }
 JOIN_GROUP = 11

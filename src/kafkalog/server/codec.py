@@ -55,6 +55,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 2),  # DescribeCluster
+    68: (0, 1),  # ConsumerGroupHeartbeat: answered UNSUPPORTED_VERSION (groups.py says why)
 }
 
 _HEAD = struct.Struct(">hhi")

@@ -13,6 +13,10 @@ from kafkalog.errors import KafkalogError
 #: connection before a byte of it is buffered.
 SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024
 
+#: ``queued.max.request.bytes``: Kafka's default is -1 (unbounded); kafkalog bounds the request
+#: bytes held in memory across connections to 256 MiB, room for two requests of the largest size.
+QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
+
 
 class ListenerRefusedError(KafkalogError):
     """A listener the safety rules refuse (plaintext on a non-loopback address)."""
@@ -39,6 +43,10 @@ class ServerConfig:
     group_min_session_timeout_ms: int = 6000 // 10  # group.min.session.timeout.ms (lowered)
     group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
     socket_request_max_bytes: int = SOCKET_REQUEST_MAX_BYTES  # socket.request.max.bytes
+    queued_max_request_bytes: int = QUEUED_MAX_REQUEST_BYTES  # queued.max.request.bytes (<=0: none)
+    connections_max_idle_ms: int = 600000  # connections.max.idle.ms (<= 0: never closed)
+    max_connections: int = 0  # max.connections (<= 0: no limit, as Kafka's Int.MaxValue)
+    max_connections_per_ip: int = 0  # max.connections.per.ip (<= 0: no limit)
     topic_defaults: dict[str, str] = field(default_factory=dict)
     log_retention_check_interval_ms: int = 300000  # log.retention.check.interval.ms
     producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms

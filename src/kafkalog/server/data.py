@@ -17,7 +17,7 @@ from kafkalog.log import LATEST_TIMESTAMP, Log
 from kafkalog.log.segment import FileRegion, TxnState
 from kafkalog.records import RecordBatch
 from kafkalog.server import errors as E
-from kafkalog.server.topics import TopicError
+from kafkalog.server.topics import INTERNAL_TOPICS, TopicError
 
 if TYPE_CHECKING:
     from kafkalog.server.broker_interface import BrokerInterface as Broker
@@ -127,9 +127,8 @@ def _produce_partition(
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": None}
     try:
-        t = broker.registry.get(topic)
-        if t is not None and t.internal:
-            raise TopicError(E.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal {topic}")
+        if topic in INTERNAL_TOPICS:  # by name, created yet or not (Kafka's ReplicaManager)
+            raise TopicError(E.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
         log = _partition_log(broker, topic, partition)
         out["log_start_offset"] = log.log_start_offset
         _check_produce_records(records, version)

@@ -12,12 +12,21 @@ record when a rebalance completes (the leader's SyncGroup) and when a group beco
 tombstone when the group is deleted. At start each stored group comes back Empty, with its
 generation and protocol type (its members, gone with the old server's connections, rejoin), so
 ListGroups and DescribeGroups show it after a restart as they do on a restarted broker.
+
+Static membership (KIP-345, ``group.instance.id``): a static member gets its member id without
+the MEMBER_ID_REQUIRED round; one that comes back with an empty member id while its instance id
+is still a member (a client restarted within its session timeout) takes the old member's place
+under a new member id, and in a Stable group with an unchanged subscription keeps its
+assignment without a rebalance; the old member id is then answered FENCED_INSTANCE_ID.
+
+ConsumerGroupHeartbeat (KIP-848) is refused: see :meth:`GroupCoordinator.consumer_group_heartbeat`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,6 +40,8 @@ PREPARING = "PreparingRebalance"
 COMPLETING = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+
+log = logging.getLogger("kafkalog.server")
 
 
 @dataclass
@@ -62,9 +73,16 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     pending: dict[str, float] = field(default_factory=dict)  # member ids handed out, deadline
+    static: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     timer: asyncio.TimerHandle | None = None
     initial_delay_until: float = 0.0
+
+
+def _instance(body: Any) -> str | None:
+    """A request's ``group_instance_id`` (None before the versions that carry it)."""
+    value = getattr(body, "group_instance_id", None)
+    return str(value) if value else None
 
 
 class GroupCoordinator:
@@ -126,6 +144,28 @@ class GroupCoordinator:
                 if expired:
                     self._member_left(group)
 
+    # -- KIP-848 ----------------------------------------------------------------------------------
+    async def consumer_group_heartbeat(self, body: Any, version: int) -> dict[str, Any]:
+        """ConsumerGroupHeartbeat (KIP-848, ``group.protocol=consumer``) is answered
+        UNSUPPORTED_VERSION, as Kafka answers it when the consumer protocol is disabled.
+
+        The API is advertised only so that this answer is reached: librdkafka, finding it
+        missing from ApiVersions, retries the coordinator forever without telling the
+        application; with this answer it raises a fatal error at once.
+        """
+        log.warning(
+            "refused ConsumerGroupHeartbeat of group %r: kafkalog serve supports only the"
+            " classic group protocol (group.protocol=classic)",
+            body.group_id,
+        )
+        return {
+            "error_code": E.UNSUPPORTED_VERSION,
+            "error_message": "kafkalog serve supports only the classic consumer group protocol:"
+            " set group.protocol=classic",
+            "member_epoch": -1,
+            "heartbeat_interval": 0,
+        }
+
     # -- join ------------------------------------------------------------------------------------
     async def join(self, body: Any, version: int, client_id: str, host: str) -> dict[str, Any]:
         session = body.session_timeout.total_seconds()
@@ -157,6 +197,17 @@ class GroupCoordinator:
                 "member_id": body.member_id,
             }
         member_id = body.member_id
+        instance = getattr(body, "group_instance_id", None)
+        if instance is not None:
+            known = group.static.get(instance)
+            if member_id == "" and known is not None and known in group.members:
+                return await self._replace_static(group, group.members[known], body, protocols)
+            if member_id == "":  # a static member needs no MEMBER_ID_REQUIRED round (KIP-345)
+                member_id = f"{instance}-{uuid.uuid4()}"
+                group.static[instance] = member_id
+                group.pending[member_id] = time.monotonic() + session
+            elif known != member_id:
+                return {**fail, "error_code": E.FENCED_INSTANCE_ID, "member_id": member_id}
         if member_id == "":
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if version >= 4:
@@ -187,6 +238,61 @@ class GroupCoordinator:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         member.join_future = future
         group.protocol_type = body.protocol_type
+        if group.state != PREPARING:
+            self._prepare_rebalance(group)
+        self._try_complete_join(group)
+        return await future
+
+    async def _replace_static(
+        self, group: Group, old: Member, body: Any, protocols: list[tuple[str, bytes]]
+    ) -> dict[str, Any]:
+        """A static member back with an empty member id (a restarted client): it takes the
+        old member's place under a new id, fencing the old one, and, when the group is Stable
+        and its subscription unchanged, keeps its assignment without a rebalance (Kafka's
+        ``updateStaticMemberAndRebalance``)."""
+        instance = old.group_instance_id
+        assert instance is not None
+        new_id = f"{instance}-{uuid.uuid4()}"
+        fenced = {"error_code": E.FENCED_INSTANCE_ID, "generation_id": -1, "member_id": ""}
+        for fut in (old.join_future, old.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result(dict(fenced))
+        old.join_future = old.sync_future = None
+        del group.members[old.member_id]
+        was_leader = group.leader == old.member_id
+        unchanged = old.metadata_for(group.protocol_name) == next(
+            (m for n, m in protocols if n == group.protocol_name), None
+        )
+        old.member_id = new_id
+        old.protocols = protocols
+        old.session_timeout = body.session_timeout.total_seconds()
+        old.last_seen = time.monotonic()
+        group.members[new_id] = old
+        group.static[instance] = new_id
+        if was_leader:
+            group.leader = new_id
+        if group.state == STABLE and unchanged:
+            self._store_metadata(group)  # the new member id, as Kafka stores it
+            everyone = [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata_for(group.protocol_name),
+                }
+                for m in group.members.values()
+            ]
+            return {
+                "error_code": E.NONE,
+                "generation_id": group.generation,
+                "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol_name,
+                "leader": group.leader,
+                "skip_assignment": was_leader,  # v9: the leader need not assign again
+                "member_id": new_id,
+                "members": everyone if was_leader else [],
+            }
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        old.join_future = future
         if group.state != PREPARING:
             self._prepare_rebalance(group)
         self._try_complete_join(group)
@@ -291,6 +397,9 @@ class GroupCoordinator:
 
     def _remove_member(self, group: Group, member: Member, code: int) -> None:
         group.members.pop(member.member_id, None)
+        instance = member.group_instance_id
+        if instance is not None and group.static.get(instance) == member.member_id:
+            del group.static[instance]
         for fut in (member.join_future, member.sync_future):
             if fut is not None and not fut.done():
                 fut.set_result({"error_code": code, "generation_id": -1, "member_id": ""})
@@ -304,8 +413,13 @@ class GroupCoordinator:
         self._try_complete_join(group)
 
     # -- sync, heartbeat, leave -----------------------------------------------------------------
-    def _check_member(self, group_id: str, member_id: str, generation: int) -> tuple[int, Group]:
+    def _check_member(
+        self, group_id: str, member_id: str, generation: int, instance: str | None = None
+    ) -> tuple[int, Group]:
         group = self.groups.get(group_id)
+        replaced = group is not None and instance is not None and instance in group.static
+        if replaced and group is not None and group.static[str(instance)] != member_id:
+            return E.FENCED_INSTANCE_ID, group  # a newer member has this instance id
         if group is None or member_id not in group.members:
             return E.UNKNOWN_MEMBER_ID, group or Group(group_id)
         group.members[member_id].last_seen = time.monotonic()
@@ -314,7 +428,9 @@ class GroupCoordinator:
         return E.NONE, group
 
     async def sync(self, body: Any, version: int) -> dict[str, Any]:
-        code, group = self._check_member(body.group_id, body.member_id, int(body.generation_id))
+        code, group = self._check_member(
+            body.group_id, body.member_id, int(body.generation_id), _instance(body)
+        )
         if code != E.NONE:
             return {"error_code": code, "assignment": b""}
         if group.state == PREPARING:
@@ -340,7 +456,9 @@ class GroupCoordinator:
         return result
 
     async def heartbeat(self, body: Any, version: int) -> dict[str, Any]:
-        code, group = self._check_member(body.group_id, body.member_id, int(body.generation_id))
+        code, group = self._check_member(
+            body.group_id, body.member_id, int(body.generation_id), _instance(body)
+        )
         if code == E.NONE and group.state == PREPARING:
             code = E.REBALANCE_IN_PROGRESS
         return {"error_code": code}
@@ -348,11 +466,25 @@ class GroupCoordinator:
     async def leave(self, body: Any, version: int) -> dict[str, Any]:
         group = self.groups.get(body.group_id)
         ids = (
-            [body.member_id] if hasattr(body, "member_id") else [m.member_id for m in body.members]
+            [(body.member_id, None)]
+            if hasattr(body, "member_id")
+            else [(m.member_id, _instance(m)) for m in body.members]
         )
         results = []
         left = False
-        for mid in ids:
+        for mid, instance in ids:
+            known = group.static.get(instance) if group is not None and instance else None
+            if known is not None and mid and mid != known:
+                results.append(
+                    {
+                        "member_id": mid,
+                        "group_instance_id": instance,
+                        "error_code": E.FENCED_INSTANCE_ID,
+                    }
+                )
+                continue
+            if known is not None:
+                mid = known  # a static member may leave by its instance id alone
             if group is None or mid not in group.members:
                 results.append({"member_id": mid, "error_code": E.UNKNOWN_MEMBER_ID})
                 continue
@@ -416,7 +548,9 @@ class GroupCoordinator:
         group = self.groups.get(body.group_id)
         code = E.NONE
         if body.member_id or generation >= 0:
-            code, group = self._check_member(body.group_id, body.member_id, generation)
+            code, group = self._check_member(
+                body.group_id, body.member_id, generation, _instance(body)
+            )
             if code == E.NONE and group.state == COMPLETING:
                 code = E.REBALANCE_IN_PROGRESS
         elif group is not None and group.members:

@@ -5,6 +5,12 @@ while its request is in flight. A frame is bounded by ``socket.request.max.bytes
 byte of it is buffered; anything that does not parse, an unknown API key or an unsupported
 version closes that connection (ApiVersions answers UNSUPPORTED_VERSION first, as Kafka does),
 and an unexpected error in a handler is logged and closes only that connection.
+
+Kafka's limits (:mod:`kafkalog.server.limits`): a request's bytes are taken from the
+``queued.max.request.bytes`` pool before they are read and given back once it is answered; a
+connection that sends nothing for ``connections.max.idle.ms`` is closed, half-way through a
+request or not; ``max.connections`` / ``max.connections.per.ip`` close the extra connection; an
+acks=0 produce that fails closes its connection, the only way its producer notices.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from kafkalog.server.codec import (
 )
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.housekeeping import duties, run_duty
+from kafkalog.server.limits import ConnectionCount, RequestMemory
 from kafkalog.server.offset_store import OffsetRecordCodec
 from kafkalog.server.zero_copy import Piece
 
@@ -77,6 +84,43 @@ def check_plain(users: dict[str, str], token: bytes) -> str | None:
     return user if hmac.compare_digest(expected.encode(), password.encode()) else None
 
 
+#: A request body longer than this is read in pieces, each of which resets the idle timer, so a
+#: slow client sending a large request is not taken for an idle one.
+READ_PIECE = 1024 * 1024
+
+
+async def _read(
+    reader: asyncio.StreamReader, size: int, idle: float | None, where: str, idle_ms: int
+) -> bytes:
+    """``size`` bytes, each piece within ``connections.max.idle.ms`` of the one before."""
+    try:
+        if size <= READ_PIECE:
+            async with asyncio.timeout(idle):
+                return await reader.readexactly(size)
+        pieces = []
+        left = size
+        while left:
+            async with asyncio.timeout(idle):
+                piece = await reader.readexactly(min(left, READ_PIECE))
+            pieces.append(piece)
+            left -= len(piece)
+        return b"".join(pieces)
+    except TimeoutError:
+        raise ProtocolError(
+            f"{where}: idle for {idle_ms} ms (connections.max.idle.ms), closing"
+        ) from None
+
+
+def _produce_errors(result: dict[str, Any]) -> str:
+    """``topic-partition: error code`` of every partition a produce response refuses."""
+    return ", ".join(
+        f"{t['name']}-{p['index']}: error {p['error_code']}"
+        for t in result["responses"]
+        for p in t["partition_responses"]
+        if p.get("error_code", 0)
+    )
+
+
 class KafkaServer:
     """A single-node Kafka broker over a kafkalog data directory (asyncio API).
 
@@ -100,6 +144,10 @@ class KafkaServer:
         self._timers: asyncio.Task[None] | None = None
         self._duties: list[asyncio.Task[None]] = []
         self.port = self.config.port
+        self.request_memory = RequestMemory(self.config.queued_max_request_bytes)
+        self.connection_count = ConnectionCount(
+            self.config.max_connections, self.config.max_connections_per_ip
+        )
 
     @property
     def bootstrap(self) -> str:
@@ -181,6 +229,15 @@ class KafkaServer:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        refused = self.connection_count.admit(ip)
+        if refused is not None:
+            log.info("refusing connection from %s: %s", where, refused)
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            return
         try:
             await self._serve(reader, writer, where)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -194,6 +251,7 @@ class KafkaServer:
         except Exception:
             log.exception("closing connection from %s after an unexpected error", where)
         finally:
+            self.connection_count.leave(ip)
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
@@ -203,19 +261,27 @@ class KafkaServer:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str
     ) -> None:
         limit = self.config.socket_request_max_bytes
+        idle_ms = self.config.connections_max_idle_ms
+        idle = idle_ms / 1000 if idle_ms > 0 else None
+        memory = self.request_memory
         position = 0
         session = Session(where, authenticated=self.config.sasl_plain_users is None)
         while True:
-            head = await reader.readexactly(4)
+            head = await _read(reader, 4, idle, where, idle_ms)
             size = int.from_bytes(head, "big", signed=True)
             if size < 0 or size > limit:
                 raise ProtocolError(
                     f"{where} at byte {position}: a request of {size} bytes (the limit, "
                     f"socket.request.max.bytes, is {limit})"
                 )
-            frame = await reader.readexactly(size)
-            position += 4 + size
-            reply = await self._handle(frame, session)
+            await memory.acquire(size)  # queued.max.request.bytes: stop reading until it fits
+            try:
+                frame = await _read(reader, size, idle, where, idle_ms)
+                position += 4 + size
+                reply = await self._handle(frame, session)
+                del frame  # the request is answered: its bytes are no longer held
+            finally:
+                memory.release(size)
             if isinstance(reply, list):  # a fetch response with file regions
                 await zero_copy.send(writer, reply, where)
             elif reply is not None:
@@ -247,7 +313,12 @@ class KafkaServer:
         else:
             result = await HANDLERS[key](broker, request.body, version)
         if key == PRODUCE and int(request.body.acks) == 0:
-            return None  # acks=0: the producer reads no response
+            # acks=0: the producer reads no response, so an error closes the connection, the
+            # only way it notices (as Kafka's KafkaApis does)
+            failed = _produce_errors(result)
+            if failed:
+                raise ProtocolError(f"{where}: acks=0 produce failed ({failed}); closing")
+            return None
         regions = zero_copy.take_regions(result) if key == FETCH else {}
         frame = encode_response(
             key, version, correlation, build(response_type(key, version), result)
