@@ -280,7 +280,9 @@ class _V2Writer:
 
     # -- appends ------------------------------------------------------------------------------
     def append(self, batches: list[bytes]) -> None:
-        marker = len(batches) == 1 and batches[0][22] & 0x20
+        # an append holding a marker is the coordinator's (a client's control batch is refused);
+        # the read shapes mix markers into multi-batch appends, as a follower's fetch carries them
+        marker = any(b[22] & 0x20 for b in batches)
         info = self.log.append(
             b"".join(batches),
             assign_offsets=not self.spec.follower,
