@@ -392,3 +392,30 @@ def test_skipping_reads_keep_every_valid_batch_and_say_what_they_skip(
             ]
             assert not covered, f"{where}: lost offsets outside every skip report {covered[:5]}"
         assert _files(d) == before, f"{damage} / {name}: files changed"
+
+
+def test_a_read_only_open_lists_again_when_a_live_writer_renamed_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside a live writer, a file listed a moment ago may be renamed before it is opened (a
+    roll, retention, a cleaner's swap: seen with serve's cleaner): the read-only open lists the
+    directory again instead of failing; a writable open (the only writer) still raises."""
+    from kafkalog.log import loader
+
+    d = _written(tmp_path)
+    real = loader.LogLoader.load
+    calls = []
+
+    def racing(self: loader.LogLoader, *args: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise FileNotFoundError(str(d / "00000000000000000250.log.swap"))
+        return real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader.LogLoader, "load", racing)
+    with Log(d, writable=False) as log:
+        assert [r.offset for r in log.records()] == list(range(300))
+    assert len(calls) == 2
+    calls.clear()
+    with pytest.raises(FileNotFoundError):
+        Log(d)

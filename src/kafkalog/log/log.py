@@ -96,6 +96,10 @@ _SLOW_ATTRIBUTES = 0x3F
 _M = TypeVar("_M", bound=Callable[..., Any])
 
 
+#: how often a read-only open lists a live directory again when a file it listed is gone
+_READ_ONLY_LOAD_ATTEMPTS = 5
+
+
 def _writes_pending_first(method: _M) -> _M:
     """Every use of a log inside ``with log.buffered():`` first writes the appends kept so
     far, so it sees the log as the calls made before it left it: one rule, declared on each
@@ -209,9 +213,22 @@ class Log:
         if log_start_offset is None:  # on its own: the data directory's checkpoint, if any
             log_start_offset = checkpointed_log_start(self.directory)
         try:
-            self.leader_epochs = LogLoader(self._local, self.producer_state).load(
-                recovery_point, log_start_offset, clean
-            )
+            for attempt in range(_READ_ONLY_LOAD_ATTEMPTS):
+                try:
+                    self.leader_epochs = LogLoader(self._local, self.producer_state).load(
+                        recovery_point, log_start_offset, clean
+                    )
+                    break
+                except FileNotFoundError:
+                    # read-only beside a live writer: a file listed a moment ago was renamed
+                    # since (a roll, retention, a cleaner's swap): list the directory again
+                    if writable or attempt == _READ_ONLY_LOAD_ATTEMPTS - 1:
+                        raise
+                    self._local.close()
+                    self._local = LocalLog(
+                        self.directory, self.config, writable=False, clock=clock, limits=limits
+                    )
+                    self.producer_state = ProducerStateManager(self.directory, writable=False)
             if writable:
                 # from here on a crash means recovery (also for a standalone open after one a
                 # data directory managed, whose marker would be stale)
