@@ -1,6 +1,6 @@
-"""The validator's record walk: the compiled and the Python form agree on every input, and a
-walk that finds nothing wrong means the full decoder (kafkalog's and kafka-python's) reads the
-declared records."""
+"""The validator's record walk: one function (``record_walk.walk_records``), whose compiled and
+interpreted calls agree on every input, and a walk that finds nothing wrong means the full
+decoders (kafkalog's and kafka-python's) read the declared records."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from kafkalog.records import Record, RecordBatch, encode_batch
 from kafkalog.records._walk_kernel import walk_v2_plain, walk_v2_records
-from kafkalog.records.record_walk import walk_plain, walk_python
-from kafkalog.records.walk_codes import OK
+from kafkalog.records.record_codes import OK
+from kafkalog.records.record_walk import walk_plain, walk_python, walk_records
 
 T0 = 1_700_000_000_000
 
@@ -34,6 +34,10 @@ def _batches(rng: random.Random, n: int) -> list[bytearray]:
             data[rng.randrange(61, len(data))] = rng.randrange(256)
         out.append(data)
     return out
+
+
+def test_the_kernel_is_the_walk_compiled() -> None:
+    assert walk_v2_records.py_func is walk_records
 
 
 def test_compiled_and_python_walks_agree() -> None:

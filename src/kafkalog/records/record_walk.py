@@ -4,11 +4,12 @@ Kafka's ``LogValidator`` reads every record of every batch a client appends (the
 records in place, a compressed batch's records from its decompressed stream, skipping keys and
 values): the record count, each record's structure, its offset delta, whether it has a key and
 its timestamp. :func:`walk` reads the same fields without building a record and returns what it
-found as numbers (it never raises): in Python for a batch of a few records (a script's few
-appends never pay for loading numba), compiled (:mod:`kafkalog.records._walk_kernel`, ~8 ns a
-record against ~1 us) for larger batches or once numba is loaded anyway. Both forms give the
-same results (``tests/records/test_record_walk.py`` holds them against each other and against
-the full decoder).
+found as numbers (it never raises). The walk is written once, :func:`walk_records`, in plain
+Python that numba can compile: it runs interpreted for a batch of a few records (a script's few
+appends never pay for loading numba) and compiled (:mod:`kafkalog.records._walk_kernel`, ~8 ns
+a record against ~1 us) for larger batches or once numba is loaded anyway
+(``tests/records/test_record_walk.py`` holds the two calls against each other and against the
+full decoders).
 
 ``walk(buf, start, end, count, ...)`` reads ``buf[start:end]`` (a batch's records area) and
 checks:
@@ -34,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from kafkalog.records.walk_codes import (
+from kafkalog.records.record_codes import (
     ERR_BATCH_TRAILING,
     ERR_HEADER_COUNT,
     ERR_HEADER_KEY,
@@ -51,22 +52,7 @@ from kafkalog.records.walk_codes import (
     REC_NO_KEY,
     REC_TIMESTAMP,
 )
-
-#: What each structural code means, for the error messages.
-MESSAGES = {
-    ERR_VARINT: "malformed varint",
-    ERR_RECORD_LENGTH: "record length runs past the batch or is below the 6-byte minimum",
-    ERR_KEY_LENGTH: "invalid key length",
-    ERR_VALUE_LENGTH: "invalid value length",
-    ERR_HEADER_COUNT: "invalid header count",
-    ERR_HEADER_KEY: "invalid header key length",
-    ERR_HEADER_VALUE: "invalid header value length",
-    ERR_RECORD_TRAILING: "record fields do not fill its declared length",
-    ERR_BATCH_TRAILING: "incorrect declared batch size: bytes left after the last record",
-    ERR_OFFSET_DELTA: "offset delta out of order",
-    ERR_TOO_FEW_BYTES: "incorrect declared batch size: premature end of the records",
-    ERR_RECORD_ATTRIBUTES: "record attributes are unused and must be 0",
-}
+from kafkalog.records.varint import scan_varint, scan_varlong
 
 #: ``collect`` when nothing is to be collected (one shared, empty array: no allocation per call).
 NO_COLLECT = np.empty(0, np.int8)
@@ -76,7 +62,6 @@ PYTHON_MAX_RECORDS = 16
 
 WalkResult = tuple[int, int, int, int, int, int]
 _I64 = 1 << 64
-_U64 = (1 << 64) - 1
 _I64_MIN = -(1 << 63)
 _kernel: Callable[..., WalkResult] | None = None
 _plain_kernel: Callable[..., tuple[int, int]] | None = None
@@ -156,32 +141,10 @@ def walk_plain(
     return kernel(buf, start, end, count, base_ts, need_key)
 
 
-def _varint(buf: Any, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
-    """A zig-zag varint of at most ``max_bytes`` bytes (5: 32-bit, 10: 64-bit); position -1
-    when it is cut off or too long."""
-    result = shift = 0
-    for i in range(max_bytes):
-        if pos >= end:
-            return 0, -1
-        b = buf[pos]
-        pos += 1
-        if max_bytes == 5 and i == 4:
-            if b & 0x80:
-                return 0, -1
-            result |= (b & 0x0F) << 28
-            break
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-    else:
-        return 0, -1
-    result &= _U64  # a tenth byte's high bits fall off, as in a 64-bit register
-    return (result >> 1) ^ -(result & 1), pos
-
-
-def _wrap(n: int) -> int:
-    """``n`` as Java's long arithmetic leaves it."""
+def wrap_long(n: int) -> int:
+    """``n`` as Java's long arithmetic leaves it: Python's integers do not wrap, so the
+    interpreted walk wraps explicitly; compiled, the sum is already a wrapping int64 and
+    :mod:`_walk_kernel` compiles this as the identity."""
     return ((n - _I64_MIN) % _I64) + _I64_MIN
 
 
@@ -199,9 +162,42 @@ def walk_python(
     ts_hi: int,
     collect: np.ndarray = NO_COLLECT,
 ) -> WalkResult:
-    """:func:`walk` in Python (see the module's docstring)."""
+    """:func:`walk` interpreted (see the module's docstring): any buffer of bytes."""
     if not isinstance(buf, (bytes, bytearray)):
         buf = memoryview(buf).cast("B")
+    return walk_records(
+        buf,
+        start,
+        end,
+        count,
+        base_ts,
+        fixed_ts,
+        use_fixed_ts,
+        need_key,
+        check_ts,
+        ts_lo,
+        ts_hi,
+        collect,
+    )
+
+
+def walk_records(
+    buf: Any,
+    start: int,
+    end: int,
+    count: int,
+    base_ts: int,
+    fixed_ts: int,
+    use_fixed_ts: bool,
+    need_key: bool,
+    check_ts: bool,
+    ts_lo: int,
+    ts_hi: int,
+    collect: np.ndarray,
+) -> WalkResult:
+    """The walk, once: plain Python that numba compiles as it stands (no ``isinstance``, only
+    the shared readers of ``records/varint.py`` and :func:`wrap_long`), so the interpreted and
+    the compiled results are the same code's."""
     pos = start
     bad = 0
     first_bad = -1
@@ -211,7 +207,7 @@ def walk_python(
         return ERR_TOO_FEW_BYTES, 0, pos, bad, first_bad, max_ts
     for i in range(count):
         rstart = pos
-        length, pos = _varint(buf, pos, end, 5)
+        length, pos = scan_varint(buf, pos, end)
         if pos < 0:
             return ERR_VARINT, i, rstart, bad, first_bad, max_ts
         if length < 6 or length > end - pos:
@@ -220,15 +216,15 @@ def walk_python(
         if buf[pos] != 0:  # unused, written 0 by every producer (see ERR_RECORD_ATTRIBUTES)
             return ERR_RECORD_ATTRIBUTES, i, rstart, bad, first_bad, max_ts
         pos += 1
-        ts_delta, pos = _varint(buf, pos, rend, 10)
+        ts_delta, pos = scan_varlong(buf, pos, rend)
         if pos < 0:
             return ERR_VARINT, i, rstart, bad, first_bad, max_ts
-        offset_delta, pos = _varint(buf, pos, rend, 5)
+        offset_delta, pos = scan_varint(buf, pos, rend)
         if pos < 0:
             return ERR_VARINT, i, rstart, bad, first_bad, max_ts
         if offset_delta != i:
             return ERR_OFFSET_DELTA, i, rstart, bad, first_bad, max_ts
-        key_len, pos = _varint(buf, pos, rend, 5)
+        key_len, pos = scan_varint(buf, pos, rend)
         if pos < 0:
             return ERR_VARINT, i, rstart, bad, first_bad, max_ts
         problem = 0
@@ -241,7 +237,7 @@ def walk_python(
                 problem = REC_NO_KEY
         else:
             return ERR_KEY_LENGTH, i, rstart, bad, first_bad, max_ts
-        value_len, pos = _varint(buf, pos, rend, 5)
+        value_len, pos = scan_varint(buf, pos, rend)
         if pos < 0:
             return ERR_VARINT, i, rstart, bad, first_bad, max_ts
         if value_len >= 0:
@@ -250,19 +246,19 @@ def walk_python(
             pos += value_len
         elif value_len != -1:
             return ERR_VALUE_LENGTH, i, rstart, bad, first_bad, max_ts
-        headers, pos = _varint(buf, pos, rend, 5)
+        headers, pos = scan_varint(buf, pos, rend)
         if pos < 0:
             return ERR_VARINT, i, rstart, bad, first_bad, max_ts
         if headers < 0 or headers > rend - pos:
             return ERR_HEADER_COUNT, i, rstart, bad, first_bad, max_ts
         for _ in range(headers):
-            hk, pos = _varint(buf, pos, rend, 5)
+            hk, pos = scan_varint(buf, pos, rend)
             if pos < 0:
                 return ERR_VARINT, i, rstart, bad, first_bad, max_ts
             if hk < 0 or hk > rend - pos:
                 return ERR_HEADER_KEY, i, rstart, bad, first_bad, max_ts
             pos += hk
-            hv, pos = _varint(buf, pos, rend, 5)
+            hv, pos = scan_varint(buf, pos, rend)
             if pos < 0:
                 return ERR_VARINT, i, rstart, bad, first_bad, max_ts
             if hv >= 0:
@@ -273,7 +269,7 @@ def walk_python(
                 return ERR_HEADER_VALUE, i, rstart, bad, first_bad, max_ts
         if pos != rend:
             return ERR_RECORD_TRAILING, i, rstart, bad, first_bad, max_ts
-        ts = fixed_ts if use_fixed_ts else _wrap(base_ts + ts_delta)
+        ts = fixed_ts if use_fixed_ts else wrap_long(base_ts + ts_delta)
         if ts > max_ts:
             max_ts = ts
         if check_ts and problem == 0 and ts != -1 and (ts < ts_lo or ts > ts_hi):
