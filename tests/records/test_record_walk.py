@@ -1,4 +1,4 @@
-"""The validator's record walk: one function (``record_walk.walk_records``), whose compiled and
+"""The validator's record walk: one function (``walk_body.walk_records``), whose compiled and
 interpreted calls agree on every input, and a walk that finds nothing wrong means the full
 decoders (kafkalog's and kafka-python's) read the declared records."""
 
@@ -12,7 +12,8 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafkalog.records import Record, RecordBatch, encode_batch
 from kafkalog.records._walk_kernel import walk_v2_plain, walk_v2_records
 from kafkalog.records.record_codes import OK
-from kafkalog.records.record_walk import walk_plain, walk_python, walk_records
+from kafkalog.records.record_walk import NO_COLLECT, walk_plain
+from kafkalog.records.walk_body import walk_records
 
 T0 = 1_700_000_000_000
 
@@ -63,7 +64,7 @@ def test_compiled_and_python_walks_agree() -> None:
             hi,
         )
         c1, c2 = np.zeros(max(count, 0), np.int8), np.zeros(max(count, 0), np.int8)
-        assert walk_v2_records(*args, c1) == walk_python(*args, c2)
+        assert walk_v2_records(*args, c1) == walk_records(*args, c2)
         assert c1.tolist() == c2.tolist()
         plain = walk_v2_plain(data, 61, len(data), count, header.base_timestamp, need_key)
         assert plain == walk_plain(data, 61, len(data), count, header.base_timestamp, need_key)
@@ -74,7 +75,7 @@ def test_a_clean_walk_means_the_records_decode() -> None:
     clean = 0
     for data in _batches(rng, 400):
         header = RecordBatch.parse(bytes(data))
-        code, _, _, _, _, max_ts = walk_python(
+        code, _, _, _, _, max_ts = walk_records(
             data,
             61,
             len(data),
@@ -86,6 +87,7 @@ def test_a_clean_walk_means_the_records_decode() -> None:
             False,
             0,
             0,
+            NO_COLLECT,
         )
         if code != OK:
             continue

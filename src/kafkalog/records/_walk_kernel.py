@@ -1,11 +1,11 @@
-"""The record walk compiled: :func:`kafkalog.records.record_walk.walk_records` itself, given to
+"""The record walk compiled: :func:`kafkalog.records.walk_body.walk_records` itself, given to
 numba as it stands (~8 ns a record instead of ~1 us interpreted; see :mod:`record_walk`).
 
 Importing ``_kernels`` tells numba the compiled form of the varint readers the walk calls;
 :func:`wrap_long` compiles as the identity, because an int64 sum wraps by itself.
 
 numba's cache (``cache=True``) is keyed on the source file of the function it compiles,
-``record_walk.py``: an edit of ``varint.py`` or ``_kernels.py`` alone leaves a stale compiled
+``walk_body.py``: an edit of ``varint.py`` or ``_kernels.py`` alone leaves a stale compiled
 walk in ``__pycache__`` (an installed package changes every file at once, so only a
 developer's tree is affected: delete ``records/__pycache__/*.nb?`` after such an edit).
 """
@@ -17,7 +17,7 @@ from numba import njit
 from numba.extending import overload
 
 from kafkalog.records import _kernels  # noqa: F401 (registers the varint readers with numba)
-from kafkalog.records.record_walk import walk_records, wrap_long
+from kafkalog.records.walk_body import walk_records, wrap_long
 
 
 @overload(wrap_long, inline="always")
