@@ -1,6 +1,6 @@
-"""The validator's record walk: the compiled and the Python form agree on every input, and a
-walk that finds nothing wrong means the full decoder (kafkalog's and kafka-python's) reads the
-declared records."""
+"""The validator's record walk: one function (``walk_body.walk_records``), whose compiled and
+interpreted calls agree on every input, and a walk that finds nothing wrong means the full
+decoders (kafkalog's and kafka-python's) read the declared records."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from kafkalog.records import Record, RecordBatch, encode_batch
 from kafkalog.records._walk_kernel import walk_v2_plain, walk_v2_records
-from kafkalog.records.record_walk import walk_plain, walk_python
-from kafkalog.records.walk_codes import OK
+from kafkalog.records.record_codes import OK
+from kafkalog.records.record_walk import NO_COLLECT, walk_plain
+from kafkalog.records.walk_body import walk_records
 
 T0 = 1_700_000_000_000
 
@@ -34,6 +35,10 @@ def _batches(rng: random.Random, n: int) -> list[bytearray]:
             data[rng.randrange(61, len(data))] = rng.randrange(256)
         out.append(data)
     return out
+
+
+def test_the_kernel_is_the_walk_compiled() -> None:
+    assert walk_v2_records.py_func is walk_records
 
 
 def test_compiled_and_python_walks_agree() -> None:
@@ -59,7 +64,7 @@ def test_compiled_and_python_walks_agree() -> None:
             hi,
         )
         c1, c2 = np.zeros(max(count, 0), np.int8), np.zeros(max(count, 0), np.int8)
-        assert walk_v2_records(*args, c1) == walk_python(*args, c2)
+        assert walk_v2_records(*args, c1) == walk_records(*args, c2)
         assert c1.tolist() == c2.tolist()
         plain = walk_v2_plain(data, 61, len(data), count, header.base_timestamp, need_key)
         assert plain == walk_plain(data, 61, len(data), count, header.base_timestamp, need_key)
@@ -70,7 +75,7 @@ def test_a_clean_walk_means_the_records_decode() -> None:
     clean = 0
     for data in _batches(rng, 400):
         header = RecordBatch.parse(bytes(data))
-        code, _, _, _, _, max_ts = walk_python(
+        code, _, _, _, _, max_ts = walk_records(
             data,
             61,
             len(data),
@@ -82,6 +87,7 @@ def test_a_clean_walk_means_the_records_decode() -> None:
             False,
             0,
             0,
+            NO_COLLECT,
         )
         if code != OK:
             continue

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from kafkalog.errors import InvalidRecordError, InvalidTimestampError, RecordError
+from kafkalog.records import record_codes as C
 from kafkalog.records import record_walk as W
-from kafkalog.records import walk_codes as C
 from kafkalog.records.batch import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, RecordBatch
 from kafkalog.records.types import Compression, Limits
 
@@ -154,12 +154,12 @@ def validate_batch(
     code, index, position, bad = result[0], result[1], result[2], result[3]
     if code in (C.ERR_TOO_FEW_BYTES, C.ERR_BATCH_TRAILING):  # the batch's count, not a record
         raise InvalidRecordError(
-            f"{W.MESSAGES[code]}: {count} records declared in {len(buf) - start} bytes of "
+            f"{C.MESSAGES[code]}: {count} records declared in {len(buf) - start} bytes of "
             f"records in {where}"
         )
     if code != C.OK:
         inside = "the batch" if source is Compression.NONE else "the decompressed records"
-        message = f"{W.MESSAGES[code]} at record {index} (byte {position} of {inside})"
+        message = f"{C.MESSAGES[code]} at record {index} (byte {position} of {inside})"
         raise InvalidRecordError(
             f"{message} in {where}", record_errors=[RecordError(batch_index, index, message)]
         )

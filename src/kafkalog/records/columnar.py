@@ -32,6 +32,7 @@ from kafkalog.errors import (
 )
 from kafkalog.records import _kernels as K
 from kafkalog.records import compression
+from kafkalog.records import record_codes as C
 from kafkalog.records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_RECORD_SIZE
 from kafkalog.records.crc import crc32c
 from kafkalog.records.reader import IncompleteTail, LogReader, bad_magic_reason
@@ -61,21 +62,7 @@ F_BASE_TS, F_MAX_TS, F_PID, F_PEPOCH, F_BASE_SEQ, F_COUNT = 7, 8, 9, 10, 11, 12
 
 _SCAN_CHUNK = 16384
 
-_KERNEL_ERRORS = {
-    K.ERR_VARINT: "malformed varint",
-    K.ERR_RECORD_LENGTH: "invalid record length",
-    K.ERR_KEY_LENGTH: "invalid key length",
-    K.ERR_VALUE_LENGTH: "invalid value length",
-    K.ERR_HEADER_COUNT: "invalid header count",
-    K.ERR_HEADER_KEY: "invalid header key length",
-    K.ERR_HEADER_VALUE: "invalid header value length",
-    K.ERR_RECORD_TRAILING: "record fields do not fill its declared length",
-    K.ERR_BATCH_TRAILING: "incorrect declared batch size: bytes left after the last record",
-    K.ERR_ENTRY_SIZE: "record size smaller than the minimum record overhead (14)",
-    K.ERR_ENTRY_TOO_LARGE: "entry size exceeds the maximum batch size",
-    K.ERR_BATCH_LENGTH: "record batch length smaller than the 49-byte minimum",
-    K.ERR_OVERFLOW: "record offset delta overflows 64 bits",
-}
+_KERNEL_ERRORS = C.MESSAGES
 
 
 def arrow_schema(
@@ -273,9 +260,9 @@ def _scan(
         )
         pos_chunks.append(out_pos[:count])
         field_chunks.append(out_fields[:count])
-        if err != K.OK:
-            cls = BatchTooLargeError if err == K.ERR_ENTRY_TOO_LARGE else CorruptRecordError
-            if err == K.ERR_MAGIC:
+        if err != C.OK:
+            cls = BatchTooLargeError if err == C.ERR_ENTRY_TOO_LARGE else CorruptRecordError
+            if err == C.ERR_MAGIC:
                 raise cls(bad_magic_reason(int(data[err_pos])), path=path, position=err_pos)
             size = int.from_bytes(data[err_pos : err_pos + 4].tobytes(), "big", signed=True)
             raise cls(f"{_KERNEL_ERRORS[err]} (size field {size})", path=path, position=err_pos)
@@ -459,7 +446,7 @@ def _decode_v2(
         err, err_b, err_pos, _, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid = (
             res
         )
-        if err != K.OK:
+        if err != C.OK:
             if fused:
                 return redo()
             k = int(idx[err_b])
@@ -584,7 +571,7 @@ def _decode_chunks(
     val_off[0] = 0
     kbase = vbase = 0
     for (b0, b1), (err, kp, vp, koff, voff) in zip(runs, results, strict=True):
-        if err != K.OK:
+        if err != C.OK:
             return None
         rs, re, cs = int(rec[b0]), int(rec[b1]), int(cap[b0])
         # left moves within one buffer: memmove copies forward safely

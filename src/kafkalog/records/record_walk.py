@@ -4,11 +4,13 @@ Kafka's ``LogValidator`` reads every record of every batch a client appends (the
 records in place, a compressed batch's records from its decompressed stream, skipping keys and
 values): the record count, each record's structure, its offset delta, whether it has a key and
 its timestamp. :func:`walk` reads the same fields without building a record and returns what it
-found as numbers (it never raises): in Python for a batch of a few records (a script's few
-appends never pay for loading numba), compiled (:mod:`kafkalog.records._walk_kernel`, ~8 ns a
-record against ~1 us) for larger batches or once numba is loaded anyway. Both forms give the
-same results (``tests/records/test_record_walk.py`` holds them against each other and against
-the full decoder).
+found as numbers (it never raises). The walk is written once
+(:func:`kafkalog.records.walk_body.walk_records`), in plain Python that numba can compile: it
+runs interpreted for a batch of a few records (a script's few appends never pay for loading
+numba) and compiled (:mod:`kafkalog.records._walk_kernel`, ~8 ns a record against ~1 us) for
+larger batches or once numba is loaded anyway
+(``tests/records/test_record_walk.py`` holds the two calls against each other and against the
+full decoders).
 
 ``walk(buf, start, end, count, ...)`` reads ``buf[start:end]`` (a batch's records area) and
 checks:
@@ -34,39 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from kafkalog.records.walk_codes import (
-    ERR_BATCH_TRAILING,
-    ERR_HEADER_COUNT,
-    ERR_HEADER_KEY,
-    ERR_HEADER_VALUE,
-    ERR_KEY_LENGTH,
-    ERR_OFFSET_DELTA,
-    ERR_RECORD_ATTRIBUTES,
-    ERR_RECORD_LENGTH,
-    ERR_RECORD_TRAILING,
-    ERR_TOO_FEW_BYTES,
-    ERR_VALUE_LENGTH,
-    ERR_VARINT,
-    OK,
-    REC_NO_KEY,
-    REC_TIMESTAMP,
-)
-
-#: What each structural code means, for the error messages.
-MESSAGES = {
-    ERR_VARINT: "malformed varint",
-    ERR_RECORD_LENGTH: "record length runs past the batch or is below the 6-byte minimum",
-    ERR_KEY_LENGTH: "invalid key length",
-    ERR_VALUE_LENGTH: "invalid value length",
-    ERR_HEADER_COUNT: "invalid header count",
-    ERR_HEADER_KEY: "invalid header key length",
-    ERR_HEADER_VALUE: "invalid header value length",
-    ERR_RECORD_TRAILING: "record fields do not fill its declared length",
-    ERR_BATCH_TRAILING: "incorrect declared batch size: bytes left after the last record",
-    ERR_OFFSET_DELTA: "offset delta out of order",
-    ERR_TOO_FEW_BYTES: "incorrect declared batch size: premature end of the records",
-    ERR_RECORD_ATTRIBUTES: "record attributes are unused and must be 0",
-}
+from kafkalog.records.walk_body import walk_records
 
 #: ``collect`` when nothing is to be collected (one shared, empty array: no allocation per call).
 NO_COLLECT = np.empty(0, np.int8)
@@ -75,9 +45,6 @@ NO_COLLECT = np.empty(0, np.int8)
 PYTHON_MAX_RECORDS = 16
 
 WalkResult = tuple[int, int, int, int, int, int]
-_I64 = 1 << 64
-_U64 = (1 << 64) - 1
-_I64_MIN = -(1 << 63)
 _kernel: Callable[..., WalkResult] | None = None
 _plain_kernel: Callable[..., tuple[int, int]] | None = None
 
@@ -105,21 +72,10 @@ def walk(
 
         kernel = _kernel = walk_v2_records
     if kernel is None:
-        return walk_python(
-            buf,
-            start,
-            end,
-            count,
-            base_ts,
-            fixed_ts,
-            use_fixed_ts,
-            need_key,
-            check_ts,
-            ts_lo,
-            ts_hi,
-            collect,
-        )
-    if not isinstance(buf, (bytearray, np.ndarray)):
+        kernel = walk_records
+        if not isinstance(buf, (bytes, bytearray)):
+            buf = memoryview(buf).cast("B")
+    elif not isinstance(buf, (bytearray, np.ndarray)):
         buf = np.frombuffer(buf, np.uint8)
     result: WalkResult = kernel(
         buf,
@@ -148,142 +104,11 @@ def walk_plain(
     kernel = _plain_kernel
     if kernel is None:
         if count <= PYTHON_MAX_RECORDS and "numba" not in sys.modules:
-            r = walk_python(buf, start, end, count, base_ts, 0, False, need_key, False, 0, 0)
+            r = walk_records(
+                buf, start, end, count, base_ts, 0, False, need_key, False, 0, 0, NO_COLLECT
+            )
             return r[0] | r[3], r[5]
         from kafkalog.records._walk_kernel import walk_v2_plain
 
         kernel = _plain_kernel = walk_v2_plain
     return kernel(buf, start, end, count, base_ts, need_key)
-
-
-def _varint(buf: Any, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
-    """A zig-zag varint of at most ``max_bytes`` bytes (5: 32-bit, 10: 64-bit); position -1
-    when it is cut off or too long."""
-    result = shift = 0
-    for i in range(max_bytes):
-        if pos >= end:
-            return 0, -1
-        b = buf[pos]
-        pos += 1
-        if max_bytes == 5 and i == 4:
-            if b & 0x80:
-                return 0, -1
-            result |= (b & 0x0F) << 28
-            break
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-    else:
-        return 0, -1
-    result &= _U64  # a tenth byte's high bits fall off, as in a 64-bit register
-    return (result >> 1) ^ -(result & 1), pos
-
-
-def _wrap(n: int) -> int:
-    """``n`` as Java's long arithmetic leaves it."""
-    return ((n - _I64_MIN) % _I64) + _I64_MIN
-
-
-def walk_python(
-    buf: Any,
-    start: int,
-    end: int,
-    count: int,
-    base_ts: int,
-    fixed_ts: int,
-    use_fixed_ts: bool,
-    need_key: bool,
-    check_ts: bool,
-    ts_lo: int,
-    ts_hi: int,
-    collect: np.ndarray = NO_COLLECT,
-) -> WalkResult:
-    """:func:`walk` in Python (see the module's docstring)."""
-    if not isinstance(buf, (bytes, bytearray)):
-        buf = memoryview(buf).cast("B")
-    pos = start
-    bad = 0
-    first_bad = -1
-    max_ts = -1
-    keep = len(collect) > 0
-    if count < 0 or count * 7 > end - start:
-        return ERR_TOO_FEW_BYTES, 0, pos, bad, first_bad, max_ts
-    for i in range(count):
-        rstart = pos
-        length, pos = _varint(buf, pos, end, 5)
-        if pos < 0:
-            return ERR_VARINT, i, rstart, bad, first_bad, max_ts
-        if length < 6 or length > end - pos:
-            return ERR_RECORD_LENGTH, i, rstart, bad, first_bad, max_ts
-        rend = pos + length
-        if buf[pos] != 0:  # unused, written 0 by every producer (see ERR_RECORD_ATTRIBUTES)
-            return ERR_RECORD_ATTRIBUTES, i, rstart, bad, first_bad, max_ts
-        pos += 1
-        ts_delta, pos = _varint(buf, pos, rend, 10)
-        if pos < 0:
-            return ERR_VARINT, i, rstart, bad, first_bad, max_ts
-        offset_delta, pos = _varint(buf, pos, rend, 5)
-        if pos < 0:
-            return ERR_VARINT, i, rstart, bad, first_bad, max_ts
-        if offset_delta != i:
-            return ERR_OFFSET_DELTA, i, rstart, bad, first_bad, max_ts
-        key_len, pos = _varint(buf, pos, rend, 5)
-        if pos < 0:
-            return ERR_VARINT, i, rstart, bad, first_bad, max_ts
-        problem = 0
-        if key_len >= 0:
-            if key_len > rend - pos:
-                return ERR_KEY_LENGTH, i, rstart, bad, first_bad, max_ts
-            pos += key_len
-        elif key_len == -1:
-            if need_key:
-                problem = REC_NO_KEY
-        else:
-            return ERR_KEY_LENGTH, i, rstart, bad, first_bad, max_ts
-        value_len, pos = _varint(buf, pos, rend, 5)
-        if pos < 0:
-            return ERR_VARINT, i, rstart, bad, first_bad, max_ts
-        if value_len >= 0:
-            if value_len > rend - pos:
-                return ERR_VALUE_LENGTH, i, rstart, bad, first_bad, max_ts
-            pos += value_len
-        elif value_len != -1:
-            return ERR_VALUE_LENGTH, i, rstart, bad, first_bad, max_ts
-        headers, pos = _varint(buf, pos, rend, 5)
-        if pos < 0:
-            return ERR_VARINT, i, rstart, bad, first_bad, max_ts
-        if headers < 0 or headers > rend - pos:
-            return ERR_HEADER_COUNT, i, rstart, bad, first_bad, max_ts
-        for _ in range(headers):
-            hk, pos = _varint(buf, pos, rend, 5)
-            if pos < 0:
-                return ERR_VARINT, i, rstart, bad, first_bad, max_ts
-            if hk < 0 or hk > rend - pos:
-                return ERR_HEADER_KEY, i, rstart, bad, first_bad, max_ts
-            pos += hk
-            hv, pos = _varint(buf, pos, rend, 5)
-            if pos < 0:
-                return ERR_VARINT, i, rstart, bad, first_bad, max_ts
-            if hv >= 0:
-                if hv > rend - pos:
-                    return ERR_HEADER_VALUE, i, rstart, bad, first_bad, max_ts
-                pos += hv
-            elif hv != -1:
-                return ERR_HEADER_VALUE, i, rstart, bad, first_bad, max_ts
-        if pos != rend:
-            return ERR_RECORD_TRAILING, i, rstart, bad, first_bad, max_ts
-        ts = fixed_ts if use_fixed_ts else _wrap(base_ts + ts_delta)
-        if ts > max_ts:
-            max_ts = ts
-        if check_ts and problem == 0 and ts != -1 and (ts < ts_lo or ts > ts_hi):
-            problem = REC_TIMESTAMP
-        if problem != 0:
-            if first_bad < 0:
-                first_bad = i
-            bad += 1
-            if keep:
-                collect[i] = problem
-    if pos != end:
-        return ERR_BATCH_TRAILING, count, pos, bad, first_bad, max_ts
-    return OK, count, pos, bad, first_bad, max_ts

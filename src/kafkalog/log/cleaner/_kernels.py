@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kafkalog.records._kernels import _put_uvarint
+
 _U64 = np.uint64
 _MASK32 = 0xFFFFFFFF
 
@@ -249,16 +251,6 @@ def map_rehash(old_h1, old_h2, old_offset, new_h1, new_h2, new_offset):  # type:
         new_h1[idx] = a
         new_h2[idx] = old_h2[j]
         new_offset[idx] = old_offset[j]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _put_uvarint(out, p, u):  # type: ignore[no-untyped-def]
-    while u >= np.uint64(0x80):
-        out[p] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
-        u >>= np.uint64(7)
-        p += 1
-    out[p] = np.uint8(u)
-    return p + 1
 
 
 @njit(cache=True, nogil=True, inline="always")
