@@ -3,6 +3,8 @@ free loopback port, and client settings that keep librdkafka's timeouts short.""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from kafkalog.server import ServerConfig
@@ -46,3 +48,14 @@ def consumer_settings(bootstrap: str, group: str, **extra: Any) -> dict[str, Any
             **extra,
         },
     )
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 30.0) -> bool:
+    """Whether ``condition()`` became true within ``timeout`` seconds (polled every 50 ms):
+    for what a server does on its own schedule (retention, the cleaner, checkpoints)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False

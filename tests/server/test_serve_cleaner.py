@@ -10,7 +10,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_clients import config, consumer_settings, rdkafka
+from kafka_clients import config, consumer_settings, rdkafka, wait_until
 from kafkalog.log import Log
 from kafkalog.server import ServerThread
 
@@ -28,15 +28,6 @@ def _kept(directory: Path) -> int:
 def _appended(directory: Path) -> int:
     with Log(directory, writable=False) as log:
         return log.log_end_offset
-
-
-def _wait(condition: object, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_compacted_topics_shrink_while_clients_work(tmp_path: Path) -> None:
@@ -82,11 +73,11 @@ def test_compacted_topics_shrink_while_clients_work(tmp_path: Path) -> None:
                 consumer.commit(message=msg, asynchronous=False)
         assert read == latest
         offsets_dir = data / "__consumer_offsets-0"
-        assert _wait(lambda: _size(part) < written / 3), (_size(part), written)
+        assert wait_until(lambda: _size(part) < written / 3), (_size(part), written)
         # more commits of the same group and partition: the cleaner keeps only the latest
         for _ in range(300):
             consumer.commit(offsets=[TopicPartition("table", 0, 1999)], asynchronous=False)
-        assert _wait(lambda: _kept(offsets_dir) < _appended(offsets_dir) / 4), (
+        assert wait_until(lambda: _kept(offsets_dir) < _appended(offsets_dir) / 4), (
             _kept(offsets_dir),
             _appended(offsets_dir),
         )

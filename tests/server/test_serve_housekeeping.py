@@ -10,18 +10,9 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from kafka_clients import config
+from kafka_clients import config, wait_until
 from kafkalog.log.checkpoints import OffsetCheckpoint
 from kafkalog.server import ServerThread
-
-
-def _wait(condition: object, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_retention_runs_while_serving_and_a_consumer_reads_on(tmp_path: Path) -> None:
@@ -45,8 +36,8 @@ def test_retention_runs_while_serving_and_a_consumer_reads_on(tmp_path: Path) ->
         consumer.assign([tp])
         try:
             # retention removes every old segment but the active one, on its own schedule
-            assert _wait(lambda: consumer.beginning_offsets([tp])[tp] > 0)
-            assert _wait(lambda: len(list(part.glob("*.log"))) == 1)
+            assert wait_until(lambda: consumer.beginning_offsets([tp])[tp] > 0)
+            assert wait_until(lambda: len(list(part.glob("*.log"))) == 1)
             start = consumer.beginning_offsets([tp])[tp]
             # the consumer reads on from the log start, and new records are kept
             producer = KafkaProducer(bootstrap_servers=server.bootstrap)
@@ -54,7 +45,7 @@ def test_retention_runs_while_serving_and_a_consumer_reads_on(tmp_path: Path) ->
             producer.close()
             consumer.seek_to_beginning(tp)
             got: list[tuple[int, bytes]] = []
-            _wait(
+            wait_until(
                 lambda: (
                     got.extend(
                         (m.offset, m.value)
@@ -70,5 +61,5 @@ def test_retention_runs_while_serving_and_a_consumer_reads_on(tmp_path: Path) ->
         # the data directory's checkpoints follow on their own interval, not only at close
         points = data / "recovery-point-offset-checkpoint"
         starts = data / "log-start-offset-checkpoint"
-        assert _wait(lambda: points.exists() and starts.exists())
-        assert _wait(lambda: OffsetCheckpoint.read(str(starts)).get(("aged", 0)) == start)
+        assert wait_until(lambda: points.exists() and starts.exists())
+        assert wait_until(lambda: OffsetCheckpoint.read(str(starts)).get(("aged", 0)) == start)
