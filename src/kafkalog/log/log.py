@@ -234,6 +234,10 @@ class Log:
                 # data directory managed, whose marker would be stale)
                 LogCleanShutdown.remove(self.directory)
         except BaseException:
+            # an open that fails (damage, a missing file) leaves no descriptor behind: a server
+            # meets the same damaged partition at every request
+            with contextlib.suppress(Exception):
+                self._local.close()
             self._release_lock()
             raise
 
