@@ -434,3 +434,49 @@ def test_a_failed_open_leaves_no_descriptor_open(tmp_path: Path) -> None:
         with pytest.raises(DamagedLogError):
             Log(d)
     assert len(os.listdir("/proc/self/fd")) <= before + 2
+
+
+@pytest.mark.parametrize("skipping", [True, False], ids=["skipping", "failing"])
+def test_columnar_damage_past_the_first_chunk(skipping: bool, tmp_path: Path) -> None:
+    """A columnar read goes chunk by chunk; damage in a later chunk is located from the end of
+    the chunks already read (with the offsets they ended at), so a skip neither reads those
+    batches twice nor drops the good batches of the failing chunk, and an error names the
+    damaged batch's first byte."""
+    from kafkalog.files import open_read
+    from kafkalog.log.arrow_read import decode_file
+
+    d = _written(tmp_path)
+    seg = _segments(d)[2]
+    pristine = [r.offset for e in LogReader(seg.read_bytes()) for r in e.records()]
+    entries = _entries(seg)
+    position, _ = entries[len(entries) * 3 // 4]  # past the first chunks of 500 bytes
+    data = bytearray(seg.read_bytes())
+    data[position + 70] ^= 0xFF  # a record byte: the CRC fails
+    seg.write_bytes(bytes(data))
+    said: list[SkippedBytes] = []
+    handle = open_read(str(seg))
+    try:
+        read = decode_file(
+            handle,
+            0,
+            len(data),
+            path=str(seg),
+            chunk_bytes=500,
+            last_segment=False,
+            first_offset=int(seg.name[:20]),
+            on_damage=said.append if skipping else None,
+            include_headers=False,
+            topic="t",
+            partition=0,
+        )
+        if not skipping:
+            with pytest.raises(DamagedLogError) as failed:
+                list(read)
+            assert failed.value.position == position
+            return
+        got = [o for b in read for o in b.column("offset").to_pylist()]
+    finally:
+        handle.close()
+    lost = pristine[len(entries) * 3 // 4]
+    assert got == [o for o in pristine if o != lost]
+    assert [(s.start, s.first_offset, s.last_offset) for s in said] == [(position, lost, lost)]

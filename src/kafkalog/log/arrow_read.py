@@ -43,40 +43,15 @@ def decode_file(
 ) -> Iterator[pa.RecordBatch]:
     """:func:`_decode_file`, or, with ``on_damage``, the same read that skips damage instead
     of raising: from the damaged byte to the next whole, valid batch (a resync scan), each
-    skip handed to ``on_damage`` so that it is reported, never silent."""
+    skip handed to ``on_damage`` so that it is reported, never silent. Either way the damage
+    is located at its batch's first byte, searched from the end of the chunks already read
+    (the columnar decoder names a byte inside the batch, and a chunk that fails yields none
+    of its good batches: they are decoded again, up to the damage)."""
     limits = decode.get("limits", DEFAULT_LIMITS)
-    if on_damage is None:
-        seen = [first_offset - 1]
-        try:
-            yield from _decode_file(
-                handle,
-                start,
-                end,
-                path=path,
-                last_offset=last_offset,
-                chunk_bytes=chunk_bytes,
-                last_segment=last_segment,
-                first_offset=first_offset,
-                seen=seen,
-                **decode,
-            )
-        except DamagedLogError:
-            raise
-        except CorruptRecordError as e:
-            # the columnar decoder names a byte inside a batch (or its chunk): the error names
-            # the damaged batch's first byte, as every other reader's does
-            at = _valid_run_end(handle, start, end, path, limits, first_offset - 1, first_offset)
-            raise DamagedLogError.found(
-                f"{batch_at(handle.pread(61, at))}: {e.reason} (at byte {e.position}; expected "
-                f"a batch from offset {seen[0] + 1})",
-                path=path,
-                position=at,
-                partition=os.path.dirname(path),
-            ) from e
-        return
     position, floor = start, first_offset
     while position < end:
-        seen = [floor - 1]
+        # [the last offset read, the position after the chunks read]: where a failure starts
+        seen = [floor - 1, position]
         try:
             yield from _decode_file(
                 handle,
@@ -92,20 +67,28 @@ def decode_file(
             )
             return
         except CorruptRecordError as e:
-            # where the damaged batch starts: the end of the whole, valid batches before it
-            # (the columnar decoder names a byte inside the batch, and a chunk that fails
-            # yields none of its good batches: they are decoded again, up to the damage)
-            at = _valid_run_end(handle, position, end, path, limits, seen[0], first_offset)
-            if at > position:
+            if on_damage is None and isinstance(e, DamagedLogError):
+                raise
+            done = seen[1]
+            at = _valid_run_end(handle, done, end, path, limits, seen[0], first_offset)
+            if on_damage is None:
+                raise DamagedLogError.found(
+                    f"{batch_at(handle.pread(61, at))}: {e.reason} (at byte {e.position}; "
+                    f"expected a batch from offset {seen[0] + 1})",
+                    path=path,
+                    position=at,
+                    partition=os.path.dirname(path),
+                ) from e
+            if at > done:
                 yield from _decode_file(
                     handle,
-                    position,
+                    done,
                     at,
                     path=path,
                     last_offset=last_offset,
                     chunk_bytes=chunk_bytes,
                     last_segment=True,
-                    first_offset=floor,
+                    first_offset=seen[0] + 1,
                     seen=seen,
                     **decode,
                 )
@@ -186,7 +169,8 @@ def _decode_file(
     Damage is an error, never fewer rows (:mod:`kafkalog.log.damage`): offsets must grow from
     ``first_offset`` (the segment's base: a base offset is outside the batch CRC), and the
     range may end in a batch cut off only in its log's ``last_segment`` with nothing valid
-    after it (an append in flight)."""
+    after it (an append in flight). ``seen``, if given, is kept as [the last offset yielded,
+    the position after the chunks yielded]: where a caller looks for the damage."""
     position = start
     previous = first_offset - 1
     want = chunk_bytes
@@ -249,6 +233,8 @@ def _decode_file(
         if last_offset is not None and len(offsets) and previous >= last_offset:
             return
         position += result.next_position
+        if seen is not None:
+            seen[1] = position
 
 
 def offsets_within(batch: pa.RecordBatch, start: int, end: int) -> np.ndarray:
