@@ -170,15 +170,25 @@ class TailReader:
                 self._want = tail.declared_size  # a batch larger than one chunk: read it whole
                 if available > len(data):
                     continue
+            # judged on the file as it is after the later segments were listed: an append in
+            # flight when the bytes were read may have ended, and the log rolled, since
+            later = self._later_segment_exists()
+            size = os.fstat(fd).st_size
+            declared = tail.declared_size
+            if size > self._pos + available or (
+                declared is not None and tail.position + declared <= size
+            ):
+                self._want = max(self._want, declared or 0)
+                continue  # the batch is whole in the file now: read it
             # the segments' one rule: a batch cut off in a segment the log has rolled past, or
             # followed by valid batches, is damage (waiting for it would stop the reader here
             # for good); at the end of the last segment it is an append in flight
             why = cut_off_damage(
                 lambda p, n: os.pread(fd, n, p),
-                self._pos + available,
+                size,
                 tail.position,
                 self._last_in_segment + 1,
-                not self._later_segment_exists(),
+                not later,
                 self.limits,
             )
             if why is not None:
