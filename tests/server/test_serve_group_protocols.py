@@ -83,7 +83,13 @@ def test_static_member_restarted_in_its_session_keeps_its_assignment(
     produce(server.bootstrap, "s", 4)
     one, two = Static(server.bootstrap, "i1"), Static(server.bootstrap, "i2")
     try:
-        both = lambda: len(one.consumer.assignment()) + len(two.consumer.assignment()) == 4  # noqa: E731
+
+        def both() -> bool:
+            # each member holds some partitions, together all four: the rebalance that let the
+            # second member in is done (the first alone holds all four until then)
+            mine, theirs = len(one.consumer.assignment()), len(two.consumer.assignment())
+            return mine > 0 and theirs > 0 and mine + theirs == 4
+
         deadline = time.monotonic() + 30
         while not both() and time.monotonic() < deadline:
             one.consumer.poll(0.1)
