@@ -891,10 +891,12 @@ ABSURD = _absurd_cases()
 def test_absurd_counts_and_lengths_fail_fast_without_allocating(case: str) -> None:
     data = ABSURD[case]
     for _ in range(2):  # the second run is measured: caches and kernels are warm
-        t0 = time.perf_counter()
+        # CPU time, not wall clock: "fast" is about the work done, and a loaded machine (the
+        # suite's other worker, other jobs) stretched the wall clock past the bound
+        t0 = time.process_time()
         with probe_memory() as mem:
             out = run_all_decoders(data)
-        elapsed = time.perf_counter() - t0
+        elapsed = time.process_time() - t0
     assert not out.obj.complete and out.col_all.error is not None
     assert out.obj_crc.iter_error is None or "CRC" not in out.obj_crc.iter_error.reason
     assert elapsed < 1.0

@@ -6,9 +6,9 @@ streaming query with a checkpoint writes Parquet; it is stopped in the middle of
 started again, several times, while the writer goes on. When the writer has stopped, one last
 run drains what is left. The Parquet sink's output (read through its metadata log, as any
 reader of it does) must hold every record the writer appended exactly once, with its bytes:
-nothing lost over a restart, nothing read twice. Retention keeps far more than the query falls
-behind, so no record the query has not read is deleted (that case is ``failOnDataLoss``'s, in
-test_stream.py).
+nothing lost over a restart, nothing read twice. Retention keeps far more than the writer lets the
+query fall behind (it waits for the query's commits when 1,500 records ahead), so no record the
+query has not read is deleted (that case is ``failOnDataLoss``'s, in test_stream.py).
 """
 
 from __future__ import annotations
@@ -22,17 +22,38 @@ from pathlib import Path
 from typing import Any
 
 WRITER = """
-import sys, time
+import json, os, sys, time
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
 
-root, per_partition, stop_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+root, per_partition, checkpoint = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+
+def committed():
+    # the least offset the query has committed (Spark's checkpoint: commits/N marks the batch
+    # whose end offsets are the last line of offsets/N), 0 before its first commit
+    try:
+        done = max(int(n) for n in os.listdir(os.path.join(checkpoint, "commits")) if n.isdigit())
+        with open(os.path.join(checkpoint, "offsets", str(done))) as f:
+            ends = json.loads(f.read().splitlines()[-1])["events"]
+        return min(int(o) for o in ends.values())
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
 config = TopicConfig(
     segment_bytes=8000, retention_bytes=200_000, retention_ms=-1, file_delete_delay_ms=3000
 )
 logs = [Log(f"{root}/events-{p}", config) for p in range(2)]
 deleted = 0
 for i in range(per_partition):
+    # never more than 1,500 records ahead of the query (retention keeps ~2,500): on a loaded
+    # machine the query's restarts can take seconds, and retention must not take what it has
+    # not read (that case is failOnDataLoss's, in test_stream.py)
+    waited = 0
+    while checkpoint and i - committed() > 1500 and waited < 1200:
+        time.sleep(0.05)
+        waited += 1
     for p, log in enumerate(logs):
         # written with pwrite: another process sees it at once (no fsync needed for that)
         log.append_records([Record.of(b"p%d-v%d" % (p, i), b"k%d" % i, 1_767_225_600_000 + i)])
@@ -76,7 +97,7 @@ def test_stream_restarted_while_another_process_appends_holds_every_record_once(
     subprocess.run([sys.executable, "-c", WRITER, str(data), "1", ""], check=True, env=env)
     first = {p: 0 for p in range(2)}
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(data), str(per_partition), ""],
+        [sys.executable, "-c", WRITER, str(data), str(per_partition), str(checkpoint)],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
