@@ -21,8 +21,8 @@ import pytest
 
 from kafkalog.cli.verify import Report, verify_partition
 from kafkalog.log import Log, TopicConfig
-from kafkalog.log.tail import TailReader
 from kafkalog.log.cleaner import CleaningAborted, clean_log, read_checkpoint
+from kafkalog.log.tail import TailReader
 from kafkalog.records import Record, RecordBatch, encode_batch
 from kafkalog.records.batch import encode_control_batch
 from kafkalog.records.model import ControlType
@@ -469,19 +469,25 @@ def test_truncation_mid_round_aborts_the_cleaning(tmp_path: Path) -> None:
 # -- 3. readers while a swap happens --------------------------------------------------------------
 
 
-def cleanable(tmp_path: Path, segments: int = 6) -> tuple[Path, Log, History]:
+def cleanable(tmp_path: Path, group_bytes: int = 400) -> tuple[Path, Log, History]:
+    """A log of 6 segments of 400 bytes, cleaned in groups of ``group_bytes`` (400: each
+    segment its own group; 4000: all in one)."""
     directory = tmp_path / "data" / "t-0"
     log = Log(directory, config(segment_bytes=400))
     history = History()
-    fill(log, history, segments)
+    fill(log, history, 6)
+    log.reconfigure(dataclasses.replace(log.config, segment_bytes=group_bytes))
     return directory, log, history
 
 
-def test_a_read_started_before_a_swap_reads_the_old_segments(tmp_path: Path) -> None:
+@pytest.mark.parametrize("group_bytes", [400, 4000])
+def test_a_read_started_before_a_swap_reads_the_old_segments(
+    tmp_path: Path, group_bytes: int
+) -> None:
     """``Log.records`` and ``Log.batches`` begun before a cleaning, and read on a little at
-    each step of its swap from another thread, give exactly the records of the log as it was
-    when the read began: the segments they hold stay readable after the swap."""
-    _, log, _ = cleanable(tmp_path)
+    each step of its first swap from another thread, give exactly the records of the log as
+    it was when the read began: the segments they hold stay readable after the swap."""
+    _, log, _ = cleanable(tmp_path, group_bytes)
     old = records_of(log)
     readers = [log.records(), log.records(old[5][0]), (r for b in log.batches() for r in b)]
     got: list[list[tuple[int, bytes | None, bytes | None]]] = [[], [], []]
@@ -490,11 +496,14 @@ def test_a_read_started_before_a_swap_reads_the_old_segments(tmp_path: Path) -> 
         for reader, out in zip(readers, got, strict=True):
             for r in reader:
                 out.append((r.offset, r.key, r.value))
-                if len(out) % 4 == 0:
-                    break
+                break  # one record a step: the readers are still in segments the round changes
+
+    swapped = [False]
 
     def on_step(step: str) -> None:
-        in_thread(advance)  # iterating takes no lock: it runs mid-swap
+        if not swapped[0]:
+            in_thread(advance)  # iterating takes no lock: it runs mid-swap
+        swapped[0] = swapped[0] or step == "swapped"
 
     advance()
     clean_log(log, lock=log.lock, on_step=on_step)
@@ -510,7 +519,7 @@ def test_a_read_started_during_a_swap_sees_old_or_new(tmp_path: Path, group_byte
     """Readers started in other threads at each step of a round's swaps (``Log.records``,
     ``Log.read_arrow``; one segment per group, or several) give the log as it was before or
     after a group's swap, never a mix within a swap, a duplicate or an error."""
-    _, log, _ = cleanable(tmp_path)
+    _, log, _ = cleanable(tmp_path, group_bytes)
     old = records_of(log)
     seen: list[list[tuple[int, bytes | None, bytes | None]]] = []
     errors: list[BaseException] = []
@@ -541,7 +550,6 @@ def test_a_read_started_during_a_swap_sees_old_or_new(tmp_path: Path, group_byte
         threads.append(threading.Thread(target=read_all))
         threads[-1].start()  # not joined here: inside the swap they wait for the lock
 
-    log.reconfigure(dataclasses.replace(log.config, segment_bytes=group_bytes))
     clean_log(log, lock=log.lock, on_step=on_step)
     for t in threads:
         t.join()
@@ -583,30 +591,38 @@ def batches_in(data: bytes) -> Iterator[RecordBatch]:
         yield entry
 
 
+@pytest.mark.parametrize("group_bytes", [400, 4000])
 @pytest.mark.parametrize("at", ["before", "swap-renamed", "old-deleted", "swapped"])
-def test_a_tail_reader_across_a_swap_reads_every_survivor_once(tmp_path: Path, at: str) -> None:
+def test_a_tail_reader_across_a_swap_reads_every_survivor_once(
+    tmp_path: Path, at: str, group_bytes: int
+) -> None:
     """A ``TailReader`` that has read part of the first segment when the cleaning replaces the
     first segments with one (polled at each step of the swap, and on after it): it reads on
     from its position, each offset once and in order, every record the log holds after the
     cleaning past that position included, and counts nothing as skipped."""
-    directory, log, _ = cleanable(tmp_path)
+    directory, log, _ = cleanable(tmp_path, group_bytes)
     old = records_of(log)
     with TailReader(directory) as tail:
         got = [(r.offset, r.key, r.value) for r in tail.poll(max_records=3)]
         assert got == old[:3]
 
         def poll() -> None:
-            got.extend((r.offset, r.key, r.value) for r in tail.poll(max_records=2))
+            # long enough for the reader to list the directory again (it does every 0.1 s
+            # while the log does not grow): the swap's state is what it sees, whatever it is
+            more = tail.poll(timeout=0.25, max_records=3)
+            got.extend((r.offset, r.key, r.value) for r in more)
+            if len(more) < 3:
+                got.extend((r.offset, r.key, r.value) for r in tail.poll(timeout=0.25))
 
         if at == "before":
             poll()
             poll()
         steps = {"old-deleted": f"old-deleted:{log.segments[1].base_offset}"}
         clean_log(log, lock=log.lock, on_step=steps_calling(steps.get(at, at), poll))
-        while True:
-            more = tail.poll(timeout=0.05)
-            if not more:
-                break
+        last = records_of(log)[-1][0]  # (in the active segment: never cleaned)
+        while got[-1][0] < last:
+            more = tail.poll(timeout=5)
+            assert more, got
             got.extend((r.offset, r.key, r.value) for r in more)
         assert tail.skipped == 0
     offsets = [o for o, _, _ in got]
