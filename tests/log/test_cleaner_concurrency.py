@@ -257,8 +257,8 @@ def test_appends_readers_and_cleanings_at_once_lose_nothing(tmp_path: Path) -> N
 
     def writer() -> None:
         rng = random.Random(24)
-        for _ in range(6):
-            write(log, history, rng, 250, appended)
+        for _ in range(4):
+            write(log, history, rng, 200, appended)
         may_clean.release()
         may_read.release()
 
