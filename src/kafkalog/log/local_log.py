@@ -167,6 +167,10 @@ class LocalLog:
         # its last valid batch: a read to the end raises it (see :meth:`ranges`)
         self.damage_at_end: DamagedLogError | None = None
         self.deleter = SegmentDeleter()  # segments renamed .deleted, removed after the delay
+        # how many truncations the log has had: a cleaner's round that saw it change since it
+        # read the log swaps nothing more in (what it drops may have been superseded by
+        # records the truncation removed)
+        self.truncations = 0
 
     # -- the segment set -------------------------------------------------------------------------
     def open_segment(
@@ -206,8 +210,10 @@ class LocalLog:
         """Take ``seg`` out, rename its files ``.deleted`` and remove them
         ``file.delete.delay.ms`` later, with the segment's producer snapshot
         (UnifiedLog.deleteProducerSnapshots); a reader holding the segment keeps reading it
-        until then (:mod:`kafkalog.log.deletion`)."""
-        self.segments.remove(seg.base_offset)
+        until then (:mod:`kafkalog.log.deletion`). Only ``seg`` itself leaves the set, never
+        another segment at its base offset (a cleaned one swapped in for it)."""
+        if self.segments.get(seg.base_offset) is seg:
+            self.segments.remove(seg.base_offset)
         snapshot = segment_file(self.directory, seg.base_offset, SNAPSHOT_SUFFIX)
         self.deleter.delete([seg], [snapshot], self.config.file_delete_delay_ms)
 
@@ -283,11 +289,19 @@ class LocalLog:
         A read to the end of a log whose last segment a read-only open found damaged raises
         that damage (the records after it would be missing), unless ``past_damage``: a caller
         that says what it skips (:attr:`damage_at_end`)."""
+        return [r for _, r in self._segment_ranges(start, end, past_damage)]
+
+    def _segment_ranges(
+        self, start: int | None, end: int | None, past_damage: bool = False
+    ) -> list[tuple[LogSegment, SegmentRange]]:
+        """:meth:`ranges`, each with the segment it is a range of: a read holds the segment
+        itself, never looks it up again by base offset (a cleaner's swap may have put another
+        segment there since, whose bytes the range's positions do not describe)."""
         lo = self.log_start_offset if start is None else max(start, self.log_start_offset)
         hi = self.log_end_offset if end is None else min(end, self.log_end_offset)
         if self.damage_at_end is not None and hi >= self.log_end_offset and not past_damage:
             raise self.damage_at_end
-        out: list[SegmentRange] = []
+        out: list[tuple[LogSegment, SegmentRange]] = []
         if lo >= hi:
             return out
         for seg, nxt in self.segments.from_floor(lo):
@@ -308,16 +322,19 @@ class LocalLog:
             if end_pos > start_pos:
                 path = seg.log.path
                 out.append(
-                    SegmentRange(
-                        path,
-                        seg.base_offset,
-                        start_pos,
-                        end_pos,
-                        first,
-                        last,
-                        segment_size=seg.size,
-                        identity=files.identity(path),
-                        last_segment=nxt is None,
+                    (
+                        seg,
+                        SegmentRange(
+                            path,
+                            seg.base_offset,
+                            start_pos,
+                            end_pos,
+                            first,
+                            last,
+                            segment_size=seg.size,
+                            identity=files.identity(path),
+                            last_segment=nxt is None,
+                        ),
                     )
                 )
         return out
@@ -395,33 +412,34 @@ class LocalLog:
         """The batches holding offsets in [start, end), across segments, in offset order, each
         CRC checked unless ``check_crcs`` is false (Kafka's consumers check them by default,
         ``check.crcs=true``): a damaged batch is an error, never a record read wrong; or, with
-        ``on_damage``, skipped to the next valid batch and handed to it (never in silence)."""
+        ``on_damage``, skipped to the next valid batch and handed to it (never in silence).
+
+        The segments and byte ranges read are chosen by the call, not by the first step of
+        the iteration: a caller holding the log's lock for the call (as every
+        :class:`~kafkalog.log.log.Log` read does) gets the log as it was then, whatever
+        retention or a cleaner's swap does while it iterates (a segment taken out stays
+        readable until ``file.delete.delay.ms`` has passed, see :mod:`kafkalog.log.deletion`)."""
         if on_damage is not None:
-            yield from self._batches_skipping(start, end, check_crcs, on_damage)
-            return
-        for r in self.ranges(start, end):
-            seg = self.segments.get(r.base_offset)
-            if seg is None:
-                continue  # gone since (retention): its offsets are below the log start now
-            yield from seg.entries(r.start_position, end=r.end_position, verify_crc=check_crcs)
+            lo = self.log_start_offset if start is None else max(start, self.log_start_offset)
+            hi = self.log_end_offset if end is None else min(end, self.log_end_offset)
+            if self.damage_at_end is not None and end is None:
+                hi = 2**63  # valid batches may follow the damage: walk to the end of the files
+            segments = self.segments.from_floor(lo) if lo < hi else []
+            return self._batches_skipping(segments, lo, hi, check_crcs, on_damage)
+        return _entries_of(self._segment_ranges(start, end), check_crcs)
 
     def _batches_skipping(
         self,
-        start: int | None,
-        end: int | None,
+        segments: list[tuple[LogSegment, int | None]],
+        lo: int,
+        hi: int,
         check_crcs: bool,
         on_damage: Callable[[SkippedBytes], None],
     ) -> Iterator[LogEntry]:
         """:meth:`batches` that skips damage: whole segments walked from the index entry below
-        ``start`` (no byte range is worked out ahead, since working it out reads through the
-        damage), batches outside [start, end) dropped."""
-        lo = self.log_start_offset if start is None else max(start, self.log_start_offset)
-        hi = self.log_end_offset if end is None else min(end, self.log_end_offset)
-        if self.damage_at_end is not None and end is None:
-            hi = 2**63  # valid batches may follow the damage: walk to the end of the files
-        if lo >= hi:
-            return
-        for seg, next_base in self.segments.from_floor(lo):
+        ``lo`` (no byte range is worked out ahead, since working it out reads through the
+        damage), batches outside [lo, hi) dropped."""
+        for seg, next_base in segments:
             if seg.base_offset >= hi:
                 return
             position = seg.scan_start(lo) if seg.base_offset <= lo else 0
@@ -451,17 +469,11 @@ class LocalLog:
         on_damage: Callable[[SkippedBytes], None] | None = None,
     ) -> Iterator[Record]:
         """Records with offsets in [start, end), control records skipped unless asked; damage
-        skipped and handed to ``on_damage`` when it is given (see :meth:`batches`)."""
+        skipped and handed to ``on_damage`` when it is given (see :meth:`batches`, also for
+        when the segments read are chosen)."""
         lo = self.log_start_offset if start is None else start
-        for entry in self.batches(start, end, check_crcs=check_crcs, on_damage=on_damage):
-            if entry.is_control and not include_control:
-                continue
-            for rec in entry.records(self.limits):
-                if rec.offset < lo:
-                    continue
-                if end is not None and rec.offset >= end:
-                    return
-                yield rec
+        entries = self.batches(start, end, check_crcs=check_crcs, on_damage=on_damage)
+        return _records_of(entries, lo, end, include_control, self.limits)
 
     def read_arrow(
         self,
@@ -484,10 +496,7 @@ class LocalLog:
             include_headers=include_headers, timestamp_unit=timestamp_unit, topic_partition=True
         )
         batches: list[Any] = []
-        for r in self.ranges(start, end):
-            seg = self.segments.get(r.base_offset)
-            if seg is None:
-                continue
+        for seg, r in self._segment_ranges(start, end):
             handle = seg.log.read_handle()  # ClosedError, not a reopen, once the log is closed
             try:
                 for batch in decode_file(
@@ -531,3 +540,28 @@ class LocalLog:
 
     def size_in_bytes(self) -> int:
         return sum(seg.size for seg in self.segments)
+
+
+def _entries_of(
+    plan: list[tuple[LogSegment, SegmentRange]], check_crcs: bool
+) -> Iterator[LogEntry]:
+    for seg, r in plan:
+        yield from seg.entries(r.start_position, end=r.end_position, verify_crc=check_crcs)
+
+
+def _records_of(
+    entries: Iterator[LogEntry],
+    lo: int,
+    end: int | None,
+    include_control: bool,
+    limits: Limits,
+) -> Iterator[Record]:
+    for entry in entries:
+        if entry.is_control and not include_control:
+            continue
+        for rec in entry.records(limits):
+            if rec.offset < lo:
+                continue
+            if end is not None and rec.offset >= end:
+                return
+            yield rec

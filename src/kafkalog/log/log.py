@@ -1085,6 +1085,7 @@ class Log:
                         return TimestampAndOffset(target, rec.offset, epoch if epoch >= 0 else None)
         return None
 
+    @_locked
     def remove_expired_producers(
         self, now_ms: int | None = None, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
     ) -> list[int]:
@@ -1105,9 +1106,12 @@ class Log:
             self.config = config
             self._local.config = config
 
+    @_writes_pending_first
     def delete_old_segments(self, now: int | None = None) -> int:
         """Kafka's retention pass (spec §7.6): below the log start offset, then by size, then by
-        time; returns the number of segments deleted (renamed ``.deleted``, removed later)."""
+        time; returns the number of segments deleted (renamed ``.deleted``, removed later).
+        Under the log's lock, as every change of its segments: a cleaner swapping segments in
+        from another thread never has one taken out under it."""
         self._require_writable("delete segments of")
         now = int(self.clock() * 1000) if now is None else now
         deleted = 0
@@ -1227,6 +1231,7 @@ class Log:
             raise ValueError(f"cannot truncate to a negative offset {offset}")
         if offset >= self.log_end_offset:
             return
+        self._local.truncations += 1
         if self._local.segments.bases[0] > offset:
             self.truncate_fully_and_start_at(offset)
             return
@@ -1249,6 +1254,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
         self._require_writable("truncate")
+        self._local.truncations += 1
         for seg in list(self._local.segments):
             self._local.delete_segment(seg)
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -1264,15 +1270,24 @@ class Log:
             self.write_checkpoints()
 
     # -- compaction ---------------------------------------------------------------------------
-    @_writes_pending_first
     def compact(self, **kwargs: Any) -> Any:
         """Clean this log as Kafka's log cleaner does (``cleanup.policy=compact``): the
         latest record of each key stays, with tombstones until ``delete.retention.ms``
         after the cleaning that first saw them, aborted transactions' records and spent
         markers go. Returns a :class:`~kafkalog.log.cleaner.CleanResult`; the keyword
-        arguments are :func:`kafkalog.log.cleaner.clean_log`'s."""
+        arguments are :func:`kafkalog.log.cleaner.clean_log`'s.
+
+        The log's lock is held only to read its state and for each swap (``lock`` defaults
+        to :attr:`lock`), so other threads append and read while it cleans; retention or a
+        truncation that takes segments of a group being cleaned aborts the cleaning
+        (:class:`~kafkalog.log.cleaner.CleaningAborted`, nothing swapped in for that group,
+        the cleaner checkpoint not moved: the next cleaning does it again)."""
         from kafkalog.log.cleaner import clean_log
 
+        with self.lock:
+            if self._writer is not None:
+                self._writer.write_pending()
+        kwargs.setdefault("lock", self.lock)
         return clean_log(self, **kwargs)
 
     # -- durability ---------------------------------------------------------------------------

@@ -26,7 +26,13 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
-from kafkalog.log.layout import LOG_SUFFIX, is_segment_log, offset_from_filename, segment_file
+from kafkalog.log.layout import (
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    is_segment_log,
+    offset_from_filename,
+    segment_file,
+)
 from kafkalog.log.log import Log
 from kafkalog.log.segment import cut_off_damage, offset_order_problem
 from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
@@ -235,7 +241,14 @@ class TailReader:
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return False
+        if any(n.endswith(LOG_SUFFIX + SWAP_SUFFIX) for n in names):
+            # a cleaner's swap under way (or one a crash left, which the writer's next open
+            # completes): the segments it replaces may be gone from the listing already and
+            # the cleaned one not in it yet; reading on past the gap would skip its records
+            return False
         bases = sorted(offset_from_filename(n) for n in names if is_segment_log(n))
+        if self._fd >= 0 and self._continue_in_cleaned(bases):
+            return True
         open_one_listed = self._fd >= 0 and self._base in bases
         for base in bases:
             if base <= self._base:
@@ -264,6 +277,26 @@ class TailReader:
                 self._listed = 0.0  # as above: an empty one is crossed in the same poll
                 return True
         return False
+
+    def _continue_in_cleaned(self, bases: list[int]) -> bool:
+        """After the open segment's last byte: when the segment that now holds the position is
+        another file than the one read (a cleaner's swap put a cleaned segment in for the open
+        one, or for it and the ones after it: their records from the position on are in it),
+        continue in that segment at the position (its offset index says where to start; the
+        records before the position are dropped as read already)."""
+        floor = [b for b in bases if b <= self.position]
+        if not floor:
+            return False
+        base = floor[-1]
+        path = segment_file(self.directory, base, LOG_SUFFIX)
+        try:
+            listed = os.stat(path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(self._fd)
+        if (listed.st_dev, listed.st_ino) == (mine.st_dev, mine.st_ino):
+            return False  # still the segment read: nothing was swapped in for it
+        return self._open(base, _index_position(path, base, self.position))
 
     def poll(self, timeout: float = 0.0, max_records: int = 500) -> list[Record]:
         """The next records (at most ``max_records``), waiting up to ``timeout`` seconds for
@@ -300,6 +333,19 @@ class TailReader:
 
     def __del__(self) -> None:
         self._close_fd()
+
+
+def _index_position(log_path: str, base: int, offset: int) -> int:
+    """Where a scan for ``offset`` starts in a segment, from its offset index read-only (0
+    when there is none or it cannot be read: the scan is longer, never wrong)."""
+    from kafkalog.index import OffsetIndex
+
+    index_path = log_path[: -len(LOG_SUFFIX)] + ".index"
+    try:
+        with OffsetIndex(index_path, base, writable=False) as index:
+            return int(index.lookup(offset).position)
+    except (KafkalogError, OSError, ValueError):
+        return 0
 
 
 def _zeros(data: bytes, start: int) -> bool:

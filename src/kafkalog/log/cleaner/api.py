@@ -9,6 +9,7 @@ stopped, and the other way round.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -19,7 +20,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpoint
 from kafkalog.log.cleaner import cleaning
 from kafkalog.log.cleaner.batch_filter import FilterStats
-from kafkalog.log.cleaner.cleaning import CleanableLog, Progress, Round
+from kafkalog.log.cleaner.cleaning import CleanableLog, OnStep, Progress, Round
 from kafkalog.log.cleaner.dirty import DirtySection, dirty_section
 from kafkalog.log.cleaner.offset_map import OffsetMap
 
@@ -108,6 +109,7 @@ def clean_log(
     dry_run: bool = False,
     max_rounds: int | None = None,
     record_removed: bool = False,
+    on_step: OnStep | None = None,
 ) -> CleanResult:
     """Clean ``log`` (a writable :class:`~kafkalog.log.log.Log` whose topic config has
     ``cleanup.policy`` ``compact``): rounds until the dirty section is done (more than one
@@ -157,6 +159,7 @@ def clean_log(
             progress=progress,
             dry_run=dry_run,
             record_removed=record_removed,
+            on_step=on_step,
         ).run(section.first_dirty, section.first_uncleanable)
         result.rounds += 1
         result.stats.add(one.stats)
@@ -167,13 +170,20 @@ def clean_log(
             return result
         _write_checkpoint(log.directory, key, one.end_offset)
         cleaning.step("checkpointed")
+        if on_step is not None:
+            on_step("checkpointed")
         if one.end_offset <= section.first_dirty:
             break  # nothing moved (cannot happen with a map that holds a key): never spin
         if max_rounds is not None and result.rounds >= max_rounds:
             result.more_rounds = one.end_offset < section.first_uncleanable
             break
         with guard:
+            # the dirty section as of the call, no further: with appends going on meanwhile
+            # the log never stops having more to clean, and the call would never return
+            bound = section.first_uncleanable
             section = dirty_section_of(log, now)
+            if section.first_uncleanable > bound:
+                section = dataclasses.replace(section, first_uncleanable=bound)
     if log.config.delete and not dry_run:
         with guard:
             result.deleted_segments = log.delete_old_segments(now)

@@ -38,6 +38,13 @@ from kafkalog.records.reader import LogEntry
 #: "swapped", "checkpointed"): the crash tests stop the process there
 crash_hook: Callable[[str], None] | None = None
 
+OnStep = Callable[[str], None]
+"""``on_step(step)``: told in the cleaning thread as a round reaches each step of a group's
+swap: ``"cleaned-written"`` (the ``.cleaned`` segment is complete; the log's lock is not held
+yet), then under the lock ``"swap-renamed"``, ``"old-deleted:<base>"`` for each old segment,
+``"swapped"``; and ``"checkpointed"`` when the cleaner checkpoint moved. For programs that
+watch a cleaning, and the seam the concurrency tests interleave other work at."""
+
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done_bytes, total_bytes)``: phase ``"map"`` then ``"clean"``."""
 
@@ -112,8 +119,10 @@ class Round:
         progress: Progress | None = None,
         dry_run: bool = False,
         record_removed: bool = False,
+        on_step: OnStep | None = None,
     ) -> None:
         self.log = log
+        self.on_step = on_step
         self.local = log.local
         self.map = offset_map
         self.now = now
@@ -122,6 +131,12 @@ class Round:
         self.dry_run = dry_run
         self.record_removed = record_removed
         self.scratch = Scratch()
+        self.truncations = 0  # the log's truncation count when the round read it
+
+    def step(self, name: str) -> None:
+        step(name)
+        if self.on_step is not None:
+            self.on_step(name)
 
     # -- the offset map ---------------------------------------------------------------------------
     def build_offset_map(self, start: int, end: int, segments: list[LogSegment]) -> bool:
@@ -178,6 +193,7 @@ class Round:
         log = self.log
         with self.lock:
             segments = list(self.local.segments)
+            self.truncations = self.local.truncations
             producers = {
                 pid: LastRecord(
                     e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch
@@ -253,18 +269,28 @@ class Round:
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.set_last_modified(group[-1].last_modified)
-            step("cleaned-written")
+            self.step("cleaned-written")
             with self.lock:
-                for seg in group:
-                    if self.local.segments.get(seg.base_offset) is not seg or seg.closed:
-                        raise CleaningAborted(
-                            f"segment {seg.log.path} left {log.directory} during its cleaning"
-                        )
-                self.local.replace_segments(cleaned, group, on_step=step)
+                self._check_unchanged(group)
+                self.local.replace_segments(cleaned, group, on_step=self.step)
         except BaseException:
             if cleaned is not None and cleaned.has_suffix(CLEANED_SUFFIX):
                 cleaned.delete_if_exists()
             raise
+
+    def _check_unchanged(self, group: list[LogSegment]) -> None:
+        """Under the lock, before a swap: the log is still as the round read it (Kafka aborts
+        a cleaning when retention or a truncation changes its log). Retention takes the
+        group's segments out; a truncation anywhere (counted by the local log) may have cut
+        the records that superseded what the group drops, so no group of the round is
+        swapped in after one."""
+        if self.local.truncations != self.truncations:
+            raise CleaningAborted(f"{self.log.directory} was truncated during its cleaning")
+        for seg in group:
+            if self.local.segments.get(seg.base_offset) is not seg or seg.closed:
+                raise CleaningAborted(
+                    f"segment {seg.log.path} left {self.log.directory} during its cleaning"
+                )
 
     def _clean_into(
         self,
