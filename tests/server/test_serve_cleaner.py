@@ -4,8 +4,10 @@ committing; the latest value of every key stays; committed offsets survive a res
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -99,3 +101,31 @@ def test_compacted_topics_shrink_while_clients_work(tmp_path: Path) -> None:
         [tp] = consumer.committed([TopicPartition("table", 0)], timeout=20)
         consumer.close()
         assert tp.offset == 1999
+
+
+def test_an_aborted_cleaning_is_said_at_info_and_the_next_pass_runs(
+    tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    """Retention or a truncation taking segments of the group being cleaned aborts the round
+    (``CleaningAborted``): an expected event, logged at info as Kafka does, never as a failed
+    duty; the following passes run on their interval."""
+    from kafkalog.log import cleaner
+
+    calls: list[int] = []
+
+    def aborting(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        raise cleaner.CleaningAborted("segments of the group changed (a test)")
+
+    monkeypatch.setattr(cleaner, "clean_filthiest", aborting)
+    data = tmp_path / "data"
+    data.mkdir()
+    caplog.set_level(logging.INFO, logger="kafkalog")
+    with ServerThread(str(data), config(log_cleaner_backoff_ms=100)) as server:
+        admin = AdminClient(rdkafka(server.bootstrap))
+        topic = NewTopic("table", num_partitions=1, config={"cleanup.policy": "compact"})
+        admin.create_topics([topic])["table"].result(timeout=20)
+        assert wait_until(lambda: len(calls) >= 3), calls
+    said = [r for r in caplog.records if "aborted" in r.getMessage()]
+    assert said and all(r.levelno == logging.INFO for r in said)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

@@ -80,7 +80,7 @@ async def clean(broker: Broker, now_ms: int) -> None:
     included (the filthiest past its ``min.cleanable.dirty.ratio`` gets one round; see
     :func:`kafkalog.log.cleaner.clean_filthiest`), in a worker thread: appends and fetches go
     on, the cleaner taking each log's lock only to read its state and to swap segments in."""
-    from kafkalog.log.cleaner import CleanerOptions, clean_filthiest
+    from kafkalog.log.cleaner import CleanerOptions, CleaningAborted, clean_filthiest
 
     logs = []
     for topic in list(broker.registry.topics.values()):
@@ -92,11 +92,17 @@ async def clean(broker: Broker, now_ms: int) -> None:
     if not logs:
         return
     options = CleanerOptions(dedupe_buffer_size=broker.config.log_cleaner_dedupe_buffer_size)
-    result = await asyncio.wrap_future(
-        broker.background.submit(
-            clean_filthiest, logs, now=now_ms, options=options, lock_of=lambda log: log.lock
+    try:
+        result = await asyncio.wrap_future(
+            broker.background.submit(
+                clean_filthiest, logs, now=now_ms, options=options, lock_of=lambda log: log.lock
+            )
         )
-    )
+    except CleaningAborted as aborted:
+        # retention or a truncation took segments of the group being cleaned: nothing was
+        # swapped in for it, and the next pass cleans it again (Kafka logs this at info too)
+        _log.info("log cleaning aborted: %s", aborted)
+        return
     if result is not None:
         _log.info(
             "cleaned %s-%d: %d to %d bytes, %d to %d segment(s)",
