@@ -32,8 +32,11 @@ class ServerConfig:
 
     host: str = "127.0.0.1"
     port: int = 9092
-    node_id: int = 1  # node.id
-    cluster_id: str = "kafkalog-cluster"
+    #: node.id; None: the data directory's (``meta.properties``), else 1. A configured id the
+    #: directory contradicts is refused, as Kafka refuses it.
+    node_id: int | None = None
+    #: the cluster id; None: the data directory's, else a new random one written there
+    cluster_id: str | None = None
     auto_create_topics_enable: bool = True  # auto.create.topics.enable
     num_partitions: int = 1  # num.partitions
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions

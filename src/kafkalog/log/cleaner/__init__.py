@@ -17,7 +17,9 @@ from kafkalog.log.cleaner.api import (
     checkpoint_path,
     clean_filthiest,
     clean_log,
+    create_checkpoint,
     dirty_section_of,
+    forget_partition,
     read_checkpoint,
 )
 from kafkalog.log.cleaner.batch_filter import FilterStats
@@ -35,6 +37,8 @@ __all__ = [
     "checkpoint_path",
     "clean_filthiest",
     "clean_log",
+    "create_checkpoint",
     "dirty_section_of",
+    "forget_partition",
     "read_checkpoint",
 ]

@@ -77,6 +77,26 @@ def read_checkpoint(data_dir: str) -> dict[tuple[str, int], int]:
         return {}
 
 
+def create_checkpoint(data_dir: str) -> None:
+    """Create the data directory's ``cleaner-offset-checkpoint`` (no entries) if it is
+    missing, as a broker whose cleaner is enabled has one from its first start on."""
+    path = os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)
+    with _checkpoint_lock:
+        if not os.path.exists(path):
+            OffsetCheckpoint.write(path, {})
+
+
+def forget_partition(data_dir: str, key: tuple[str, int]) -> None:
+    """Drop a deleted partition's entry (Kafka's cleaner manager does, so that a topic
+    created again under the name is not taken as cleaned up to the old one's offset)."""
+    path = os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)
+    with _checkpoint_lock:
+        current = read_checkpoint(data_dir)
+        if key in current:
+            del current[key]
+            OffsetCheckpoint.write(path, current)
+
+
 def _write_checkpoint(partition_dir: str, key: tuple[str, int], offset: int) -> None:
     path = checkpoint_path(partition_dir)
     with _checkpoint_lock:
