@@ -77,9 +77,7 @@ def test_meta_properties_escaping_round_trips(props: dict[str, str]) -> None:
 
 def test_meta_properties_escapes_as_java_does() -> None:
     data = MetaProperties.encode({"a key": " lead=x:y#z!\\\t\u00e9\U0001f600"}, now=0)
-    assert data.split(b"\n")[2] == (
-        b"a\\ key=\\ lead\\=x\\:y\\#z\\!\\\\\\t\\u00E9\\uD83D\\uDE00"
-    )
+    assert data.split(b"\n")[2] == (b"a\\ key=\\ lead\\=x\\:y\\#z\\!\\\\\\t\\u00E9\\uD83D\\uDE00")
 
 
 def test_claim_formats_a_new_directory(tmp_path: Path) -> None:
