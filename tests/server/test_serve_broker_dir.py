@@ -239,7 +239,8 @@ def test_restart_keeps_the_ids_and_moves_the_high_watermark(data_dir: Path) -> N
 def test_high_watermarks_are_checkpointed_on_the_interval(data_dir: Path) -> None:
     from kafka_clients import wait_until
 
-    settings = config(log_flush_offset_checkpoint_interval_ms=100)
+    # on its own interval (Kafka's 5 s), not the minute of the other checkpoints
+    settings = config(replica_high_watermark_checkpoint_interval_ms=100)
     with ServerThread(str(data_dir), settings) as server:
         produce(server.bootstrap, "t", 7, 1)
         path = data_dir / "replication-offset-checkpoint"
@@ -365,3 +366,28 @@ def test_kafkalog_commands_accept_a_served_directory(data_dir: Path) -> None:
     ):
         done = kafkalog(*args)
         assert done.returncode == 0, (args, done.stdout, done.stderr)
+
+
+def test_a_kraft_brokers_metadata_log_is_not_a_topic(tmp_path: Path) -> None:
+    """``__cluster_metadata-0`` belongs to the KRaft quorum: a broker's log manager neither
+    loads nor lists it nor runs retention on it, and neither does serve (its old segments
+    are far past the default retention). The rest keeps its ids; a meta.properties that has
+    everything is not rewritten."""
+    import time
+
+    data = copy_fixture(KRAFT_3_7, tmp_path / "kraft")
+    metadata_log = tree_snapshot(data / "__cluster_metadata-0")
+    meta = (data / "meta.properties").read_bytes()
+    ids_on_disk = PartitionMetadata.read(data / "__consumer_offsets-31" / "partition.metadata")
+    with ServerThread(str(data), config(log_retention_check_interval_ms=50)) as server:
+        admin = AdminClient(rdkafka(server.bootstrap))
+        assert "__cluster_metadata" not in admin.list_topics(timeout=15).topics
+        cluster_id, node_id, ids = described(server.bootstrap, ["__consumer_offsets"])
+        assert (cluster_id, node_id) == ("0wHLXdrKStejkyBzi8qBEw", 1)
+        assert ids["__consumer_offsets"] == ids_on_disk.topic_id
+        future = admin.create_topics([NewTopic("__cluster_metadata", 1, 1)])["__cluster_metadata"]
+        with pytest.raises(Exception, match="prohibited"):
+            future.result(15)
+        time.sleep(0.5)  # retention passes run meanwhile
+    assert tree_snapshot(data / "__cluster_metadata-0") == metadata_log
+    assert (data / "meta.properties").read_bytes() == meta

@@ -204,8 +204,6 @@ class LogDir:
         for key, log in self._logs.items():
             self.recovery_points[key] = log.recovery_point
             self.log_start_offsets[key] = log.log_start_offset
-            if self.keeps_high_watermarks:
-                self.high_watermarks[key] = log.log_end_offset
             if os.path.isdir(log.directory):
                 log.write_checkpoints()
         OffsetCheckpoint.write(
@@ -214,10 +212,20 @@ class LogDir:
         OffsetCheckpoint.write(
             os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT), self.log_start_offsets
         )
-        if self.keeps_high_watermarks:
-            OffsetCheckpoint.write(
-                os.path.join(self.path, REPLICATION_OFFSET_CHECKPOINT), self.high_watermarks
-            )
+        self.checkpoint_high_watermarks()
+
+    def checkpoint_high_watermarks(self) -> None:
+        """With ``high_watermarks``: write the ``replication-offset-checkpoint``, each open
+        log's entry its log end offset (Kafka writes it on its own interval, 5 s)."""
+        if not (self.writable and self.keeps_high_watermarks):
+            return
+        from kafkalog.log.checkpoints import OffsetCheckpoint
+
+        for key, log in self._logs.items():
+            self.high_watermarks[key] = log.log_end_offset
+        OffsetCheckpoint.write(
+            os.path.join(self.path, REPLICATION_OFFSET_CHECKPOINT), self.high_watermarks
+        )
 
     def close(self) -> None:
         """Flush and close every open log; a writable directory then records a clean shutdown."""

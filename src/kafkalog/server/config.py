@@ -55,6 +55,8 @@ class ServerConfig:
     producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms
     producer_id_expiration_check_interval_ms: int = 600000  # ...expiration.check.interval.ms
     log_flush_offset_checkpoint_interval_ms: int = 60000  # log.flush.offset.checkpoint.interval.ms
+    #: replica.high.watermark.checkpoint.interval.ms: the replication-offset-checkpoint's
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
     log_cleaner_enable: bool = True  # log.cleaner.enable
     log_cleaner_backoff_ms: int = 15000  # log.cleaner.backoff.ms
     log_cleaner_dedupe_buffer_size: int = 32 * 1024 * 1024  # log.cleaner.dedupe.buffer.size

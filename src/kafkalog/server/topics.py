@@ -25,6 +25,9 @@ STATE_FILE = ".kafkalog-serve.json"
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
+#: a KRaft broker's metadata log (``__cluster_metadata-0``): the quorum's, never a topic its
+#: log manager loads, lists or runs retention on, so not one a directory served here has
+METADATA_TOPIC = "__cluster_metadata"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _PRODUCER_ID_BLOCK = 1000
 
@@ -81,7 +84,8 @@ class TopicRegistry:
         self.topics: dict[str, Topic] = {}
         counts: dict[str, int] = {}
         for topic, partition in logdir.partitions():
-            counts[topic] = max(counts.get(topic, 0), partition + 1)
+            if topic != METADATA_TOPIC:
+                counts[topic] = max(counts.get(topic, 0), partition + 1)
         saved = self._state.setdefault("topics", {})
         for name, count in counts.items():
             overrides = dict(saved.get(name, {}).get("configs", {}))
@@ -278,6 +282,8 @@ class TopicRegistry:
         self, name: str, partitions: int, configs: dict[str, str], *, validate_only: bool = False
     ) -> Topic:
         check_topic_name(name)
+        if name == METADATA_TOPIC:  # as a KRaft controller refuses it
+            raise TopicError(42, f"Creation of internal topic {name} is prohibited.")
         if name in self.topics:
             raise TopicError(36, f"topic {name!r} already exists")  # TOPIC_ALREADY_EXISTS
         if partitions < 1:
