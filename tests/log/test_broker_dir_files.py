@@ -25,7 +25,7 @@ from kafkalog.log.checkpoints import (
     PartitionMetadata,
     decode_uuid,
 )
-from kafkalog.log.cleaner import create_checkpoint, read_checkpoint
+from kafkalog.log.cleaner_checkpoint import create_checkpoint, read_checkpoint
 from kafkalog.log.dir_identity import DirectoryIdentityError, claim, verify
 from kafkalog.records import Record
 from provenance import FIXTURES

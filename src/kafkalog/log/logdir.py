@@ -177,7 +177,7 @@ class LogDir:
         self.log_start_offsets.pop(key, None)
         self.high_watermarks.pop(key, None)
         if files.exists(os.path.join(self.path, CLEANER_OFFSET_CHECKPOINT)):
-            from kafkalog.log.cleaner import forget_partition
+            from kafkalog.log.cleaner_checkpoint import forget_partition
 
             forget_partition(self.path, key)
         shutil.rmtree(

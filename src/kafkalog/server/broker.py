@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kafkalog.log import AppendOrigin, Log, LogDir
-from kafkalog.log.cleaner import create_checkpoint
+from kafkalog.log.cleaner_checkpoint import create_checkpoint
 from kafkalog.log.dir_identity import claim, verify
 from kafkalog.records import RecordBatch
 from kafkalog.server import admin, configs, data
