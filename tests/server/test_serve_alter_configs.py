@@ -38,6 +38,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i16, i32
 
 from kafka_clients import config, rdkafka
+from kafkalog.log.checkpoints import MetaProperties
 from kafkalog.server import ServerThread
 from kafkalog.server.topics import STATE_FILE
 
@@ -317,10 +318,13 @@ def _error_of(admin: AdminClient, name: str, key: str) -> str:
     raise AssertionError("accepted")
 
 
-def test_describe_cluster(server: ServerThread) -> None:
+def test_describe_cluster(server: ServerThread, data_dir: Path) -> None:
+    # the cluster id is the one the data directory's meta.properties holds
+    cluster_id = MetaProperties.load(data_dir / "meta.properties").cluster_id
+    assert cluster_id is not None and len(cluster_id) == 22
     admin = _admin(server)
     described = admin.describe_cluster(include_authorized_operations=True).result(10)
-    assert described.cluster_id == "kafkalog-cluster"
+    assert described.cluster_id == cluster_id
     assert described.controller.id == 1
     (node,) = described.nodes
     assert (node.id, node.host, node.port) == (1, "127.0.0.1", server.port)
@@ -330,7 +334,7 @@ def test_describe_cluster(server: ServerThread) -> None:
         cluster = kp.describe_cluster()
     finally:
         kp.close()
-    assert cluster["cluster_id"] == "kafkalog-cluster"
+    assert cluster["cluster_id"] == cluster_id
     assert cluster["controller_id"] == 1
     assert [(b["broker_id"], b["port"]) for b in cluster["brokers"]] == [(1, server.port)]
     assert cluster["brokers"][0]["is_fenced"] is False  # DescribeCluster v2's field

@@ -30,6 +30,17 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--advertised-host", help="the host name clients are told to connect to")
     p.add_argument(
+        "--node-id",
+        type=int_between(0, 2**31 - 1),
+        help="node.id: refused if the directory's meta.properties names another "
+        "(default: the directory's, else 1)",
+    )
+    p.add_argument(
+        "--cluster-id",
+        help="the cluster id: refused if the directory's meta.properties names another "
+        "(default: the directory's, else a new random one)",
+    )
+    p.add_argument(
         "--num-partitions", type=int_between(1), default=1, help="num.partitions for new topics"
     )
     p.add_argument(
@@ -110,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         host=host,
         port=port,
         advertised_host=args.advertised_host,
+        node_id=args.node_id,
+        cluster_id=args.cluster_id,
         num_partitions=args.num_partitions,
         auto_create_topics_enable=not args.no_auto_create_topics,
         topic_defaults=defaults,

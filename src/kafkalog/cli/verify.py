@@ -2,7 +2,8 @@
 
 Every batch's structure and CRC, offsets that only grow, every offset-index entry pointing at a
 batch boundary with the right offsets, every time-index entry matching the largest timestamp up
-to its offset, the indexes' own sanity checks, the checkpoint files, and every name in the
+to its offset, the indexes' own sanity checks, the checkpoint files (a data directory's too:
+``meta.properties``, the offset checkpoints, one topic id per topic), and every name in the
 partition directory against what Kafka's log loader reads. One line per problem, naming the
 file and the byte position (a batch's problems at its first byte, as ``dump`` shows it, naming
 its first and last offsets); a summary; exit status 1 when anything is wrong.
@@ -576,12 +577,65 @@ def _verify_checkpoints(directory: str, report: Report) -> None:
                 _unreadable(report, path, e)
 
 
+#: the offset checkpoints of a data directory (spec §1.1), one format
+_ROOT_CHECKPOINTS = (
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+
+
+def _verify_data_directory(root: str, partitions: list[str], report: Report) -> None:
+    """The files a broker keeps at a data directory's root, each read by its one parser
+    (``meta.properties`` with Kafka's typed checks, the four offset checkpoints), and the
+    topic ids of a topic's partitions, which Kafka requires to agree."""
+    from kafkalog.log.checkpoints import (
+        META_PROPERTIES,
+        MetaProperties,
+        OffsetCheckpoint,
+        PartitionMetadata,
+    )
+    from kafkalog.log.layout import parse_partition_dir
+
+    checks: list[tuple[str, Callable[[str], object]]] = [(META_PROPERTIES, MetaProperties.load)]
+    checks += [(name, OffsetCheckpoint.read) for name in _ROOT_CHECKPOINTS]
+    for name, read in checks:
+        path = os.path.join(root, name)
+        if files.exists(path):
+            try:
+                read(path)
+            except KafkalogError as e:
+                report.error(e)
+            except OSError as e:
+                _unreadable(report, path, e)
+    first_id: dict[str, tuple[str, str]] = {}
+    for directory in sorted(partitions):
+        path = os.path.join(directory, "partition.metadata")
+        try:
+            topic, _ = parse_partition_dir(directory)
+            topic_id = PartitionMetadata.read(path).topic_id
+        except (ValueError, OSError, KafkalogError):
+            continue  # no file, or reported with the partition
+        seen = first_id.setdefault(topic, (topic_id, path))
+        if seen[0] != topic_id:
+            report.problem(
+                path,
+                None,
+                f"topic id {topic_id} differs from {seen[0]} in {seen[1]}: a topic has one id, "
+                "and Kafka refuses to load a partition whose partition.metadata names another",
+            )
+
+
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
     report = Report()
     partitions = []
     for path in args.paths:
         found = partitions_under(path)  # a path that does not exist: a usage error (exit 2)
+        root = files.resolve(path).rstrip("/")
+        if any(os.path.dirname(p.rstrip("/")) == root for p in found):
+            _verify_data_directory(root, found, report)
         if not found:
             report.problem(
                 path,

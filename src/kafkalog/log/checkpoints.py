@@ -10,7 +10,8 @@ files (spec §1.1, §1.4):
   in-memory rules Kafka applies to it (:class:`LeaderEpochCache`, spec §7.11);
 * the per-partition ``partition.metadata`` holding the topic id -- :class:`PartitionMetadata`;
 * the ``.kafka_cleanshutdown`` marker -- :class:`CleanShutdownMarker`;
-* the log directory's ``meta.properties`` -- :class:`MetaProperties` (read only).
+* the log directory's ``meta.properties`` -- :class:`MetaProperties` (read with Java's
+  ``Properties.load`` rules, written with ``Properties.store``'s).
 
 Readers accept exactly what Kafka's readers accept (Java ``readLine`` line endings, Java
 ``Integer.parseInt`` numbers, ``\\s+`` token splitting) so a directory Kafka can load, kafkalog
@@ -29,6 +30,7 @@ import contextlib
 import json
 import os
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -1050,3 +1052,58 @@ class MetaProperties:
             return encode_uuid(decode_uuid(value))
         except ValueError as exc:
             raise self._error("directory.id", f"unable to read directory.id: {exc}") from None
+
+    # -- writing (Kafka's PropertiesUtils.writePropertiesFile: Properties.store, tmp + rename)
+
+    @staticmethod
+    def encode(properties: Mapping[str, str], *, now: float | None = None) -> bytes:
+        """``Properties.store(out, "")``'s bytes: a ``#`` line (the empty comment), a
+        ``#<Date.toString()>`` line, then ``key=value`` lines, every line ended by ``\\n``.
+
+        Keys are written sorted, as ``Properties.store`` does since Java 18 (a broker on Java
+        17 writes them in hash order; readers do not care). The date is written in UTC.
+        Escaping is ``store``'s: ``\\ = : # !`` and controls escaped, blanks escaped in keys
+        (in values only a leading one), characters outside printable ASCII as ``\\uXXXX``
+        (``store(OutputStream)`` writes ISO-8859-1), so :meth:`parse` reads back exactly the
+        same strings.
+        """
+        stamp = time.strftime(
+            "%a %b %d %H:%M:%S UTC %Y", time.gmtime(time.time() if now is None else now)
+        )
+        lines = ["#", f"#{stamp}"]
+        for key in sorted(properties):
+            lines.append(f"{_store_escape(key, True)}={_store_escape(properties[key], False)}")
+        return ("\n".join(lines) + "\n").encode("latin-1")
+
+    @staticmethod
+    def write(path: StrPath, properties: Mapping[str, str], *, now: float | None = None) -> None:
+        """Atomically replace ``path`` (``meta.properties.tmp``, fsync, rename, directory
+        fsync), as Kafka writes it."""
+        _atomic_write(path, MetaProperties.encode(properties, now=now))
+
+
+_STORE_SPECIAL = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}
+
+
+def _store_escape(text: str, is_key: bool) -> str:
+    """Java's ``Properties.saveConvert`` with ``escUnicode`` (``store(OutputStream)``)."""
+    out: list[str] = []
+    for i, c in enumerate(_utf16_units(text)):
+        if c in _STORE_SPECIAL:
+            out.append(_STORE_SPECIAL[c])
+        elif c == " ":
+            out.append("\\ " if i == 0 or is_key else " ")
+        elif c in "=:#!":
+            out.append("\\" + c)
+        elif not " " <= c <= "~":
+            out.append(f"\\u{ord(c):04X}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _utf16_units(text: str) -> list[str]:
+    """``text`` as Java sees a String: UTF-16 code units (a character past U+FFFF is a
+    surrogate pair, each half escaped on its own)."""
+    raw = text.encode("utf-16-le", "surrogatepass")
+    return [chr(int.from_bytes(raw[i : i + 2], "little")) for i in range(0, len(raw), 2)]

@@ -34,6 +34,9 @@ from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.segment import LogSegment
 from kafkalog.records import RecordBatch
 
+#: partition directories that are not the live partition (a deleted topic's, a move's)
+_NOT_LIVE = ("-delete", "-future", "-stray")
+
 if TYPE_CHECKING:
     from kafkalog.log.checkpoints import LeaderEpochCache
 
@@ -189,12 +192,39 @@ class LogLoader:
         return self.leader_epochs
 
     def _ensure_partition_metadata(self) -> None:
-        """A new partition gets a topic id in ``partition.metadata``, as a broker writes it."""
+        """A new partition gets a topic id in ``partition.metadata``, as a broker writes it:
+        its topic's, where another partition of the topic in the same data directory has one
+        (a topic has one id; Kafka refuses a partition whose id differs), else a new one."""
         from kafkalog.log.checkpoints import PartitionMetadata, new_topic_id
 
         path = os.path.join(self.log.directory, "partition.metadata")
         if not os.path.exists(path):
-            PartitionMetadata.write(path, new_topic_id())
+            PartitionMetadata.write(path, self._sibling_topic_id() or new_topic_id())
+
+    def _sibling_topic_id(self) -> str | None:
+        """The topic id another partition directory of this topic beside this one holds."""
+        from kafkalog.log.checkpoints import PartitionMetadata
+        from kafkalog.log.layout import parse_partition_dir
+
+        directory = os.path.abspath(self.log.directory)
+        parent = os.path.dirname(directory)
+        try:
+            topic, _ = parse_partition_dir(os.path.basename(directory))
+            names = sorted(os.listdir(parent))
+        except (ValueError, OSError):
+            return None
+        for name in names:
+            if name == os.path.basename(directory) or name.endswith(_NOT_LIVE):
+                continue  # a deleted topic's directory holds the old topic's id
+            try:
+                if parse_partition_dir(name)[0] != topic:
+                    continue
+                return PartitionMetadata.read(
+                    os.path.join(parent, name, "partition.metadata")
+                ).topic_id
+            except (ValueError, OSError, KafkalogError):
+                continue
+        return None
 
     @staticmethod
     def _index_damage(seg: LogSegment) -> str | None:

@@ -175,6 +175,7 @@ class Log:
             self.directory, self.config, writable=writable, clock=clock, limits=limits
         )
         self.leader_epochs: Any = None
+        self._epochs_written: list[Any] | None = None  # what leader-epoch-checkpoint holds
         self._lock: Any = None
         self._fast_config: object = None
         self._fast_limits: object = None
@@ -1322,10 +1323,16 @@ class Log:
 
     @_writes_pending_first
     def write_checkpoints(self) -> None:
-        """The partition's own files: ``leader-epoch-checkpoint``."""
+        """The partition's own files: ``leader-epoch-checkpoint``, written when its entries
+        differ from what this log last wrote (every flush and every data directory
+        checkpoint calls this; most find nothing changed)."""
         if not self.writable or self.leader_epochs is None:
             return
+        entries = self.leader_epochs.entries
+        if entries == self._epochs_written:
+            return
         self.leader_epochs.write(os.path.join(self.directory, "leader-epoch-checkpoint"))
+        self._epochs_written = entries
 
     @_writes_pending_first
     def close(self) -> None:

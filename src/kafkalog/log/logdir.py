@@ -14,6 +14,7 @@ from typing import Any
 
 from kafkalog import files
 from kafkalog.errors import InvalidTopicError, ReadOnlyError
+from kafkalog.log.checkpoints import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.log.layout import (
     is_segment_log,
     new_partition_dir_name,
@@ -25,6 +26,7 @@ from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 _SKIPPED_DIRS = {"remote-log-index-cache"}
 
 
@@ -38,15 +40,22 @@ class LogDir:
         writable: bool = False,
         limits: Limits = DEFAULT_LIMITS,
         wait: float = 0.0,
+        high_watermarks: bool = False,
     ) -> None:
         """``writable`` takes the data directory as a broker does, for this process alone:
         refused while a broker holds its ``.lock``, and exclusive against other kafkalog
-        writers (its ``.kafkalog.lock``), waiting up to ``wait`` seconds for one to finish."""
+        writers (its ``.kafkalog.lock``), waiting up to ``wait`` seconds for one to finish.
+
+        ``high_watermarks`` makes :meth:`checkpoint` also keep the
+        ``replication-offset-checkpoint`` a broker keeps: each open log's high watermark,
+        which for a single replica (``kafkalog serve``) is its log end offset, every append
+        being acknowledged only once it is in the log."""
         from kafkalog.log import checkpoints
 
         self.path = os.fspath(path)
         self.writable = writable
         self.limits = limits
+        self.keeps_high_watermarks = high_watermarks
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock: Any = None
         if writable and files.is_remote(self.path):
@@ -64,6 +73,9 @@ class LogDir:
                 checkpoints.CleanShutdownMarker.remove(self.path)
             self.recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
             self.log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+            #: ``replication-offset-checkpoint``: what a broker last recorded, then (with
+            #: ``high_watermarks``) each open log's high watermark
+            self.high_watermarks = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
         except BaseException:
             if self._lock is not None:
                 self._lock.release()
@@ -163,6 +175,11 @@ class LogDir:
             log.close()
         self.recovery_points.pop(key, None)
         self.log_start_offsets.pop(key, None)
+        self.high_watermarks.pop(key, None)
+        if files.exists(os.path.join(self.path, CLEANER_OFFSET_CHECKPOINT)):
+            from kafkalog.log.cleaner_checkpoint import forget_partition
+
+            forget_partition(self.path, key)
         shutil.rmtree(
             os.path.join(self.path, partition_dir_name(topic, partition)), ignore_errors=True
         )
@@ -176,7 +193,10 @@ class LogDir:
         return list(self._logs.values())
 
     def checkpoint(self) -> None:
-        """Write the root checkpoints (recovery points and log start offsets) for open logs."""
+        """Write the root checkpoints for open logs (recovery points, log start offsets, and
+        with ``high_watermarks`` the high watermarks) and each open log's
+        ``leader-epoch-checkpoint`` where its epochs changed since it was last written
+        (retention and DeleteRecords move the first epoch's start)."""
         if not self.writable:
             return
         from kafkalog.log.checkpoints import OffsetCheckpoint
@@ -184,11 +204,27 @@ class LogDir:
         for key, log in self._logs.items():
             self.recovery_points[key] = log.recovery_point
             self.log_start_offsets[key] = log.log_start_offset
+            if os.path.isdir(log.directory):
+                log.write_checkpoints()
         OffsetCheckpoint.write(
             os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), self.recovery_points
         )
         OffsetCheckpoint.write(
             os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT), self.log_start_offsets
+        )
+        self.checkpoint_high_watermarks()
+
+    def checkpoint_high_watermarks(self) -> None:
+        """With ``high_watermarks``: write the ``replication-offset-checkpoint``, each open
+        log's entry its log end offset (Kafka writes it on its own interval, 5 s)."""
+        if not (self.writable and self.keeps_high_watermarks):
+            return
+        from kafkalog.log.checkpoints import OffsetCheckpoint
+
+        for key, log in self._logs.items():
+            self.high_watermarks[key] = log.log_end_offset
+        OffsetCheckpoint.write(
+            os.path.join(self.path, REPLICATION_OFFSET_CHECKPOINT), self.high_watermarks
         )
 
     def close(self) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kafkalog.log import AppendOrigin, Log, LogDir
+from kafkalog.log.cleaner_checkpoint import create_checkpoint
+from kafkalog.log.dir_identity import claim, verify
 from kafkalog.records import RecordBatch
 from kafkalog.server import admin, configs, data
 from kafkalog.server import errors as E
@@ -40,11 +43,20 @@ class Broker:
         *,
         offset_codec: OffsetRecordCodec | None = None,
     ) -> None:
-        self.config = config
         # the log cleaner's rounds run here, off the event loop; closing waits for a round
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkalog-cleaner")
-        self.logdir = LogDir(data_dir, writable=True)
+        # refused before the directory is opened, so a refusal writes nothing (as Kafka's)
+        verify(data_dir, node_id=config.node_id, cluster_id=config.cluster_id)
+        self.logdir = LogDir(data_dir, writable=True, high_watermarks=True)
         try:
+            # the directory's meta.properties names the node and the cluster (written for a
+            # new directory); handlers read them from the config
+            self.identity = claim(data_dir, node_id=config.node_id, cluster_id=config.cluster_id)
+            self.config = config = dataclasses.replace(
+                config, node_id=self.identity.node_id, cluster_id=self.identity.cluster_id
+            )
+            if config.log_cleaner_enable:
+                create_checkpoint(self.logdir.path)
             self.registry = TopicRegistry(self.logdir, config.topic_defaults)
             self.offsets = ConsumerOffsetsTopic(
                 config.offsets_topic_num_partitions,

@@ -32,8 +32,11 @@ class ServerConfig:
 
     host: str = "127.0.0.1"
     port: int = 9092
-    node_id: int = 1  # node.id
-    cluster_id: str = "kafkalog-cluster"
+    #: node.id; None: the data directory's (``meta.properties``), else 1. A configured id the
+    #: directory contradicts is refused, as Kafka refuses it.
+    node_id: int | None = None
+    #: the cluster id; None: the data directory's, else a new random one written there
+    cluster_id: str | None = None
     auto_create_topics_enable: bool = True  # auto.create.topics.enable
     num_partitions: int = 1  # num.partitions
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
@@ -52,6 +55,8 @@ class ServerConfig:
     producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms
     producer_id_expiration_check_interval_ms: int = 600000  # ...expiration.check.interval.ms
     log_flush_offset_checkpoint_interval_ms: int = 60000  # log.flush.offset.checkpoint.interval.ms
+    #: replica.high.watermark.checkpoint.interval.ms: the replication-offset-checkpoint's
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
     log_cleaner_enable: bool = True  # log.cleaner.enable
     log_cleaner_backoff_ms: int = 15000  # log.cleaner.backoff.ms
     log_cleaner_dedupe_buffer_size: int = 32 * 1024 * 1024  # log.cleaner.dedupe.buffer.size

@@ -148,6 +148,9 @@ def read_only_broker_configs(broker: Broker) -> dict[str, str]:
         "log.cleaner.dedupe.buffer.size": str(c.log_cleaner_dedupe_buffer_size),
         "producer.id.expiration.ms": str(c.producer_id_expiration_ms),
         "log.flush.offset.checkpoint.interval.ms": str(c.log_flush_offset_checkpoint_interval_ms),
+        "replica.high.watermark.checkpoint.interval.ms": str(
+            c.replica_high_watermark_checkpoint_interval_ms
+        ),
         "group.initial.rebalance.delay.ms": str(c.group_initial_rebalance_delay_ms),
         "group.min.session.timeout.ms": str(c.group_min_session_timeout_ms),
         "group.max.session.timeout.ms": str(c.group_max_session_timeout_ms),

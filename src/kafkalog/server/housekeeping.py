@@ -6,7 +6,9 @@ A Kafka broker schedules, besides serving requests: the retention pass over ever
 ``producer.id.expiration.check.interval.ms``, 10 minutes), and the writing of the data
 directory's ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``
 (``log.flush.offset.checkpoint.interval.ms`` and ``log.flush.start.offset.checkpoint.interval.ms``,
-1 minute each), so that a crash recovers only what was written since, and the log cleaner over
+1 minute each), so that a crash recovers only what was written since, the high watermarks'
+``replication-offset-checkpoint`` (``replica.high.watermark.checkpoint.interval.ms``, 5 s),
+and the log cleaner over
 compacted topics (``log.cleaner.backoff.ms`` between passes, 15 s), whose rounds run in a
 worker thread. ``kafkalog serve`` runs
 the same duties on the same defaults, on its event loop between requests (each is short: a
@@ -71,8 +73,15 @@ def expire_producers(broker: Broker, now_ms: int) -> None:
 
 
 def checkpoints(broker: Broker, now_ms: int) -> None:
-    """The data directory's recovery-point and log-start-offset checkpoints."""
+    """The data directory's recovery-point and log-start-offset checkpoints (and with them
+    the high watermarks and the partitions' changed leader-epoch checkpoints)."""
     broker.logdir.checkpoint()
+
+
+def high_watermarks(broker: Broker, now_ms: int) -> None:
+    """The ``replication-offset-checkpoint``, on its own shorter interval as Kafka's replica
+    manager writes it (``replica.high.watermark.checkpoint.interval.ms``, 5 s)."""
+    broker.logdir.checkpoint_high_watermarks()
 
 
 async def clean(broker: Broker, now_ms: int) -> None:
@@ -125,6 +134,11 @@ def duties(config: ServerConfig) -> list[Duty]:
             expire_producers,
         ),
         Duty("checkpoints", config.log_flush_offset_checkpoint_interval_ms, checkpoints),
+        Duty(
+            "high watermarks",
+            config.replica_high_watermark_checkpoint_interval_ms,
+            high_watermarks,
+        ),
     ]
     if config.log_cleaner_enable:
         out.append(Duty("log cleaner", config.log_cleaner_backoff_ms, clean))

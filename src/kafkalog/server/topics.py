@@ -25,6 +25,9 @@ STATE_FILE = ".kafkalog-serve.json"
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
+#: a KRaft broker's metadata log (``__cluster_metadata-0``): the quorum's, never a topic its
+#: log manager loads, lists or runs retention on, so not one a directory served here has
+METADATA_TOPIC = "__cluster_metadata"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _PRODUCER_ID_BLOCK = 1000
 
@@ -81,13 +84,16 @@ class TopicRegistry:
         self.topics: dict[str, Topic] = {}
         counts: dict[str, int] = {}
         for topic, partition in logdir.partitions():
-            counts[topic] = max(counts.get(topic, 0), partition + 1)
+            if topic != METADATA_TOPIC:
+                counts[topic] = max(counts.get(topic, 0), partition + 1)
         saved = self._state.setdefault("topics", {})
         for name, count in counts.items():
             overrides = dict(saved.get(name, {}).get("configs", {}))
             count = max(count, int(saved.get(name, {}).get("partitions", 0)))
             self.topics[name] = Topic(name, self._topic_id_on_disk(name), count, overrides)
+        self._record_topic_ids(logdir.partitions())
         self._epochs: dict[tuple[str, int], int] = {}
+        self._led: set[tuple[str, int]] = set()  # the partitions whose logs were opened
         self._next_pid = int(self._state.get("next_producer_id", 0))
         self._pid_limit = self._next_pid
 
@@ -126,6 +132,19 @@ class TopicRegistry:
                 except (OSError, KafkalogError):
                     continue
         return new_topic_id()
+
+    def _record_topic_ids(self, partitions: list[tuple[str, int]]) -> None:
+        """Give every partition directory without a ``partition.metadata`` (written by
+        ``kafkalog ingest``, the Spark writer, or a broker older than Kafka 2.8) its topic's
+        id, as a broker does for the logs it hosts: the id Metadata answers with then stays
+        the same across restarts, and Kafka's tools find it."""
+        for topic_name, partition in partitions:
+            topic = self.topics.get(topic_name)
+            if topic is None:
+                continue
+            path = os.path.join(self.logdir.path, f"{topic_name}-{partition}", "partition.metadata")
+            if not os.path.exists(path):
+                PartitionMetadata.write(path, topic.topic_id)
 
     # -- producer ids ----------------------------------------------------------------------------
     def next_producer_id(self) -> int:
@@ -176,10 +195,30 @@ class TopicRegistry:
             raise TopicError(3, f"{topic.name} has no partition {partition}")
         directory = os.path.join(self.logdir.path, f"{topic.name}-{partition}")
         existed = os.path.isdir(directory)
+        opened = (topic.name, partition) in self._led
         log = self.logdir.log(topic.name, partition, create=True, config=self.config(topic))
         if not existed:
             PartitionMetadata.write(os.path.join(directory, "partition.metadata"), topic.topic_id)
+        if not opened:
+            self._lead(log, topic.name, partition)
         return log
+
+    def _lead(self, log: Log, topic: str, partition: int) -> None:
+        """Become the partition's leader as Kafka's ``Partition.makeLeader`` does: its leader
+        epoch starts at the log end offset (``maybeAssignEpochStartOffset``), written to the
+        ``leader-epoch-checkpoint`` at once. A new partition's file so reads ``0 0`` before
+        any append, as a real broker's does; a directory whose latest epoch is already this
+        one is left as it is."""
+        self._led.add((topic, partition))
+        cache = log.leader_epochs
+        if cache is None or not log.writable:
+            return
+        epoch = self.leader_epoch(topic, partition)
+        if cache.latest_epoch is not None and cache.latest_epoch > epoch:
+            # the loaded log knows a later epoch than the file said: never stamp below it
+            epoch = self._epochs[(topic, partition)] = cache.latest_epoch
+        if cache.latest_epoch != epoch and cache.assign(epoch, log.log_end_offset):
+            log.write_checkpoints()
 
     def validate_configs(
         self, configs: dict[str, str], defaults: dict[str, str] | None = None
@@ -243,6 +282,8 @@ class TopicRegistry:
         self, name: str, partitions: int, configs: dict[str, str], *, validate_only: bool = False
     ) -> Topic:
         check_topic_name(name)
+        if name == METADATA_TOPIC:  # as a KRaft controller refuses it
+            raise TopicError(42, f"Creation of internal topic {name} is prohibited.")
         if name in self.topics:
             raise TopicError(36, f"topic {name!r} already exists")  # TOPIC_ALREADY_EXISTS
         if partitions < 1:
@@ -276,6 +317,7 @@ class TopicRegistry:
         for p in range(topic.partitions):
             self.logdir.remove_partition(topic.name, p)
             self._epochs.pop((topic.name, p), None)
+            self._led.discard((topic.name, p))
         del self.topics[topic.name]
         self._write_state()
         self.logdir.checkpoint()

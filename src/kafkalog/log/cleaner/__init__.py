@@ -14,16 +14,20 @@
 from kafkalog.log.cleaner.api import (
     CleanerOptions,
     CleanResult,
-    checkpoint_path,
     clean_filthiest,
     clean_log,
     dirty_section_of,
-    read_checkpoint,
 )
 from kafkalog.log.cleaner.batch_filter import FilterStats
 from kafkalog.log.cleaner.cleaning import CleaningAborted
 from kafkalog.log.cleaner.dirty import DirtySection
 from kafkalog.log.cleaner.offset_map import OffsetMap
+from kafkalog.log.cleaner_checkpoint import (
+    checkpoint_path,
+    create_checkpoint,
+    forget_partition,
+    read_checkpoint,
+)
 
 __all__ = [
     "CleanResult",
@@ -35,6 +39,8 @@ __all__ = [
     "checkpoint_path",
     "clean_filthiest",
     "clean_log",
+    "create_checkpoint",
     "dirty_section_of",
+    "forget_partition",
     "read_checkpoint",
 ]

@@ -11,23 +11,24 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpoint
 from kafkalog.log.cleaner import cleaning
 from kafkalog.log.cleaner.batch_filter import FilterStats
 from kafkalog.log.cleaner.cleaning import CleanableLog, OnStep, Progress, Round
 from kafkalog.log.cleaner.dirty import DirtySection, dirty_section
 from kafkalog.log.cleaner.offset_map import OffsetMap
+from kafkalog.log.cleaner_checkpoint import (
+    _write_checkpoint,
+    checkpoint_path,
+    read_checkpoint,
+)
 
 DEFAULT_DEDUPE_BUFFER = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
-
-_checkpoint_lock = threading.Lock()  # read-modify-write of one data directory's file
 
 
 @dataclass(frozen=True)
@@ -61,29 +62,6 @@ class CleanResult:
         out = {k: v for k, v in self.__dict__.items() if k != "stats"}
         out["stats"] = {k: v for k, v in self.stats.__dict__.items() if k != "removed_offsets"}
         return out
-
-
-def checkpoint_path(partition_dir: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(partition_dir)), CLEANER_OFFSET_CHECKPOINT)
-
-
-def read_checkpoint(data_dir: str) -> dict[tuple[str, int], int]:
-    """The data directory's ``cleaner-offset-checkpoint`` (empty when missing or unreadable,
-    as Kafka's manager treats it)."""
-    try:
-        return dict(OffsetCheckpoint.read(os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)))
-    except FileNotFoundError:
-        return {}
-    except KafkalogError:
-        return {}
-
-
-def _write_checkpoint(partition_dir: str, key: tuple[str, int], offset: int) -> None:
-    path = checkpoint_path(partition_dir)
-    with _checkpoint_lock:
-        current = read_checkpoint(os.path.dirname(path))
-        current[key] = offset
-        OffsetCheckpoint.write(path, current)
 
 
 def _local(log: Any) -> Any:

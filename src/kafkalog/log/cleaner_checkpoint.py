@@ -1,0 +1,60 @@
+"""The data directory's ``cleaner-offset-checkpoint`` (the log cleaner's first dirty offset per
+compacted partition), read and changed under one lock.
+
+Apart from the cleaner itself (``log/cleaner/``, which compiles its kernels with numba): a
+server creates the file at its start and a deleted partition's entry goes with it, and
+neither should load the cleaner's kernels for that.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpoint
+
+_checkpoint_lock = threading.Lock()  # read-modify-write of one data directory's file
+
+
+def checkpoint_path(partition_dir: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(partition_dir)), CLEANER_OFFSET_CHECKPOINT)
+
+
+def read_checkpoint(data_dir: str) -> dict[tuple[str, int], int]:
+    """The data directory's ``cleaner-offset-checkpoint`` (empty when missing or unreadable,
+    as Kafka's manager treats it)."""
+    try:
+        return dict(OffsetCheckpoint.read(os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)))
+    except FileNotFoundError:
+        return {}
+    except KafkalogError:
+        return {}
+
+
+def create_checkpoint(data_dir: str) -> None:
+    """Create the data directory's ``cleaner-offset-checkpoint`` (no entries) if it is
+    missing, as a broker whose cleaner is enabled has one from its first start on."""
+    path = os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)
+    with _checkpoint_lock:
+        if not os.path.exists(path):
+            OffsetCheckpoint.write(path, {})
+
+
+def forget_partition(data_dir: str, key: tuple[str, int]) -> None:
+    """Drop a deleted partition's entry (Kafka's cleaner manager does, so that a topic
+    created again under the name is not taken as cleaned up to the old one's offset)."""
+    path = os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)
+    with _checkpoint_lock:
+        current = read_checkpoint(data_dir)
+        if key in current:
+            del current[key]
+            OffsetCheckpoint.write(path, current)
+
+
+def _write_checkpoint(partition_dir: str, key: tuple[str, int], offset: int) -> None:
+    path = checkpoint_path(partition_dir)
+    with _checkpoint_lock:
+        current = read_checkpoint(os.path.dirname(path))
+        current[key] = offset
+        OffsetCheckpoint.write(path, current)
