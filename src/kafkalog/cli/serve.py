@@ -87,6 +87,12 @@ def add_parser(sub: Any) -> None:
         help="SASL/PLAIN: a file of user=password lines; clients must authenticate",
     )
     p.add_argument(
+        "--sasl-scram",
+        action="store_true",
+        help="SASL/SCRAM-SHA-256 and -512: users from the data directory (kafkalog scram, or "
+        "AlterUserScramCredentials); clients must authenticate",
+    )
+    p.add_argument(
         "--allow-plaintext-non-loopback",
         action="store_true",
         help="listen on a non-loopback address without TLS or SASL (anyone reaching it can "
@@ -125,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         sasl_plain_users=(
             read_plain_users(args.sasl_plain_users) if args.sasl_plain_users else None
         ),
+        sasl_scram=args.sasl_scram,
     )
     config.check_listener()
     os.makedirs(args.data, exist_ok=True)

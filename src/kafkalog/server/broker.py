@@ -10,11 +10,12 @@ from typing import Any
 
 from kafkalog.log import AppendOrigin, Log, LogDir
 from kafkalog.records import RecordBatch
-from kafkalog.server import admin, configs, data
+from kafkalog.server import admin, configs, data, user_credentials
 from kafkalog.server import errors as E
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.groups import GroupCoordinator
 from kafkalog.server.offset_store import CommittedOffset, ConsumerOffsetsTopic, OffsetRecordCodec
+from kafkalog.server.scram import ScramStore
 from kafkalog.server.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic, TopicRegistry
 from kafkalog.server.transactions import TransactionCoordinator
 
@@ -46,6 +47,7 @@ class Broker:
         self.logdir = LogDir(data_dir, writable=True)
         try:
             self.registry = TopicRegistry(self.logdir, config.topic_defaults)
+            self.scram = ScramStore(self.logdir.path)
             self.offsets = ConsumerOffsetsTopic(
                 config.offsets_topic_num_partitions,
                 self._append_offsets,
@@ -285,6 +287,8 @@ HANDLERS: dict[int, Handler] = {
     37: admin.create_partitions,
     42: _coordinator("delete_groups"),
     44: configs.incremental_alter_configs,
+    50: user_credentials.describe_user_scram_credentials,
+    51: user_credentials.alter_user_scram_credentials,
     60: admin.describe_cluster,
     68: _coordinator("consumer_group_heartbeat"),
 }

@@ -13,12 +13,14 @@ from typing import Protocol
 
 from kafkalog.log import Log
 from kafkalog.server.config import ServerConfig
+from kafkalog.server.scram import ScramStore
 from kafkalog.server.topics import TopicRegistry
 
 
 class BrokerInterface(Protocol):
     config: ServerConfig
     registry: TopicRegistry
+    scram: ScramStore
     advertised: tuple[str, int]
 
     def append_waiter(self) -> asyncio.Event: ...

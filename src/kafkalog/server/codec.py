@@ -54,6 +54,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
     60: (0, 2),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat: answered UNSUPPORTED_VERSION (groups.py says why)
 }

@@ -43,6 +43,7 @@ from kafkalog.server.config import ServerConfig
 from kafkalog.server.housekeeping import duties, run_duty
 from kafkalog.server.limits import ConnectionCount, RequestMemory
 from kafkalog.server.offset_store import OffsetRecordCodec
+from kafkalog.server.scram import AUTH_FAILED, ScramError, ScramExchange
 from kafkalog.server.zero_copy import Piece
 
 log = logging.getLogger("kafkalog.server")
@@ -65,6 +66,13 @@ class Session:
     mechanism: str | None = None
     user: str | None = None
     close_after_reply: bool = False
+    scram: ScramExchange | None = None
+
+    @property
+    def principal(self) -> str:
+        """Kafka's principal for ACLs: ``User:<name>`` once SASL authenticated it,
+        ``User:ANONYMOUS`` on a listener without SASL."""
+        return f"User:{self.user}" if self.user is not None else "User:ANONYMOUS"
 
 
 def check_plain(users: dict[str, str], token: bytes) -> str | None:
@@ -265,7 +273,7 @@ class KafkaServer:
         idle = idle_ms / 1000 if idle_ms > 0 else None
         memory = self.request_memory
         position = 0
-        session = Session(where, authenticated=self.config.sasl_plain_users is None)
+        session = Session(where, authenticated=not self.config.sasl_enabled)
         while True:
             head = await _read(reader, 4, idle, where, idle_ms)
             size = int.from_bytes(head, "big", signed=True)
@@ -288,6 +296,7 @@ class KafkaServer:
                 writer.write(reply)
                 await writer.drain()
             if session.close_after_reply:
+                await asyncio.sleep(self.config.connection_failed_authentication_delay_ms / 1000)
                 raise ProtocolError(f"{where}: SASL authentication failed")
 
     async def _handle(self, frame: bytes, session: Session) -> bytes | list[Piece] | None:
@@ -326,18 +335,23 @@ class KafkaServer:
         return zero_copy.splice(frame, regions) if regions else frame
 
     def _sasl(self, key: int, body: Any, session: Session) -> dict[str, Any]:
-        users = self.config.sasl_plain_users
+        mechanisms = self.config.sasl_mechanisms
         if key == SASL_HANDSHAKE:
-            if users is None or session.authenticated:
-                return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
-            if body.mechanism != "PLAIN":
-                return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["PLAIN"]}
-            session.mechanism = "PLAIN"
-            return {"error_code": 0, "mechanisms": ["PLAIN"]}
-        if users is None or session.mechanism is None or session.authenticated:
+            if not mechanisms or session.authenticated or session.mechanism is not None:
+                return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": mechanisms}
+            if body.mechanism not in mechanisms:
+                return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechanisms}
+            session.mechanism = body.mechanism
+            return {"error_code": 0, "mechanisms": mechanisms}
+        if not mechanisms or session.mechanism is None or session.authenticated:
             session.close_after_reply = True
             return {"error_code": ILLEGAL_SASL_STATE, "error_message": "no SASL handshake"}
-        user = check_plain(users, bytes(body.auth_bytes))
+        if session.mechanism == "PLAIN":
+            return self._sasl_plain(bytes(body.auth_bytes), session)
+        return self._sasl_scram(bytes(body.auth_bytes), session)
+
+    def _sasl_plain(self, token: bytes, session: Session) -> dict[str, Any]:
+        user = check_plain(self.config.sasl_plain_users or {}, token)
         if user is None:
             log.info("SASL/PLAIN authentication failed from %s", session.where)
             session.close_after_reply = True
@@ -347,6 +361,26 @@ class KafkaServer:
             }
         session.authenticated, session.user = True, user
         return {"error_code": 0, "auth_bytes": b"", "session_lifetime": 0}
+
+    def _sasl_scram(self, token: bytes, session: Session) -> dict[str, Any]:
+        """The two SaslAuthenticate rounds of SCRAM (client-first, client-final)."""
+        mechanism = session.mechanism
+        assert mechanism is not None and self.broker is not None
+        if session.scram is None:
+            session.scram = ScramExchange(mechanism, self.broker.scram)
+        try:
+            answer = session.scram.step(token)
+        except ScramError as e:
+            log.info("SASL/%s authentication failed from %s: %s", mechanism, session.where, e)
+            session.close_after_reply = True
+            return {
+                "error_code": SASL_AUTHENTICATION_FAILED,
+                "error_message": AUTH_FAILED.format(mechanism=mechanism),
+            }
+        if session.scram.done:
+            session.authenticated, session.user = True, session.scram.user
+            session.scram = None
+        return {"error_code": 0, "auth_bytes": answer, "session_lifetime": 0}
 
 
 class ServerThread:
