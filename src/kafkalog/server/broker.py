@@ -10,7 +10,7 @@ from typing import Any
 
 from kafkalog.log import AppendOrigin, Log, LogDir
 from kafkalog.records import RecordBatch
-from kafkalog.server import admin, configs, data, user_credentials
+from kafkalog.server import acls, admin, configs, data, user_credentials
 from kafkalog.server import errors as E
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.groups import GroupCoordinator
@@ -48,6 +48,15 @@ class Broker:
         try:
             self.registry = TopicRegistry(self.logdir, config.topic_defaults)
             self.scram = ScramStore(self.logdir.path)
+            self.authorizer = (
+                acls.Authorizer(
+                    self.logdir.path,
+                    super_users=frozenset(config.super_users),
+                    allow_if_no_acl=config.allow_everyone_if_no_acl_found,
+                )
+                if config.authorizer
+                else None
+            )
             self.offsets = ConsumerOffsetsTopic(
                 config.offsets_topic_num_partitions,
                 self._append_offsets,
@@ -282,6 +291,9 @@ HANDLERS: dict[int, Handler] = {
     25: _add_offsets_to_txn,
     26: _end_txn,
     28: _txn_offset_commit,
+    29: acls.describe_acls,
+    30: acls.create_acls,
+    31: acls.delete_acls,
     32: configs.describe_configs,
     33: configs.alter_configs,
     37: admin.create_partitions,

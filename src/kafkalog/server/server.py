@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from kafkalog.server import zero_copy
+from kafkalog.server import authorization, zero_copy
 from kafkalog.server.broker import HANDLERS, JOIN_GROUP, Broker
 from kafkalog.server.codec import (
     API_VERSIONS_KEY,
     ProtocolError,
+    Request,
     build,
     decode_request,
     encode_response,
@@ -315,12 +316,8 @@ class KafkaServer:
         request = decode_request(frame)
         if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             result = self._sasl(key, request.body, session)
-        elif key == JOIN_GROUP:
-            result = await broker.groups.join(
-                request.body, version, request.client_id or "", where.rsplit(":", 1)[0]
-            )
         else:
-            result = await HANDLERS[key](broker, request.body, version)
+            result = await self._authorized(key, version, request, session)
         if key == PRODUCE and int(request.body.acks) == 0:
             # acks=0: the producer reads no response, so an error closes the connection, the
             # only way it notices (as Kafka's KafkaApis does)
@@ -333,6 +330,25 @@ class KafkaServer:
             key, version, correlation, build(response_type(key, version), result)
         )
         return zero_copy.splice(frame, regions) if regions else frame
+
+    async def _authorized(
+        self, key: int, version: int, request: Request, session: Session
+    ) -> dict[str, Any]:
+        """The handler's answer, through the ACL gate when an authorizer is configured."""
+        broker = self.broker
+        assert broker is not None
+        host = session.where.rsplit(":", 1)[0]
+        body, merge = request.body, None
+        if broker.authorizer is not None and key != API_VERSIONS_KEY:
+            gate = authorization.Gate(broker.authorizer, session.principal, host)
+            body, merge = authorization.check(gate, key, body, broker)
+            if body is None:
+                return merge({})
+        if key == JOIN_GROUP:
+            result = await broker.groups.join(body, version, request.client_id or "", host)
+        else:
+            result = await HANDLERS[key](broker, body, version)
+        return merge(result) if merge is not None else result
 
     def _sasl(self, key: int, body: Any, session: Session) -> dict[str, Any]:
         mechanisms = self.config.sasl_mechanisms
