@@ -10,7 +10,7 @@ from typing import Any
 
 from kafkalog.log import AppendOrigin, Log, LogDir
 from kafkalog.records import RecordBatch
-from kafkalog.server import acls, admin, configs, data, user_credentials
+from kafkalog.server import acl_apis, acls, admin, configs, data, user_credentials
 from kafkalog.server import errors as E
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.groups import GroupCoordinator
@@ -291,9 +291,9 @@ HANDLERS: dict[int, Handler] = {
     25: _add_offsets_to_txn,
     26: _end_txn,
     28: _txn_offset_commit,
-    29: acls.describe_acls,
-    30: acls.create_acls,
-    31: acls.delete_acls,
+    29: acl_apis.describe_acls,
+    30: acl_apis.create_acls,
+    31: acl_apis.delete_acls,
     32: configs.describe_configs,
     33: configs.alter_configs,
     37: admin.create_partitions,
