@@ -29,7 +29,7 @@ examples:
   kafkalog retention data/orders-3
   kafkalog compact data --config cleanup.policy=compact --dry-run
   kafkalog serve --data ./data --listen 127.0.0.1:9092   Kafka clients produce/consume
-  echo secret | kafkalog scram --data ./data --add alice --password-stdin
+  kafkalog scram --data ./data --add alice        add a SCRAM user (password prompted)
 """
 
 

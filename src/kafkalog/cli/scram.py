@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
         help="add, delete or list the SCRAM users kafkalog serve authenticates",
         description=__doc__,
         epilog="examples:\n"
-        "  echo secret | kafkalog scram --data ./data --add alice --password-stdin\n"
+        "  kafkalog scram --data ./data --add alice --password-stdin\n"
         "  kafkalog scram --data ./data --add bob --mechanism SCRAM-SHA-512 --iterations 8192\n"
         "  kafkalog scram --data ./data --delete alice\n"
         "  kafkalog scram --data ./data --list",
