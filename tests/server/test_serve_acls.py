@@ -463,3 +463,264 @@ def test_create_acls_refuses_invalid_bindings(data_dir: Path) -> None:
         )
         assert [r.error_code for r in reply.results] == [0, 42, 42, 42, 42]
     assert [a.principal for a in Authorizer(str(data_dir)).acls] == ["User:x"]
+
+
+# -- every gated API, every version, on the wire ---------------------------------------------------
+
+_TOPIC = [{"name": "t", "topic": "t", "partitions": [{"partition_index": 0, "partition": 0}]}]
+_GROUP = {"group_id": "g", "member_id": "", "generation_id": -1, "protocol_type": "consumer"}
+_TXN = {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "group_id": "g"}
+_FILTER = {
+    "resource_type_filter": 1,
+    "resource_name_filter": None,
+    "pattern_type_filter": 1,
+    "principal_filter": None,
+    "host_filter": None,
+    "operation": 1,
+    "permission_type": 1,
+}
+#: (API key, request fields, the error code each version must answer) for a caller with no ACL
+DENIED_REQUESTS: list[tuple[int, dict[str, Any], int]] = [
+    (
+        0,
+        {
+            "acks": 1,
+            "timeout": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": None}]}],
+        },
+        29,
+    ),
+    (
+        1,
+        {
+            "max_wait": 0,
+            "max_bytes": 1000,
+            "topics": [
+                {
+                    "topic": "t",
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}
+                    ],
+                }
+            ],
+        },
+        29,
+    ),
+    (
+        2,
+        {
+            "replica_id": -1,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+        },
+        29,
+    ),
+    (3, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True}, 29),
+    (
+        8,
+        {
+            **_GROUP,
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}
+            ],
+        },
+        30,
+    ),
+    (9, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]}, 30),
+    (10, {"key": "g", "key_type": 0, "coordinator_keys": ["g"]}, 30),
+    (
+        11,
+        {
+            **_GROUP,
+            "session_timeout": 10000,
+            "rebalance_timeout": 10000,
+            "protocols": [{"name": "range", "metadata": b""}],
+        },
+        30,
+    ),
+    (12, _GROUP, 30),
+    (13, {**_GROUP, "members": [{"member_id": "m"}]}, 30),
+    (14, _GROUP, 30),
+    (15, {"groups": ["g"]}, 30),
+    (
+        19,
+        {
+            "topics": [{"name": "new", "num_partitions": 1, "replication_factor": 1}],
+            "timeout": 1000,
+        },
+        29,
+    ),
+    (20, {"topic_names": ["t"], "topics": [{"name": "t"}], "timeout": 1000}, 29),
+    (
+        21,
+        {
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 0}]}],
+            "timeout": 1000,
+        },
+        29,
+    ),
+    (22, {"transactional_id": "tx", "transaction_timeout": 1000}, 53),
+    (22, {"transactional_id": None, "transaction_timeout": 1000}, 31),
+    (
+        23,
+        {
+            "replica_id": -1,
+            "topics": [{"topic": "t", "partitions": [{"partition": 0, "leader_epoch": 0}]}],
+        },
+        29,
+    ),
+    (
+        24,
+        {
+            "v3_and_below_transactional_id": "tx",
+            "transactional_id": "tx",
+            "v3_and_below_producer_id": 1,
+            "producer_id": 1,
+            "v3_and_below_topics": [{"name": "t", "partitions": [0]}],
+            "topics": [{"name": "t", "partitions": [0]}],
+        },
+        53,
+    ),
+    (25, _TXN, 53),
+    (26, {**_TXN, "committed": True}, 53),
+    (
+        28,
+        {
+            **_TXN,
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}
+            ],
+        },
+        53,
+    ),
+    (29, _FILTER, 31),
+    (
+        30,
+        {
+            "creations": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "t",
+                    "resource_pattern_type": 3,
+                    "principal": "User:x",
+                    "host": "*",
+                    "operation": 3,
+                    "permission_type": 3,
+                }
+            ]
+        },
+        31,
+    ),
+    (31, {"filters": [_FILTER]}, 31),
+    (32, {"resources": [{"resource_type": 2, "resource_name": "t"}]}, 29),
+    (32, {"resources": [{"resource_type": 4, "resource_name": "1"}]}, 31),
+    (33, {"resources": [{"resource_type": 2, "resource_name": "t", "configs": []}]}, 29),
+    (37, {"topics": [{"name": "t", "count": 2}], "timeout": 1000}, 29),
+    (42, {"groups_names": ["g"]}, 30),
+    (44, {"resources": [{"resource_type": 4, "resource_name": "", "configs": []}]}, 31),
+    (50, {"users": None}, 31),
+    (51, {"deletions": [{"name": "u", "mechanism": 1}], "upsertions": []}, 31),
+]
+
+
+def _error_codes(value: Any) -> list[int]:
+    """Every error code in a decoded response, at any depth."""
+    import dataclasses
+
+    codes: list[int] = []
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            if f.name in ("error_code", "partition_error_code"):
+                codes.append(int(item))
+            else:
+                codes.extend(_error_codes(item))
+    elif isinstance(value, tuple):
+        for item in value:
+            codes.extend(_error_codes(item))
+    return codes
+
+
+def test_every_gated_api_and_version_answers_kafkas_error(data_dir: Path) -> None:
+    """No SASL and no ACL: User:ANONYMOUS is refused everything, each API in each version the
+    server answers, with the error Kafka answers (the responses decode as the client would)."""
+    from kafkalog.server.codec import SUPPORTED
+
+    with ServerThread(str(data_dir), config()) as plain:  # a topic "t" to be refused
+        producer = Producer(rdkafka(plain.bootstrap))
+        producer.produce("t", b"x")
+        assert producer.flush(10) == 0
+    with ServerThread(str(data_dir), config(authorizer=True)) as server:
+        for key, fields, expected in DENIED_REQUESTS:
+            low, high = SUPPORTED[key]
+            for version in range(low, high + 1):
+                with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+                    reply = _exchange(sock, key, version, fields)
+                assert reply is not None, (key, version)
+                codes = _error_codes(reply)
+                assert expected in codes, (key, version, codes)
+                # nothing in it succeeded (a Fetch's top-level code is 0 beside its partitions')
+                assert E_NONE not in (codes[1:] if key == 1 else codes), (key, version, codes)
+        # what was refused was not done: no topic created, no ACL, no user, no commit
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            assert _exchange(sock, 3, 12, {"topics": None}).topics == ()
+    assert Authorizer(str(data_dir)).acls == []
+    assert not (data_dir / "new-0").exists()
+
+
+E_NONE = 0
+
+
+def test_admin_operations_follow_their_acls(data_dir: Path) -> None:
+    """Configs (ALTER_CONFIGS implies DESCRIBE_CONFIGS), DeleteTopics, ListGroups and
+    DescribeGroups through confluent-kafka's AdminClient, refused then allowed."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    with ServerThread(str(data_dir), secured()) as server:
+        boot = server.bootstrap
+        make_topic(boot, "cfg")
+        admin, alice = admin_of(boot), admin_of(boot, "alice")
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            "cfg",
+            incremental_configs=[
+                ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        with pytest.raises(KafkaException) as refused:
+            alice.incremental_alter_configs([resource])[resource].result(10)
+        assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        create(admin, [allow("cfg", "alice", AclOperation.ALTER_CONFIGS)])
+        alice.incremental_alter_configs([resource])[resource].result(10)
+        described = alice.describe_configs([ConfigResource("topic", "cfg")])
+        configs = next(iter(described.values())).result(10)
+        assert configs["retention.ms"].value == "1000"
+        broker = ConfigResource(ConfigResource.Type.BROKER, "1")
+        with pytest.raises(KafkaException) as refused:
+            next(iter(alice.describe_configs([broker]).values())).result(10)
+        assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        # DeleteTopics needs DELETE
+        with pytest.raises(KafkaException) as refused:
+            alice.delete_topics(["cfg"])["cfg"].result(10)
+        assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        create(admin, [allow("cfg", "alice", AclOperation.DELETE)])
+        alice.delete_topics(["cfg"])["cfg"].result(10)
+        # groups: bob's consumer group is listed to bob, not to alice; describing it needs
+        # DESCRIBE on the group
+        make_topic(boot, "events")
+        create(
+            admin,
+            [
+                allow("events", "bob", AclOperation.ALL),
+                allow("bobs", "bob", AclOperation.READ, ResourceType.GROUP),
+            ],
+        )
+        assert produce_error(boot, "bob", "events") is None
+        assert consume(boot, "bob", "events", "bobs") == (None, [b"v"])
+        bob = admin_of(boot, "bob")
+        assert [g.group_id for g in bob.list_consumer_groups().result(10).valid] == ["bobs"]
+        assert alice.list_consumer_groups().result(10).valid == []
+        bobs = bob.describe_consumer_groups(["bobs"])["bobs"].result(10)
+        assert bobs.group_id == "bobs"
+        with pytest.raises(KafkaException) as refused:
+            alice.describe_consumer_groups(["bobs"])["bobs"].result(10)
+        assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED

@@ -390,7 +390,19 @@ def offset_commit(gate: Gate, body: Any) -> Verdict:
 
 def offset_fetch(gate: Gate, body: Any) -> Verdict:
     if not gate.allowed(A.DESCRIBE, A.GROUP, body.group_id):
-        return _answer({"error_code": E.GROUP_AUTHORIZATION_FAILED, "topics": []})
+        code = E.GROUP_AUTHORIZATION_FAILED
+        # the error per partition too: v1 has no top-level error code
+        topics = [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p, "error_code": code, "committed_offset": -1}
+                    for p in t.partition_indexes
+                ],
+            }
+            for t in body.topics or ()
+        ]
+        return _answer({"error_code": code, "topics": topics})
 
     def only_described(response: Response) -> Response:
         for t in response.get("topics", []):
