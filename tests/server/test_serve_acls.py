@@ -724,3 +724,41 @@ def test_admin_operations_follow_their_acls(data_dir: Path) -> None:
         with pytest.raises(KafkaException) as refused:
             alice.describe_consumer_groups(["bobs"])["bobs"].result(10)
         assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations_are_the_callers(data_dir: Path) -> None:
+    """describe_cluster / describe_topics / describe_consumer_groups with
+    include_authorized_operations report what the caller may do, not everything."""
+    from confluent_kafka import TopicCollection
+
+    with ServerThread(str(data_dir), secured()) as server:
+        boot = server.bootstrap
+        make_topic(boot, "ops")
+        admin = admin_of(boot)
+        create(
+            admin,
+            [
+                allow("ops", "alice", AclOperation.READ),
+                allow("ops", "alice", AclOperation.ALTER_CONFIGS),
+                allow("kafka-cluster", "alice", AclOperation.DESCRIBE, ResourceType.BROKER),
+                allow("team", "alice", AclOperation.READ, ResourceType.GROUP),
+            ],
+        )
+        alice = admin_of(boot, "alice")
+        cluster = alice.describe_cluster(include_authorized_operations=True).result(10)
+        assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE}
+        everything = admin.describe_cluster(include_authorized_operations=True).result(10)
+        assert AclOperation.ALTER in set(everything.authorized_operations)  # the super user
+        topics = alice.describe_topics(TopicCollection(["ops"]), include_authorized_operations=True)
+        ops = set(topics["ops"].result(10).authorized_operations)
+        assert ops == {
+            AclOperation.READ,
+            AclOperation.DESCRIBE,
+            AclOperation.ALTER_CONFIGS,
+            AclOperation.DESCRIBE_CONFIGS,
+        }
+        groups = alice.describe_consumer_groups(["team"], include_authorized_operations=True)
+        assert set(groups["team"].result(10).authorized_operations) == {
+            AclOperation.READ,
+            AclOperation.DESCRIBE,
+        }

@@ -31,6 +31,8 @@ CreateTopics          CREATE cluster or CREATE topic; DeleteTopics, DeleteRecord
 DescribeConfigs       DESCRIBE_CONFIGS topic / cluster; (Incremental)AlterConfigs
                       ALTER_CONFIGS topic / cluster
 DescribeAcls, DescribeUserScramCredentials  DESCRIBE cluster
+DescribeCluster       nothing; its cluster_authorized_operations (like Metadata's and
+                      DescribeGroups' authorized operations) are the caller's
 CreateAcls, DeleteAcls, AlterUserScramCredentials  ALTER cluster
 ====================  ========================================================================
 """
@@ -76,6 +78,48 @@ class Gate:
 
     def cluster(self, operation: int) -> bool:
         return self.allowed(operation, A.CLUSTER, A.CLUSTER_NAME)
+
+
+#: the operations Kafka reports in ``*_authorized_operations`` per resource type
+#: (its AclEntry.supportedOperations)
+SUPPORTED_OPERATIONS = {
+    A.TOPIC: (
+        A.READ,
+        A.WRITE,
+        A.CREATE,
+        A.DESCRIBE,
+        A.DELETE,
+        A.ALTER,
+        A.DESCRIBE_CONFIGS,
+        A.ALTER_CONFIGS,
+    ),
+    A.GROUP: (A.READ, A.DESCRIBE, A.DELETE),
+    A.CLUSTER: (
+        A.CREATE,
+        A.CLUSTER_ACTION,
+        A.DESCRIBE_CONFIGS,
+        A.ALTER_CONFIGS,
+        A.IDEMPOTENT_WRITE,
+        A.ALTER,
+        A.DESCRIBE,
+        A.CREATE_TOKENS,
+        A.DESCRIBE_TOKENS,
+    ),
+}
+
+
+def authorized_operations(gate: Gate, resource_type: int, name: str) -> int:
+    """The bit field of the operations the caller may do on the resource (bit = code), as
+    Metadata, DescribeGroups and DescribeCluster report it when asked."""
+    return sum(
+        1 << op
+        for op in SUPPORTED_OPERATIONS[resource_type]
+        if gate.allowed(op, resource_type, name)
+    )
+
+
+def _then(first: Merge, second: Merge) -> Merge:
+    return lambda response: second(first(response))
 
 
 def _answer(response: Response) -> Verdict:
@@ -207,6 +251,25 @@ def delete_records(gate: Gate, body: Any) -> Verdict:
 
 
 def metadata(gate: Gate, body: Any, broker: Broker) -> Verdict:
+    body_out, merge = _metadata(gate, body, broker)
+
+    def operations(response: Response) -> Response:
+        if getattr(body, "include_topic_authorized_operations", False):
+            for t in response.get("topics", []):
+                if t.get("error_code", 0) == E.NONE and t.get("name"):
+                    t["topic_authorized_operations"] = authorized_operations(
+                        gate, A.TOPIC, t["name"]
+                    )
+        if getattr(body, "include_cluster_authorized_operations", False):
+            response["cluster_authorized_operations"] = authorized_operations(
+                gate, A.CLUSTER, A.CLUSTER_NAME
+            )
+        return response
+
+    return body_out, _then(merge, operations)
+
+
+def _metadata(gate: Gate, body: Any, broker: Broker) -> Verdict:
     denied_entry = {"error_code": E.TOPIC_AUTHORIZATION_FAILED, "partitions": []}
     if body.topics is None or len(body.topics) == 0:
         # every topic: only those the caller may describe are listed (v0's empty list too)
@@ -424,15 +487,31 @@ def offset_fetch(gate: Gate, body: Any) -> Verdict:
 
 def describe_groups(gate: Gate, body: Any) -> Verdict:
     denied = [g for g in body.groups if not gate.allowed(A.DESCRIBE, A.GROUP, g)]
-    if not denied:
-        return body, _same
-    kept = tuple(g for g in body.groups if g not in denied)
     entries = [
         {"group_id": g, "error_code": E.GROUP_AUTHORIZATION_FAILED, "members": []} for g in denied
     ]
-    if not kept:
+    if denied and len(denied) == len(body.groups):
         return _answer({"groups": entries})
-    return dataclasses.replace(body, groups=kept), _add_topics("groups", entries)
+    kept = tuple(g for g in body.groups if g not in denied)
+
+    def merge(response: Response) -> Response:
+        if getattr(body, "include_authorized_operations", False):
+            for g in response.get("groups", []):
+                g["authorized_operations"] = authorized_operations(gate, A.GROUP, g["group_id"])
+        return _add_topics("groups", entries)(response)
+
+    return (dataclasses.replace(body, groups=kept) if denied else body), merge
+
+
+def describe_cluster(gate: Gate, body: Any) -> Verdict:
+    def operations(response: Response) -> Response:
+        if body.include_cluster_authorized_operations and response.get("error_code") == E.NONE:
+            response["cluster_authorized_operations"] = authorized_operations(
+                gate, A.CLUSTER, A.CLUSTER_NAME
+            )
+        return response
+
+    return body, operations
 
 
 def list_groups(gate: Gate, body: Any) -> Verdict:
@@ -634,6 +713,7 @@ GATES: dict[int, Callable[[Gate, Any], Verdict]] = {
     42: delete_groups,
     44: alter_configs,
     50: describe_user_scram_credentials,
+    60: describe_cluster,
     51: alter_user_scram_credentials,
 }
 
