@@ -762,3 +762,121 @@ def test_authorized_operations_are_the_callers(data_dir: Path) -> None:
             AclOperation.READ,
             AclOperation.DESCRIBE,
         }
+
+
+def _openssl(*args: str) -> None:
+    import subprocess
+
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def test_tls_client_certificate_is_the_principal(tmp_path: Path, data_dir: Path) -> None:
+    """With client certificates required (ssl.client.auth=required), the principal is
+    ``User:`` and the certificate's subject DN in RFC 2253 order, as Kafka's
+    DefaultKafkaPrincipalBuilder names it."""
+    from kafkalog.server.server import certificate_dn
+
+    d = tmp_path
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        "-keyout",
+        str(d / "ca.key"),
+        "-out",
+        str(d / "ca.pem"),
+    )
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+        "-keyout",
+        str(d / "server.key"),
+        "-out",
+        str(d / "server.pem"),
+    )
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/C=US/O=Example, Inc/CN=app-1",
+        "-keyout",
+        str(d / "client.key"),
+        "-out",
+        str(d / "client.csr"),
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(d / "client.csr"),
+        "-CA",
+        str(d / "ca.pem"),
+        "-CAkey",
+        str(d / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-out",
+        str(d / "client.pem"),
+    )
+    principal = "User:CN=app-1,O=Example\\, Inc,C=US"
+    cfg = config(
+        ssl_certfile=str(d / "server.pem"),
+        ssl_keyfile=str(d / "server.key"),
+        ssl_cafile=str(d / "ca.pem"),
+        authorizer=True,
+    )
+    tls = {
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(d / "server.pem"),
+        "ssl.certificate.location": str(d / "client.pem"),
+        "ssl.key.location": str(d / "client.key"),
+    }
+    with ServerThread(str(data_dir), cfg) as server:
+
+        def produce() -> Any:
+            producer = Producer(rdkafka(server.bootstrap, **tls))
+            reports: list[Any] = []
+            producer.produce("tls-topic", b"v", on_delivery=lambda e, m: reports.append(e))
+            producer.flush(10)
+            return reports[0].code() if reports and reports[0] is not None else None
+
+        assert produce() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        # the ACL file is the authorizer's store: add to it as a super user would
+        assert server.server.broker is not None
+        server.server.broker.authorizer.add(  # type: ignore[union-attr]
+            [
+                Binding(A.TOPIC, "tls-", A.PREFIXED, principal, "*", A.ALL, A.ALLOW),
+                Binding(A.CLUSTER, A.CLUSTER_NAME, A.LITERAL, principal, "*", A.CREATE, A.ALLOW),
+            ]
+        )
+        assert produce() is None
+    assert (
+        certificate_dn(
+            {
+                "subject": (
+                    (("commonName", " a+b "),),
+                    (("organizationalUnitName", "x"), ("domainComponent", "y")),
+                )
+            }
+        )
+        == "OU=x+DC=y,CN=\\ a\\+b\\ "
+    )
+    assert certificate_dn({}) is None

@@ -68,12 +68,55 @@ class Session:
     user: str | None = None
     close_after_reply: bool = False
     scram: ScramExchange | None = None
+    #: the distinguished name of the client's TLS certificate (client auth), RFC 2253
+    certificate_dn: str | None = None
 
     @property
     def principal(self) -> str:
-        """Kafka's principal for ACLs: ``User:<name>`` once SASL authenticated it,
-        ``User:ANONYMOUS`` on a listener without SASL."""
-        return f"User:{self.user}" if self.user is not None else "User:ANONYMOUS"
+        """Kafka's principal for ACLs (its DefaultKafkaPrincipalBuilder): ``User:<name>`` once
+        SASL authenticated it, else ``User:<certificate DN>`` for a TLS client certificate,
+        else ``User:ANONYMOUS``."""
+        if self.user is not None:
+            return f"User:{self.user}"
+        if self.certificate_dn is not None:
+            return f"User:{self.certificate_dn}"
+        return "User:ANONYMOUS"
+
+
+#: RFC 2253's keywords for the attributes Python's ``getpeercert`` names
+_DN_KEYWORDS = {
+    "commonName": "CN",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
+def _dn_value(text: str) -> str:
+    out = "".join("\\" + c if c in ',+"\\<>;=' else c for c in text)
+    if out.startswith(("#", " ")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
+
+
+def certificate_dn(cert: Any) -> str | None:
+    """A peer certificate's subject as RFC 2253 writes it (last RDN first, ``+`` inside a
+    multi-valued RDN), the string Java's ``X500Principal.getName()`` gives Kafka for the
+    standard attributes; None without a certificate."""
+    if not isinstance(cert, dict) or not cert.get("subject"):
+        return None
+    rdns = [
+        "+".join(f"{_DN_KEYWORDS.get(name, name)}={_dn_value(value)}" for name, value in rdn)
+        for rdn in cert["subject"]
+    ]
+    return ",".join(reversed(rdns))
 
 
 def check_plain(users: dict[str, str], token: bytes) -> str | None:
@@ -275,6 +318,7 @@ class KafkaServer:
         memory = self.request_memory
         position = 0
         session = Session(where, authenticated=not self.config.sasl_enabled)
+        session.certificate_dn = certificate_dn(writer.get_extra_info("peercert"))
         while True:
             head = await _read(reader, 4, idle, where, idle_ms)
             size = int.from_bytes(head, "big", signed=True)
