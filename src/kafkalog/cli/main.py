@@ -29,6 +29,7 @@ examples:
   kafkalog retention data/orders-3
   kafkalog compact data --config cleanup.policy=compact --dry-run
   kafkalog serve --data ./data --listen 127.0.0.1:9092   Kafka clients produce/consume
+  kafkalog scram --data ./data --add alice        add a SCRAM user (password prompted)
 """
 
 
@@ -76,6 +77,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "clean compacted partitions as Kafka's log cleaner does (latest value per key)",
     ),
     ("serve", "serve", "serve a data directory to Kafka clients over Kafka's wire protocol"),
+    ("scram", "scram", "add, delete or list the SCRAM users kafkalog serve authenticates"),
 )
 
 

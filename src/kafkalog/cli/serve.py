@@ -98,6 +98,30 @@ def add_parser(sub: Any) -> None:
         help="SASL/PLAIN: a file of user=password lines; clients must authenticate",
     )
     p.add_argument(
+        "--sasl-scram",
+        action="store_true",
+        help="SASL/SCRAM-SHA-256 and -512: users from the data directory (kafkalog scram, or "
+        "AlterUserScramCredentials); clients must authenticate",
+    )
+    p.add_argument(
+        "--authorizer",
+        action="store_true",
+        help="enforce ACLs (CreateAcls/DescribeAcls/DeleteAcls, kept in the data directory) "
+        "as Kafka's StandardAuthorizer does; principals are User:<SASL user> or User:ANONYMOUS",
+    )
+    p.add_argument(
+        "--super-users",
+        default="",
+        metavar="PRINCIPALS",
+        help="super.users: ';'-separated principals allowed everything, e.g. User:admin",
+    )
+    p.add_argument(
+        "--allow-everyone-if-no-acl-found",
+        action="store_true",
+        help="allow.everyone.if.no.acl.found=true: a resource without ACLs is open to all "
+        "(default: only super users, as Kafka)",
+    )
+    p.add_argument(
         "--allow-plaintext-non-loopback",
         action="store_true",
         help="listen on a non-loopback address without TLS or SASL (anyone reaching it can "
@@ -138,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
         sasl_plain_users=(
             read_plain_users(args.sasl_plain_users) if args.sasl_plain_users else None
         ),
+        sasl_scram=args.sasl_scram,
+        authorizer=args.authorizer,
+        super_users=frozenset(u.strip() for u in args.super_users.split(";") if u.strip()),
+        allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
     )
     config.check_listener()
     os.makedirs(args.data, exist_ok=True)

@@ -13,11 +13,12 @@ from kafkalog.log import AppendOrigin, Log, LogDir
 from kafkalog.log.cleaner_checkpoint import create_checkpoint
 from kafkalog.log.dir_identity import claim, verify
 from kafkalog.records import RecordBatch
-from kafkalog.server import admin, configs, data
+from kafkalog.server import acl_apis, acls, admin, configs, data, user_credentials
 from kafkalog.server import errors as E
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.groups import GroupCoordinator
 from kafkalog.server.offset_store import CommittedOffset, ConsumerOffsetsTopic, OffsetRecordCodec
+from kafkalog.server.scram import ScramStore
 from kafkalog.server.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic, TopicRegistry
 from kafkalog.server.transactions import TransactionCoordinator
 
@@ -58,6 +59,16 @@ class Broker:
             if config.log_cleaner_enable:
                 create_checkpoint(self.logdir.path)
             self.registry = TopicRegistry(self.logdir, config.topic_defaults)
+            self.scram = ScramStore(self.logdir.path)
+            self.authorizer = (
+                acls.Authorizer(
+                    self.logdir.path,
+                    super_users=frozenset(config.super_users),
+                    allow_if_no_acl=config.allow_everyone_if_no_acl_found,
+                )
+                if config.authorizer
+                else None
+            )
             self.offsets = ConsumerOffsetsTopic(
                 config.offsets_topic_num_partitions,
                 self._append_offsets,
@@ -292,11 +303,16 @@ HANDLERS: dict[int, Handler] = {
     25: _add_offsets_to_txn,
     26: _end_txn,
     28: _txn_offset_commit,
+    29: acl_apis.describe_acls,
+    30: acl_apis.create_acls,
+    31: acl_apis.delete_acls,
     32: configs.describe_configs,
     33: configs.alter_configs,
     37: admin.create_partitions,
     42: _coordinator("delete_groups"),
     44: configs.incremental_alter_configs,
+    50: user_credentials.describe_user_scram_credentials,
+    51: user_credentials.alter_user_scram_credentials,
     60: admin.describe_cluster,
     68: _coordinator("consumer_group_heartbeat"),
 }

@@ -12,13 +12,17 @@ import asyncio
 from typing import Protocol
 
 from kafkalog.log import Log
+from kafkalog.server.acls import Authorizer
 from kafkalog.server.config import ServerConfig
+from kafkalog.server.scram import ScramStore
 from kafkalog.server.topics import TopicRegistry
 
 
 class BrokerInterface(Protocol):
     config: ServerConfig
     registry: TopicRegistry
+    scram: ScramStore
+    authorizer: Authorizer | None
     advertised: tuple[str, int]
 
     def append_waiter(self) -> asyncio.Event: ...

@@ -48,12 +48,17 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     25: (0, 3),  # AddOffsetsToTxn
     26: (0, 4),  # EndTxn
     28: (0, 3),  # TxnOffsetCommit
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
     60: (0, 2),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat: answered UNSUPPORTED_VERSION (groups.py says why)
 }

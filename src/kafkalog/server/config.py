@@ -66,12 +66,33 @@ class ServerConfig:
     ssl_keyfile: str | None = None  # its private key (PEM)
     ssl_cafile: str | None = None  # ssl.truststore: with it, clients must present a certificate
     sasl_plain_users: dict[str, str] | None = None  # SASL/PLAIN user -> password
+    # SCRAM-SHA-256 and SCRAM-SHA-512 (sasl.enabled.mechanisms), the credentials in the data
+    # directory (kafkalog.server.scram.CREDENTIALS_FILE)
+    sasl_scram: bool = False
+    # connection.failed.authentication.delay.ms: a failed login's answer is sent, then the
+    # connection is closed this much later, so the client reads the error before the close
+    connection_failed_authentication_delay_ms: int = 100
+    # authorizer.class.name: ACLs (kafkalog.server.acls) are enforced only when this is on
+    authorizer: bool = False
+    super_users: frozenset[str] = frozenset()  # super.users: principals such as "User:admin"
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+
+    @property
+    def sasl_enabled(self) -> bool:
+        """Whether clients must authenticate (a SASL_* listener)."""
+        return self.sasl_plain_users is not None or self.sasl_scram
+
+    @property
+    def sasl_mechanisms(self) -> list[str]:
+        """sasl.enabled.mechanisms, as SaslHandshake lists them."""
+        plain = ["PLAIN"] if self.sasl_plain_users is not None else []
+        return plain + (["SCRAM-SHA-256", "SCRAM-SHA-512"] if self.sasl_scram else [])
 
     @property
     def security_protocol(self) -> str:
         """The listener's ``security.protocol``, as Kafka names it."""
         tls = self.ssl_certfile is not None
-        sasl = self.sasl_plain_users is not None
+        sasl = self.sasl_enabled
         return {
             (False, False): "PLAINTEXT",
             (True, False): "SSL",

@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from kafkalog.server import zero_copy
+from kafkalog.server import authorization, zero_copy
 from kafkalog.server.broker import HANDLERS, JOIN_GROUP, Broker
 from kafkalog.server.codec import (
     API_VERSIONS_KEY,
     ProtocolError,
+    Request,
     build,
     decode_request,
     encode_response,
@@ -43,6 +44,7 @@ from kafkalog.server.config import ServerConfig
 from kafkalog.server.housekeeping import duties, run_duty
 from kafkalog.server.limits import ConnectionCount, RequestMemory
 from kafkalog.server.offset_store import OffsetRecordCodec
+from kafkalog.server.scram import AUTH_FAILED, ScramError, ScramExchange
 from kafkalog.server.zero_copy import Piece
 
 log = logging.getLogger("kafkalog.server")
@@ -65,6 +67,56 @@ class Session:
     mechanism: str | None = None
     user: str | None = None
     close_after_reply: bool = False
+    scram: ScramExchange | None = None
+    #: the distinguished name of the client's TLS certificate (client auth), RFC 2253
+    certificate_dn: str | None = None
+
+    @property
+    def principal(self) -> str:
+        """Kafka's principal for ACLs (its DefaultKafkaPrincipalBuilder): ``User:<name>`` once
+        SASL authenticated it, else ``User:<certificate DN>`` for a TLS client certificate,
+        else ``User:ANONYMOUS``."""
+        if self.user is not None:
+            return f"User:{self.user}"
+        if self.certificate_dn is not None:
+            return f"User:{self.certificate_dn}"
+        return "User:ANONYMOUS"
+
+
+#: RFC 2253's keywords for the attributes Python's ``getpeercert`` names
+_DN_KEYWORDS = {
+    "commonName": "CN",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
+def _dn_value(text: str) -> str:
+    out = "".join("\\" + c if c in ',+"\\<>;=' else c for c in text)
+    if out.startswith(("#", " ")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
+
+
+def certificate_dn(cert: Any) -> str | None:
+    """A peer certificate's subject as RFC 2253 writes it (last RDN first, ``+`` inside a
+    multi-valued RDN), the string Java's ``X500Principal.getName()`` gives Kafka for the
+    standard attributes; None without a certificate."""
+    if not isinstance(cert, dict) or not cert.get("subject"):
+        return None
+    rdns = [
+        "+".join(f"{_DN_KEYWORDS.get(name, name)}={_dn_value(value)}" for name, value in rdn)
+        for rdn in cert["subject"]
+    ]
+    return ",".join(reversed(rdns))
 
 
 def check_plain(users: dict[str, str], token: bytes) -> str | None:
@@ -265,7 +317,8 @@ class KafkaServer:
         idle = idle_ms / 1000 if idle_ms > 0 else None
         memory = self.request_memory
         position = 0
-        session = Session(where, authenticated=self.config.sasl_plain_users is None)
+        session = Session(where, authenticated=not self.config.sasl_enabled)
+        session.certificate_dn = certificate_dn(writer.get_extra_info("peercert"))
         while True:
             head = await _read(reader, 4, idle, where, idle_ms)
             size = int.from_bytes(head, "big", signed=True)
@@ -288,6 +341,7 @@ class KafkaServer:
                 writer.write(reply)
                 await writer.drain()
             if session.close_after_reply:
+                await asyncio.sleep(self.config.connection_failed_authentication_delay_ms / 1000)
                 raise ProtocolError(f"{where}: SASL authentication failed")
 
     async def _handle(self, frame: bytes, session: Session) -> bytes | list[Piece] | None:
@@ -306,12 +360,8 @@ class KafkaServer:
         request = decode_request(frame)
         if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             result = self._sasl(key, request.body, session)
-        elif key == JOIN_GROUP:
-            result = await broker.groups.join(
-                request.body, version, request.client_id or "", where.rsplit(":", 1)[0]
-            )
         else:
-            result = await HANDLERS[key](broker, request.body, version)
+            result = await self._authorized(key, version, request, session)
         if key == PRODUCE and int(request.body.acks) == 0:
             # acks=0: the producer reads no response, so an error closes the connection, the
             # only way it notices (as Kafka's KafkaApis does)
@@ -325,19 +375,43 @@ class KafkaServer:
         )
         return zero_copy.splice(frame, regions) if regions else frame
 
+    async def _authorized(
+        self, key: int, version: int, request: Request, session: Session
+    ) -> dict[str, Any]:
+        """The handler's answer, through the ACL gate when an authorizer is configured."""
+        broker = self.broker
+        assert broker is not None
+        host = session.where.rsplit(":", 1)[0]
+        body, merge = request.body, None
+        if broker.authorizer is not None and key != API_VERSIONS_KEY:
+            gate = authorization.Gate(broker.authorizer, session.principal, host)
+            body, merge = authorization.check(gate, key, body, broker)
+            if body is None:
+                return merge({})
+        if key == JOIN_GROUP:
+            result = await broker.groups.join(body, version, request.client_id or "", host)
+        else:
+            result = await HANDLERS[key](broker, body, version)
+        return merge(result) if merge is not None else result
+
     def _sasl(self, key: int, body: Any, session: Session) -> dict[str, Any]:
-        users = self.config.sasl_plain_users
+        mechanisms = self.config.sasl_mechanisms
         if key == SASL_HANDSHAKE:
-            if users is None or session.authenticated:
-                return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
-            if body.mechanism != "PLAIN":
-                return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["PLAIN"]}
-            session.mechanism = "PLAIN"
-            return {"error_code": 0, "mechanisms": ["PLAIN"]}
-        if users is None or session.mechanism is None or session.authenticated:
+            if not mechanisms or session.authenticated or session.mechanism is not None:
+                return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": mechanisms}
+            if body.mechanism not in mechanisms:
+                return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechanisms}
+            session.mechanism = body.mechanism
+            return {"error_code": 0, "mechanisms": mechanisms}
+        if not mechanisms or session.mechanism is None or session.authenticated:
             session.close_after_reply = True
             return {"error_code": ILLEGAL_SASL_STATE, "error_message": "no SASL handshake"}
-        user = check_plain(users, bytes(body.auth_bytes))
+        if session.mechanism == "PLAIN":
+            return self._sasl_plain(bytes(body.auth_bytes), session)
+        return self._sasl_scram(bytes(body.auth_bytes), session)
+
+    def _sasl_plain(self, token: bytes, session: Session) -> dict[str, Any]:
+        user = check_plain(self.config.sasl_plain_users or {}, token)
         if user is None:
             log.info("SASL/PLAIN authentication failed from %s", session.where)
             session.close_after_reply = True
@@ -347,6 +421,26 @@ class KafkaServer:
             }
         session.authenticated, session.user = True, user
         return {"error_code": 0, "auth_bytes": b"", "session_lifetime": 0}
+
+    def _sasl_scram(self, token: bytes, session: Session) -> dict[str, Any]:
+        """The two SaslAuthenticate rounds of SCRAM (client-first, client-final)."""
+        mechanism = session.mechanism
+        assert mechanism is not None and self.broker is not None
+        if session.scram is None:
+            session.scram = ScramExchange(mechanism, self.broker.scram)
+        try:
+            answer = session.scram.step(token)
+        except ScramError as e:
+            log.info("SASL/%s authentication failed from %s: %s", mechanism, session.where, e)
+            session.close_after_reply = True
+            return {
+                "error_code": SASL_AUTHENTICATION_FAILED,
+                "error_message": AUTH_FAILED.format(mechanism=mechanism),
+            }
+        if session.scram.done:
+            session.authenticated, session.user = True, session.scram.user
+            session.scram = None
+        return {"error_code": 0, "auth_bytes": answer, "session_lifetime": 0}
 
 
 class ServerThread:
