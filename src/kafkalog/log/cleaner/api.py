@@ -19,6 +19,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpoint
 from kafkalog.log.cleaner import cleaning
 from kafkalog.log.cleaner.batch_filter import FilterStats
+from kafkalog.log.cleaner.chunk_walk import ReadBuffers
 from kafkalog.log.cleaner.cleaning import CleanableLog, Progress, Round
 from kafkalog.log.cleaner.dirty import DirtySection, dirty_section
 from kafkalog.log.cleaner.offset_map import OffsetMap
@@ -148,6 +149,7 @@ def clean_log(
     )
     offset_map = OffsetMap(options.dedupe_buffer_size, options.load_factor)
     key = (log.topic, log.partition)
+    buffers = ReadBuffers()  # one set for every round: memory bounded whatever the log's size
     while section.first_dirty < section.first_uncleanable:
         one = Round(
             log,
@@ -157,6 +159,7 @@ def clean_log(
             progress=progress,
             dry_run=dry_run,
             record_removed=record_removed,
+            buffers=buffers,
         ).run(section.first_dirty, section.first_uncleanable)
         result.rounds += 1
         result.stats.add(one.stats)

@@ -41,6 +41,10 @@ from kafkalog.records.types import Limits
 
 #: bytes read at a time (a larger entry grows the buffer to its size)
 CHUNK = 1024 * 1024
+#: input bytes per append of the cleaned segment (half of Kafka's default
+#: ``log.cleaner.io.buffer.size`` for one thread): its index entries fall where a broker's
+#: cleaner puts them
+OUT_CHUNK = 256 * 1024
 #: entries handed to a compiled pass at a time
 MAX_ENTRIES = 2048
 #: records of one batch the compiled passes take (a larger batch goes to the Python path)
@@ -64,6 +68,10 @@ class ReadBuffers:
         self.start = np.empty(MAX_RECORDS, np.int64)
         self.end = np.empty(MAX_RECORDS, np.int64)
         self.keep = np.empty(MAX_RECORDS, np.bool_)
+        # the filter pass's output: one append's kept bytes (grown for a larger entry) and the
+        # ranges of the batches whose CRC it stamps
+        self.out = np.empty(2 * OUT_CHUNK + 65536, np.uint8)
+        self.crcs = np.empty(2 * (OUT_CHUNK // 61 + 2), np.int64)
 
     def grow(self, size: int) -> None:
         """Room for one entry of ``size`` bytes (already bounded by the walk's limits)."""

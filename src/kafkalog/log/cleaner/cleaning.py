@@ -108,6 +108,7 @@ class Round:
         progress: Progress | None = None,
         dry_run: bool = False,
         record_removed: bool = False,
+        buffers: ReadBuffers | None = None,
     ) -> None:
         self.log = log
         self.local = log.local
@@ -118,7 +119,7 @@ class Round:
         self.dry_run = dry_run
         self.record_removed = record_removed
         self.scratch = Scratch()
-        self.buffers = ReadBuffers()
+        self.buffers = buffers if buffers is not None else ReadBuffers()
         self.filter_pass: FilterPass | None = None
 
     # -- the offset map ---------------------------------------------------------------------------
@@ -246,6 +247,7 @@ class Round:
         )
         total = sum(s.size for s in to_clean)
         done = [0, total]
+        self.filter_pass = FilterPass(filt, self.buffers, _entries, _progress(self.progress, done))
         for group in groups:
             self._clean_group(group, filt, txns, legacy_horizon, done)
             result.groups.append((group[0].base_offset, len(group)))
@@ -313,16 +315,19 @@ class Round:
     ) -> None:
         """Kafka's ``cleanInto``: the segment's batches through the filter, a chunk of input
         (:data:`IO_CHUNK`) at a time, each chunk's kept batches one append to ``dest``."""
-
-        def progress(read: int) -> None:
-            done[0] += read
-            if self.progress is not None:
-                self.progress("clean", min(done[0], done[1]), done[1])
-
-        if self.filter_pass is None or self.filter_pass.filt is not filt:
-            self.filter_pass = FilterPass(filt, self.buffers, _entries, progress)
-        self.filter_pass.progress = progress
+        assert self.filter_pass is not None and self.filter_pass.filt is filt
         self.filter_pass.run(seg, dest, retain_legacy)
+
+
+def _progress(report: Progress | None, done: list[int]) -> Callable[[int], None]:
+    """The filter pass's progress: ``done[0]`` input bytes of ``done[1]`` read."""
+
+    def told(read: int) -> None:
+        done[0] += read
+        if report is not None:
+            report("clean", min(done[0], done[1]), done[1])
+
+    return told
 
 
 def segments_below(local: LocalLog, end: int) -> list[LogSegment]:

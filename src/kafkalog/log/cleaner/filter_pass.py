@@ -22,16 +22,14 @@ import numpy as np
 
 from kafkalog.log.cleaner import _chunk_kernels as CK
 from kafkalog.log.cleaner.batch_filter import BatchFilter, Kept
-from kafkalog.log.cleaner.chunk_walk import ChunkWalk, ReadBuffers
+from kafkalog.log.cleaner.chunk_walk import OUT_CHUNK, ChunkWalk, ReadBuffers
 from kafkalog.log.segment import LogSegment
 from kafkalog.records import RecordBatch
 from kafkalog.records.crc import crc32c_c
 from kafkalog.records.legacy import LegacyEntry
 from kafkalog.records.reader import LogEntry
 
-#: input bytes per append of the cleaned segment (half of Kafka's default
-#: ``log.cleaner.io.buffer.size`` for one thread)
-IO_CHUNK = 256 * 1024
+IO_CHUNK = OUT_CHUNK
 
 _CRC = struct.Struct(">I")
 _NO_PRODUCERS = np.empty(0, np.int64)
@@ -51,8 +49,6 @@ class FilterPass:
         self.buffers = buffers
         self.entries = entries  # the segment's own walk (errors as a cleaning reports them)
         self.progress = progress  # told the input bytes of every append's chunk
-        self.out = np.empty(2 * IO_CHUNK + 65536, np.uint8)
-        self.crcs = np.empty(2 * (IO_CHUNK // 61 + 2), np.int64)
         self.group = np.zeros(6, np.int64)
         self.stats = np.zeros(len(CK.STAT_NAMES), np.int64)
         producers = sorted(filt.producers.items())
@@ -81,9 +77,9 @@ class FilterPass:
         g = self.group
         size = int(g[CK.G_OUT])
         if size and self.dest is not None:
-            out = self.out
+            out = self.buffers.out
             view = out.data
-            crcs = self.crcs[: int(g[CK.G_CRCS])].tolist()
+            crcs = self.buffers.crcs[: int(g[CK.G_CRCS])].tolist()
             for k in range(0, len(crcs), 2):
                 a, b = crcs[k], crcs[k + 1]
                 _CRC.pack_into(view, a + 17, crc32c_c(view[a + 21 : b]))
@@ -97,12 +93,14 @@ class FilterPass:
         """Room for ``extra`` more output bytes and one more CRC range."""
         g = self.group
         need = int(g[CK.G_OUT]) + extra
-        if need > len(self.out):
-            grown = np.empty(max(need, 2 * len(self.out)), np.uint8)
-            grown[: int(g[CK.G_OUT])] = self.out[: int(g[CK.G_OUT])]
-            self.out = grown
-        if int(g[CK.G_CRCS]) + 2 > len(self.crcs):
-            self.crcs = np.concatenate([self.crcs, np.empty(len(self.crcs), np.int64)])
+        if need > len(self.buffers.out):
+            grown = np.empty(max(need, 2 * len(self.buffers.out)), np.uint8)
+            grown[: int(g[CK.G_OUT])] = self.buffers.out[: int(g[CK.G_OUT])]
+            self.buffers.out = grown
+        if int(g[CK.G_CRCS]) + 2 > len(self.buffers.crcs):
+            self.buffers.crcs = np.concatenate(
+                [self.buffers.crcs, np.empty(len(self.buffers.crcs), np.int64)]
+            )
 
     def _python_entry(self, entry: LogEntry, retain_legacy: bool) -> None:
         """One entry through the per-batch filter, its kept bytes into the append."""
@@ -122,7 +120,7 @@ class FilterPass:
         n = len(data)
         self._room(n)
         o = int(g[CK.G_OUT])
-        self.out[o : o + n] = np.frombuffer(data, np.uint8)
+        self.buffers.out[o : o + n] = np.frombuffer(data, np.uint8)
         g[CK.G_OUT] = o + n
         if kept.max_timestamp > g[CK.G_MAX_TS]:
             g[CK.G_MAX_TS] = kept.max_timestamp
@@ -179,8 +177,8 @@ class FilterPass:
                     self.last_offsets,
                     IO_CHUNK,
                     self.group,
-                    self.out,
-                    self.crcs,
+                    self.buffers.out,
+                    self.buffers.crcs,
                     self.stats,
                     bufs.keep,
                     *bufs.scratch(),
