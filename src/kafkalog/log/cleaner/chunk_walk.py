@@ -39,6 +39,9 @@ from kafkalog.records.reader import LogEntry, LogReader
 from kafkalog.records.record_codes import OK
 from kafkalog.records.types import Limits
 
+#: False sends every entry through the per-batch path, the reference the compiled passes are
+#: held to (``tests/log/test_cleaner_compiled.py`` compares the files both write)
+COMPILED = True
 #: bytes read at a time (a larger entry grows the buffer to its size)
 CHUNK = 1024 * 1024
 #: input bytes per append of the cleaned segment (half of Kafka's default
@@ -132,6 +135,9 @@ class ChunkWalk:
         pos = self.start
         prev_last = seg.base_offset - 1
         max_entry = self.limits.max_batch_bytes
+        if not COMPILED:
+            self.fallback_at = pos
+            return
         while pos < size:
             data = bufs.data
             want = min(len(data), size - pos)
