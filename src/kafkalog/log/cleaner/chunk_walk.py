@@ -149,9 +149,8 @@ class ChunkWalk:
                     data, q, got, max_entry, bufs.positions, bufs.fields
                 )
                 if n:
-                    chunk, bad = self._classify(data, pos, n, prev_last)
+                    chunk, bad, prev_last = self._classify(data, pos, n, prev_last)
                     if chunk.n:
-                        prev_last = _last_offset(chunk.fields[chunk.n - 1])
                         yield chunk
                     if bad is not None:
                         self.fallback_at = bad
@@ -175,9 +174,9 @@ class ChunkWalk:
 
     def _classify(
         self, data: np.ndarray, base: int, n: int, prev_last: int
-    ) -> tuple[Chunk, int | None]:
-        """The chunk of entries 0..n-1 up to the first that fails a check, and that one's
-        file position (None when all pass)."""
+    ) -> tuple[Chunk, int | None, int]:
+        """The chunk of entries 0..n-1 up to the first that fails a check, that one's file
+        position (None when all pass) and the last offset of the chunk's last entry."""
         bufs = self.buffers
         f = bufs.fields[:n]
         positions = bufs.positions[:n]
@@ -222,9 +221,4 @@ class ChunkWalk:
                 break
         bad = None if limit == n else base + int(positions[limit])
         chunk = Chunk(data, base, positions, f, kinds, limit, path, self.limits, others)
-        return chunk, bad
-
-
-def _last_offset(f: np.ndarray) -> int:
-    base = int(f[F_BASE])
-    return base + int(f[F_DELTA]) if int(f[F_MAGIC]) == 2 else base
+        return chunk, bad, int(last[limit - 1]) if limit else prev_last
