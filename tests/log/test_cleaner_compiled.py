@@ -256,3 +256,21 @@ def test_damage_gives_the_per_batch_paths_error(tmp_path: Path, where: str) -> N
         assert (tmp_path / name / "t-0" / seg.name).read_bytes() == bytes(data)
     assert errors[0] == errors[1]
     assert errors[0][1] >= pos
+
+
+def test_more_batches_than_a_chunk_holds(tmp_path: Path) -> None:
+    """5,000 one-record batches in a segment (an embedded log's appends): more than one
+    compiled call's worth of headers (chunk_walk.MAX_ENTRIES) in one read."""
+    base = tmp_path / "base" / "t-0"
+    with Log(base, config(8 << 20)) as log:
+        for i in range(5000):
+            value = None if i % 97 == 0 else b"v%d" % i
+            log.append(encode_batch([Record(-1, 1000 + i, b"k%d" % (i % 700), value)]))
+        log.roll()
+    assert 2 * chunk_walk.MAX_ENTRIES < 5000
+    shutil.copytree(base.parent, tmp_path / "a")
+    shutil.copytree(base.parent, tmp_path / "b")
+    per_batch = clean_once(tmp_path / "a" / "t-0", 8 << 20, 24 * 1024, compiled=False)
+    compiled = clean_once(tmp_path / "b" / "t-0", 8 << 20, 24 * 1024, compiled=True)
+    assert compiled == per_batch
+    assert compiled[0]["stats"]["records_kept"] == 700

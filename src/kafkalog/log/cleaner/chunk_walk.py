@@ -26,6 +26,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.cleaner._chunk_kernels import (
     F_ATTRS,
     F_BASE,
+    F_COUNT,
     F_DELTA,
     F_LENGTH,
     F_MAGIC,
@@ -58,28 +59,47 @@ _NOT_PLAIN = 0x07 | 0x10 | 0x20
 
 
 class ReadBuffers:
-    """The buffers one cleaning reuses for every segment it reads."""
+    """The buffers one cleaning reuses for every segment it reads: each starts small and grows
+    to what the segments need, never past :data:`CHUNK` (or one entry), :data:`MAX_ENTRIES`
+    headers, :data:`MAX_RECORDS` records and one append's output."""
 
-    def __init__(self, chunk: int = CHUNK) -> None:
-        self.data = np.empty(chunk, np.uint8)
-        self.positions = np.empty(MAX_ENTRIES, np.int64)
-        self.fields = np.empty((MAX_ENTRIES, _FIELDS), np.int64)
-        self.h1 = np.empty(MAX_RECORDS, np.uint64)
-        self.h2 = np.empty(MAX_RECORDS, np.uint64)
-        self.delta = np.empty(MAX_RECORDS, np.int64)
-        self.flags = np.empty(MAX_RECORDS, np.int64)
-        self.start = np.empty(MAX_RECORDS, np.int64)
-        self.end = np.empty(MAX_RECORDS, np.int64)
-        self.keep = np.empty(MAX_RECORDS, np.bool_)
-        # the filter pass's output: one append's kept bytes (grown for a larger entry) and the
-        # ranges of the batches whose CRC it stamps
-        self.out = np.empty(2 * OUT_CHUNK + 65536, np.uint8)
-        self.crcs = np.empty(2 * (OUT_CHUNK // 61 + 2), np.int64)
+    def __init__(self) -> None:
+        self.data = np.empty(0, np.uint8)
+        self.positions = np.empty(0, np.int64)
+        self.fields = np.empty((0, _FIELDS), np.int64)
+        self.keep = np.empty(0, np.bool_)
+        self.h1 = self.h2 = np.empty(0, np.uint64)
+        self.delta = self.flags = self.start = self.end = np.empty(0, np.int64)
+        self.records(1024)
+        # the filter pass's output: one append's kept bytes and the ranges of the batches
+        # whose CRC it stamps (both grown by the filter pass as it needs)
+        self.out = np.empty(65536, np.uint8)
+        self.crcs = np.empty(256, np.int64)
 
-    def grow(self, size: int) -> None:
-        """Room for one entry of ``size`` bytes (already bounded by the walk's limits)."""
+    def reserve(self, size: int, entries: int) -> None:
+        """A read buffer of ``size`` bytes at least (an entry larger than :data:`CHUNK`,
+        whose size the walk has bounded, or the rest of a smaller segment) and room for
+        ``entries`` headers (at most :data:`MAX_ENTRIES`)."""
         if size > len(self.data):
             self.data = np.empty(size, np.uint8)
+        entries = min(entries, MAX_ENTRIES)
+        if entries > len(self.positions):
+            self.positions = np.empty(entries, np.int64)
+            self.fields = np.empty((entries, _FIELDS), np.int64)
+
+    def records(self, n: int) -> None:
+        """Record scratch for a batch of ``n`` records (at most :data:`MAX_RECORDS`; a larger
+        batch goes to the Python path)."""
+        n = min(n, MAX_RECORDS)
+        if n > len(self.keep):
+            n = max(n, min(2 * len(self.keep), MAX_RECORDS))
+            self.h1 = np.empty(n, np.uint64)
+            self.h2 = np.empty(n, np.uint64)
+            self.delta = np.empty(n, np.int64)
+            self.flags = np.empty(n, np.int64)
+            self.start = np.empty(n, np.int64)
+            self.end = np.empty(n, np.int64)
+            self.keep = np.empty(n, np.bool_)
 
     def scratch(self) -> tuple[np.ndarray, ...]:
         """The record scratch, in the compiled passes' argument order."""
@@ -139,6 +159,8 @@ class ChunkWalk:
             self.fallback_at = pos
             return
         while pos < size:
+            # (a smallest entry is 26 bytes: room for every header a chunk can hold)
+            bufs.reserve(min(CHUNK, size - pos), min(CHUNK, size - pos) // 26 + 1)
             data = bufs.data
             want = min(len(data), size - pos)
             got = file.read_into(data.data[:want], pos)
@@ -158,7 +180,7 @@ class ChunkWalk:
                 if code != OK:
                     self.fallback_at = pos + reached
                     return
-                if n == MAX_ENTRIES and reached < got:
+                if n == len(bufs.positions) and reached < got:
                     q = reached
                     continue
                 break
@@ -168,7 +190,7 @@ class ChunkWalk:
                 self.fallback_at = pos + reached
                 return
             if reached == 0:  # one entry larger than the buffer (its size already bounded)
-                bufs.grow(int.from_bytes(data[8:12].tobytes(), "big") + 12)
+                bufs.reserve(int.from_bytes(data[8:12].tobytes(), "big") + 12, 1)
                 continue
             pos += reached
 
@@ -191,6 +213,8 @@ class ChunkWalk:
         order_ok = (first > prev) & (last >= first) & (first >= seg_base)
         kinds = np.where(v2 & ((f[:, F_ATTRS] & _NOT_PLAIN) == 0), PLAIN, OTHER).astype(np.int8)
         limit = n if bool(order_ok.all()) else int(np.argmin(order_ok))
+        if limit:
+            bufs.records(int(f[:limit, F_COUNT].max()))
         # CRCs (the C function, one call a batch) and the other entries' own checks
         view = data.data
         pos_l = positions[:limit].tolist()
