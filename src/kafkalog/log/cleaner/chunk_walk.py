@@ -118,7 +118,7 @@ class Chunk:
     n: int
     path: str
     limits: Limits
-    #: the entries left to the Python path (kind OTHER), already parsed and checked
+    #: the legacy entries, parsed and checked already (the others are parsed when asked for)
     others: dict[int, LogEntry] = field(default_factory=dict)
 
     def entry(self, i: int) -> LogEntry:
@@ -215,20 +215,21 @@ class ChunkWalk:
         limit = n if bool(order_ok.all()) else int(np.argmin(order_ok))
         if limit:
             bufs.records(int(f[:limit, F_COUNT].max()))
-        # CRCs (the C function, one call a batch) and the other entries' own checks
+        # CRCs (the C function, one call a batch) and a legacy entry's own checks (a v2 batch
+        # that passed these is one the segment's walk parses: it is made when asked for)
         view = data.data
         pos_l = positions[:limit].tolist()
         end_l = (positions[:limit] + 12 + f[:limit, F_LENGTH]).tolist()
         crc_l = f[:limit, 4].tolist()
         v2_l = v2[:limit].tolist()
-        other_l = np.flatnonzero(kinds[:limit] == OTHER).tolist()
+        legacy_l = np.flatnonzero(~v2[:limit]).tolist()
         for k in range(limit):
             if v2_l[k] and crc32c_c(view[pos_l[k] + 21 : end_l[k]]) != crc_l[k]:
                 limit = k
                 break
         others: dict[int, LogEntry] = {}
         path = self.seg.log.path
-        for k in other_l:
+        for k in legacy_l:
             if k >= limit:
                 break
             try:
