@@ -314,7 +314,8 @@ class Round:
         done: list[int],
     ) -> None:
         """Kafka's ``cleanInto``: the segment's batches through the filter, a chunk of input
-        (:data:`IO_CHUNK`) at a time, each chunk's kept batches one append to ``dest``."""
+        (:data:`.filter_pass.IO_CHUNK`) at a time, each chunk's kept batches one append to
+        ``dest`` (``done`` counts the input read, for progress)."""
         assert self.filter_pass is not None and self.filter_pass.filt is filt
         self.filter_pass.run(seg, dest, retain_legacy)
 
