@@ -14,8 +14,8 @@ Kafka keeps: here each key is written ``--updates`` times, so most batches lose 
 Memory: the peak of Python and numpy allocations (``tracemalloc``) while cleaning logs of one
 size and of four times that size, with the same ``--memory-buffer`` and more keys than it holds
 (each key written twice): the map stays within the buffer (several rounds), and the rest is
-the segment reader's chunks (4 MiB), one output chunk and one batch's scratch, whatever the
-log's size.
+the cleaning's own buffers, allocated once (a 1 MiB read chunk, one append's output, a
+chunk's headers, one batch's record scratch), whatever the log's size.
 
     python3 bench/bench_cleaner.py [--mb 32] [--codec none|zstd] [--updates 10]
         [--dedupe-buffer N] [--memory-buffer N]

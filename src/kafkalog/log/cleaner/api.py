@@ -18,6 +18,7 @@ from typing import Any
 from kafkalog.errors import KafkalogError
 from kafkalog.log.cleaner import cleaning
 from kafkalog.log.cleaner.batch_filter import FilterStats
+from kafkalog.log.cleaner.chunk_walk import ReadBuffers
 from kafkalog.log.cleaner.cleaning import CleanableLog, OnStep, Progress, Round
 from kafkalog.log.cleaner.dirty import DirtySection, dirty_section
 from kafkalog.log.cleaner.offset_map import OffsetMap
@@ -128,6 +129,7 @@ def clean_log(
     )
     offset_map = OffsetMap(options.dedupe_buffer_size, options.load_factor)
     key = (log.topic, log.partition)
+    buffers = ReadBuffers()  # one set for every round: memory bounded whatever the log's size
     while section.first_dirty < section.first_uncleanable:
         one = Round(
             log,
@@ -138,6 +140,7 @@ def clean_log(
             dry_run=dry_run,
             record_removed=record_removed,
             on_step=on_step,
+            buffers=buffers,
         ).run(section.first_dirty, section.first_uncleanable)
         result.rounds += 1
         result.stats.add(one.stats)

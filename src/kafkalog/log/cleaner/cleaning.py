@@ -22,16 +22,18 @@ from typing import Any, Protocol
 import numpy as np
 
 from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
-from kafkalog.log.cleaner.batch_filter import BatchFilter, FilterStats, Kept, LastRecord, scan_batch
+from kafkalog.log.cleaner import _chunk_kernels as CK
+from kafkalog.log.cleaner.batch_filter import BatchFilter, FilterStats, LastRecord, scan_batch
 from kafkalog.log.cleaner.batch_filter import _Scratch as Scratch
+from kafkalog.log.cleaner.chunk_walk import ChunkWalk, ReadBuffers
 from kafkalog.log.cleaner.dirty import group_by_size, segments_between
+from kafkalog.log.cleaner.filter_pass import FilterPass
 from kafkalog.log.cleaner.offset_map import OffsetMap
 from kafkalog.log.cleaner.txn import CleanedTransactions
 from kafkalog.log.layout import CLEANED_SUFFIX, SEGMENT_SUFFIXES, segment_file
 from kafkalog.log.local_log import LocalLog
 from kafkalog.log.segment import LogSegment
 from kafkalog.records import RecordBatch
-from kafkalog.records.legacy import LegacyEntry
 from kafkalog.records.reader import LogEntry
 
 #: told each step of a swap ("cleaned-written", "swap-renamed", "old-deleted:<base>",
@@ -87,12 +89,6 @@ class RoundResult:
     map_full: bool = False
 
 
-# input bytes per filter pass and per segment append, as Kafka's cleaner reads (half of the
-# default log.cleaner.io.buffer.size for one thread): the cleaned segment's index entries fall
-# where a broker's cleaner puts them
-IO_CHUNK = 256 * 1024
-
-
 def _entries(seg: LogSegment, position: int) -> Iterator[LogEntry]:
     """Every entry of a segment from ``position``, its CRC checked: a cleaning re-stamps
     CRCs on what it rewrites, so damage it did not check would be hidden forever."""
@@ -120,6 +116,7 @@ class Round:
         dry_run: bool = False,
         record_removed: bool = False,
         on_step: OnStep | None = None,
+        buffers: ReadBuffers | None = None,
     ) -> None:
         self.log = log
         self.on_step = on_step
@@ -131,6 +128,8 @@ class Round:
         self.dry_run = dry_run
         self.record_removed = record_removed
         self.scratch = Scratch()
+        self.buffers = buffers if buffers is not None else ReadBuffers()
+        self.filter_pass: FilterPass | None = None
         self.truncations = 0  # the log's truncation count when the round read it
 
     def step(self, name: str) -> None:
@@ -164,28 +163,67 @@ class Round:
         return False
 
     def _map_segment(self, seg: LogSegment, start: int, txns: CleanedTransactions) -> bool:
+        """One segment into the map: its plain batches a chunk at a time in compiled code,
+        the others (and everything from a damaged entry on) through :meth:`_map_entry`."""
+        first = seg.scan_start(start)
+        offset_map = self.map
+        bufs = self.buffers
+        walk = ChunkWalk(seg, first, self.log.limits, bufs)
+        for chunk in walk:
+            i, r = 0, 0
+            while i < chunk.n:
+                table = offset_map.table()
+                i, why, r = CK.map_batches(
+                    chunk.buf,
+                    chunk.positions,
+                    chunk.fields,
+                    chunk.kinds,
+                    i,
+                    r,
+                    chunk.n,
+                    start,
+                    offset_map.seed,
+                    *table,
+                    offset_map.can_grow,
+                    *bufs.scratch(),
+                )
+                if why == CK.GROW:
+                    offset_map.grow()
+                elif why == CK.FULL:
+                    return True
+                elif why == CK.PYTHON:
+                    if self._map_entry(chunk.entry(i), start, txns):
+                        return True
+                    i, r = i + 1, 0
+        if walk.fallback_at is not None:
+            for entry in _entries(seg, first):
+                if entry.position >= walk.fallback_at and self._map_entry(entry, start, txns):
+                    return True
+        return False
+
+    def _map_entry(self, entry: LogEntry, start: int, txns: CleanedTransactions) -> bool:
+        """One entry into the map the per-batch way (True when the map filled up)."""
         offset_map = self.map
         limits = self.log.limits
-        for entry in _entries(seg, seg.scan_start(start)):
-            if isinstance(entry, RecordBatch):
-                if entry.is_control:
-                    txns.on_control_batch(entry)
-                elif not txns.on_batch(entry) and entry.last_offset >= start:
-                    scanned = scan_batch(entry, self.scratch, offset_map.seed, limits)
-                    keyed = scanned.keyed & (scanned.offsets >= start)
-                    s = self.scratch
-                    n = scanned.records
-                    offsets = np.ascontiguousarray(scanned.offsets)
-                    if offset_map.put_many(s.h1, s.h2, offsets, keyed, n) < n:
+        if isinstance(entry, RecordBatch):
+            if entry.is_control:
+                txns.on_control_batch(entry)
+            elif not txns.on_batch(entry) and entry.last_offset >= start:
+                scanned = scan_batch(entry, self.scratch, offset_map.seed, limits)
+                keyed = scanned.keyed & (scanned.offsets >= start)
+                s = self.scratch
+                n = scanned.records
+                offsets = np.ascontiguousarray(scanned.offsets)
+                if offset_map.put_many(s.h1, s.h2, offsets, keyed, n) < n:
+                    return True
+        else:
+            for rec in entry.records(limits):
+                if rec.key is not None and rec.offset >= start:
+                    if offset_map.is_full:
                         return True
-            else:
-                for rec in entry.records(limits):
-                    if rec.key is not None and rec.offset >= start:
-                        if offset_map.is_full:
-                            return True
-                        offset_map.put(rec.key, rec.offset)
-            if entry.last_offset >= start:
-                offset_map.update_latest_offset(entry.last_offset)
+                    offset_map.put(rec.key, rec.offset)
+        if entry.last_offset >= start:
+            offset_map.update_latest_offset(entry.last_offset)
         return False
 
     # -- the round --------------------------------------------------------------------------------
@@ -225,6 +263,7 @@ class Round:
         )
         total = sum(s.size for s in to_clean)
         done = [0, total]
+        self.filter_pass = FilterPass(filt, self.buffers, _entries, _progress(self.progress, done))
         for group in groups:
             self._clean_group(group, filt, txns, legacy_horizon, done)
             result.groups.append((group[0].base_offset, len(group)))
@@ -301,42 +340,21 @@ class Round:
         done: list[int],
     ) -> None:
         """Kafka's ``cleanInto``: the segment's batches through the filter, a chunk of input
-        (:data:`IO_CHUNK`) at a time, each chunk's kept batches one append to ``dest``."""
-        parts: list[bytes | memoryview] = []
-        chunk_start = 0
-        max_ts, shallow, max_offset = -1, -1, -1
+        (:data:`.filter_pass.IO_CHUNK`) at a time, each chunk's kept batches one append to
+        ``dest`` (``done`` counts the input read, for progress)."""
+        assert self.filter_pass is not None and self.filter_pass.filt is filt
+        self.filter_pass.run(seg, dest, retain_legacy)
 
-        def flush() -> None:
-            nonlocal parts, max_ts, shallow, max_offset
-            if parts and dest is not None:
-                dest.append(max_offset, max_ts, shallow, b"".join(parts))
-            parts = []
-            max_ts, shallow, max_offset = -1, -1, -1
 
-        for entry in _entries(seg, 0):
-            end = entry.position + entry.size_in_bytes
-            if end - chunk_start > IO_CHUNK and entry.position > chunk_start:
-                flush()
-                done[0] += entry.position - chunk_start
-                if self.progress is not None:
-                    self.progress("clean", min(done[0], done[1]), done[1])
-                chunk_start = entry.position
-            kept: Kept | None
-            if isinstance(entry, RecordBatch):
-                kept = filt.filter_v2(entry)
-            else:
-                assert isinstance(entry, LegacyEntry)
-                kept = filt.filter_legacy(entry, retain_legacy)
-            if kept is None:
-                continue
-            parts.append(bytes(kept.data))
-            if kept.max_timestamp > max_ts:
-                max_ts, shallow = kept.max_timestamp, kept.shallow_offset_of_max_timestamp
-            max_offset = max(max_offset, kept.max_offset)
-        flush()
-        done[0] += seg.size - chunk_start
-        if self.progress is not None:
-            self.progress("clean", min(done[0], done[1]), done[1])
+def _progress(report: Progress | None, done: list[int]) -> Callable[[int], None]:
+    """The filter pass's progress: ``done[0]`` input bytes of ``done[1]`` read."""
+
+    def told(read: int) -> None:
+        done[0] += read
+        if report is not None:
+            report("clean", min(done[0], done[1]), done[1])
+
+    return told
 
 
 def segments_below(local: LocalLog, end: int) -> list[LogSegment]:

@@ -138,6 +138,20 @@ class OffsetMap:
         h1, h2 = K.hash128(buf, 0, len(key), self.seed)
         return int(h1), int(h2)
 
+    def table(self) -> tuple[Any, Any, Any, Any]:
+        """The slot arrays and the state, in the compiled passes' argument order (the arrays
+        change when the table grows: take them again after :meth:`grow`)."""
+        return self._h1, self._h2, self._offsets, self._state
+
+    @property
+    def can_grow(self) -> bool:
+        """Whether the table may still double before the memory bound."""
+        return len(self._offsets) < self.max_slots
+
+    def grow(self) -> None:
+        """Double the table (up to the memory bound), its entries rehashed."""
+        self._grow()
+
     def _grow(self) -> None:
         old = (self._h1, self._h2, self._offsets)
         self._allocate(min(len(self._offsets) * 2, self.max_slots))
