@@ -60,8 +60,8 @@ from kafkalog.records.batch import (
 from kafkalog.records.crc import crc32c, crc32c_c
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.record_walk import NO_COLLECT as _NO_COLLECT
+from kafkalog.records.record_walk import PLAIN_WALK as _PLAIN_WALK
 from kafkalog.records.record_walk import walk as _walk_records
-from kafkalog.records.record_walk import walk_plain as _walk_plain
 from kafkalog.records.small_batch import encode_small_batch
 from kafkalog.records.types import DEFAULT_LIMITS, Compression, Limits, TimestampUnit
 
@@ -321,7 +321,6 @@ class Log:
         if not self.writable:
             raise ReadOnlyError(f"cannot {what} {self.directory}: the log was opened read-only")
 
-    @_locked
     def append(
         self,
         records: bytes | bytearray | memoryview,
@@ -361,76 +360,83 @@ class Log:
         ABORT adds its ``.txnindex`` entry). With ``assign_offsets=False`` (a follower's
         append) the batches are applied as they are, as Kafka applies replicated ones.
         """
-        if not self.writable:
-            self._require_writable("append to")
-        if self._writer is not None:  # inline, not the decorator: the hot path
-            self._writer.write_pending()
-        data = bytearray(records)  # the one copy: offsets and epochs are stamped into it
-        if assign_offsets and leader_epoch is None and (origin is _CLIENT or origin == "client"):
-            # The fast path: a producer's append to a CreateTime topic, no roll due. Anything
-            # else, including every error, falls through to the general path below.
-            if self.config is not self._fast_config or self.limits is not self._fast_limits:
-                self._refresh_fast_params()
-            params = self._fast_params
-            size = len(data)
-            if params is not None and size >= HEADER_SIZE:
-                max_single, _, segment_bytes, max_segment_ms, flush_messages, flush_ms = params[:6]
-                (length, epoch, magic, crc, attrs, delta, base_ts, max_ts, pid, _, _, count) = (
-                    _unpack_append_header(data, 8)
-                )
-                if length + 12 != size:
-                    info = self._append_batches_fast(data, params)
-                    if info is not None:
-                        return info
-                elif (
-                    size <= max_single
-                    and magic == 2
-                    and pid < 0  # idempotent and transactional batches: producer state
-                    and not attrs & _SLOW_ATTRIBUTES
-                    and count == delta + 1
-                    and delta >= 0
-                    and crc32c_c(memoryview(data)[ATTRIBUTES_OFFSET:]) == crc
-                    # the validator's record walk (Kafka reads every record too): anything it
-                    # finds, or a max timestamp to correct, is the general path's to report
-                    and (
-                        _walk_plain(data, HEADER_SIZE, size, count, base_ts, params[6])
-                        == (0, max_ts)
-                        if params[7] is None and params[8] is None
-                        else self._records_pass(data, 0, size, count, base_ts, max_ts, params)
+        with self.lock:  # inline, not the decorator: a call frame less on the hot path
+            if not self.writable:
+                self._require_writable("append to")
+            if self._writer is not None:  # inline, not the decorator: the hot path
+                self._writer.write_pending()
+            data = bytearray(records)  # the one copy: offsets and epochs are stamped into it
+            if (
+                assign_offsets
+                and leader_epoch is None
+                and (origin is _CLIENT or origin == "client")
+            ):
+                # The fast path: a producer's append to a CreateTime topic, no roll due. Anything
+                # else, including every error, falls through to the general path below.
+                if self.config is not self._fast_config or self.limits is not self._fast_limits:
+                    self._refresh_fast_params()
+                params = self._fast_params
+                size = len(data)
+                if params is not None and size >= HEADER_SIZE:
+                    max_single, _, segment_bytes, max_segment_ms, flush_messages, flush_ms = params[
+                        :6
+                    ]
+                    (length, epoch, magic, crc, attrs, delta, base_ts, max_ts, pid, _, _, count) = (
+                        _unpack_append_header(data, 8)
                     )
-                ):
-                    local = self._local
-                    base = local.log_end_offset
-                    last = base + delta
-                    _stamp_base_offset(data, 0, base)
-                    ts_offset = last
-                    if max_ts < 0:
-                        max_ts = ts_offset = -1
-                    # flush.ms = Long.MAX_VALUE (Kafka's default) never flushes: no clock read
-                    now = int(self.clock() * 1000) if flush_ms is not None else 0
-                    if local.segments.active.try_append(  # type: ignore[union-attr]
-                        data, last, max_ts, ts_offset, segment_bytes, max_segment_ms
+                    if length + 12 != size:
+                        info = self._append_batches_fast(data, params)
+                        if info is not None:
+                            return info
+                    elif (
+                        size <= max_single
+                        and magic == 2
+                        and pid < 0  # idempotent and transactional batches: producer state
+                        and not attrs & _SLOW_ATTRIBUTES
+                        and count == delta + 1
+                        and delta >= 0
+                        and crc32c_c(memoryview(data)[ATTRIBUTES_OFFSET:]) == crc
+                        # the validator's record walk (Kafka reads every record too): anything it
+                        # finds, or a max timestamp to correct, is the general path's to report
+                        and (
+                            _PLAIN_WALK[0](data, HEADER_SIZE, size, count, base_ts, params[6])
+                            == (0, max_ts)
+                            if params[7] is None and params[8] is None
+                            else self._records_pass(data, 0, size, count, base_ts, max_ts, params)
+                        )
                     ):
-                        if epoch >= 0 and self.leader_epochs is not None:
-                            self.leader_epochs.assign(epoch, base)
-                        local.log_end_offset = last + 1
-                        self.producer_state.map_end_offset = last + 1  # the setter's rule
-                        if last + 1 - local.recovery_point >= flush_messages or (
-                            flush_ms is not None and now - self.last_flush_ms >= flush_ms
+                        local = self._local
+                        base = local.log_end_offset
+                        last = base + delta
+                        _stamp_base_offset(data, 0, base)
+                        ts_offset = last
+                        if max_ts < 0:
+                            max_ts = ts_offset = -1
+                        # flush.ms = Long.MAX_VALUE (Kafka's default) never flushes: no clock read
+                        now = int(self.clock() * 1000) if flush_ms is not None else 0
+                        if local.segments.active.try_append(  # type: ignore[union-attr]
+                            data, last, max_ts, ts_offset, segment_bytes, max_segment_ms
                         ):
-                            self.flush()
-                        # AppendInfo(...) at a third of the cost of the frozen dataclass's
-                        # __init__ (one object.__setattr__ per field): the same object
-                        info = _new_object(AppendInfo)
-                        fields = info.__dict__
-                        fields["first_offset"] = base
-                        fields["last_offset"] = last
-                        fields["max_timestamp"] = max_ts
-                        fields["offset_of_max_timestamp"] = ts_offset
-                        fields["batches"] = 1
-                        fields["size"] = size
-                        return info
-        return self._append_general(data, assign_offsets, leader_epoch, AppendOrigin(origin))
+                            if epoch >= 0 and self.leader_epochs is not None:
+                                self.leader_epochs.assign(epoch, base)
+                            local.log_end_offset = last + 1
+                            self.producer_state.map_end_offset = last + 1  # the setter's rule
+                            if last + 1 - local.recovery_point >= flush_messages or (
+                                flush_ms is not None and now - self.last_flush_ms >= flush_ms
+                            ):
+                                self.flush()
+                            # AppendInfo(...) at a third of the cost of the frozen dataclass's
+                            # __init__ (one object.__setattr__ per field): the same object
+                            info = _new_object(AppendInfo)
+                            fields = info.__dict__
+                            fields["first_offset"] = base
+                            fields["last_offset"] = last
+                            fields["max_timestamp"] = max_ts
+                            fields["offset_of_max_timestamp"] = ts_offset
+                            fields["batches"] = 1
+                            fields["size"] = size
+                            return info
+            return self._append_general(data, assign_offsets, leader_epoch, AppendOrigin(origin))
 
     def _records_pass(
         self,

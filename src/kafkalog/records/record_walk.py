@@ -110,5 +110,11 @@ def walk_plain(
             return r[0] | r[3], r[5]
         from kafkalog.records._walk_kernel import walk_v2_plain
 
-        kernel = _plain_kernel = walk_v2_plain
+        kernel = _plain_kernel = PLAIN_WALK[0] = walk_v2_plain
     return kernel(buf, start, end, count, base_ts, need_key)
+
+
+#: :func:`walk_plain` until it has loaded the compiled walk, then the compiled walk itself:
+#: ``Log.append``'s fast path calls ``PLAIN_WALK[0]``, a Python call less per batch (~0.3 us
+#: of a ~15 us append).
+PLAIN_WALK: list[Callable[[bytearray, int, int, int, int, bool], tuple[int, int]]] = [walk_plain]
