@@ -169,84 +169,60 @@ def produce(gate: Gate, body: Any) -> Verdict:
     return body, _add_topics("responses", [denied_entry(t, code) for t in denied])
 
 
-def fetch(gate: Gate, body: Any) -> Verdict:
-    body, denied = _split_topics(gate, body, "topics", lambda t: t.topic, A.READ)
-    entries = [
+def _denied_partitions(
+    denied: list[Any], topic: str, partition: tuple[str, str], **answer: Any
+) -> list[Response]:
+    """The response entries of ``denied`` topics: every partition TOPIC_AUTHORIZATION_FAILED
+    with ``answer``'s fields; ``topic`` names the topic field (request and response alike),
+    ``partition`` the (response, request) names of the partition's index."""
+    key, attr = partition
+    return [
         {
-            "topic": t.topic,
+            topic: getattr(t, topic),
             "partitions": [
-                {
-                    "partition_index": p.partition,
-                    "error_code": E.TOPIC_AUTHORIZATION_FAILED,
-                    "high_watermark": -1,
-                    "last_stable_offset": -1,
-                    "log_start_offset": -1,
-                    "records": b"",
-                }
+                {key: getattr(p, attr), "error_code": E.TOPIC_AUTHORIZATION_FAILED, **answer}
                 for p in t.partitions
             ],
         }
         for t in denied
     ]
+
+
+def fetch(gate: Gate, body: Any) -> Verdict:
+    body, denied = _split_topics(gate, body, "topics", lambda t: t.topic, A.READ)
+    entries = _denied_partitions(
+        denied,
+        "topic",
+        ("partition_index", "partition"),
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        records=b"",
+    )
     return body, _add_topics("responses", entries)
 
 
 def list_offsets(gate: Gate, body: Any) -> Verdict:
     body, denied = _split_topics(gate, body, "topics", lambda t: t.name, A.DESCRIBE)
-    entries = [
-        {
-            "name": t.name,
-            "partitions": [
-                {
-                    "partition_index": p.partition_index,
-                    "error_code": E.TOPIC_AUTHORIZATION_FAILED,
-                    "timestamp": -1,
-                    "offset": -1,
-                }
-                for p in t.partitions
-            ],
-        }
-        for t in denied
-    ]
+    entries = _denied_partitions(
+        denied, "name", ("partition_index", "partition_index"), timestamp=-1, offset=-1
+    )
     return body, _add_topics("topics", entries)
 
 
 def offset_for_leader_epoch(gate: Gate, body: Any) -> Verdict:
     body, denied = _split_topics(gate, body, "topics", lambda t: t.topic, A.DESCRIBE)
-    entries = [
-        {
-            "topic": t.topic,
-            "partitions": [
-                {
-                    "partition": p.partition,
-                    "error_code": E.TOPIC_AUTHORIZATION_FAILED,
-                    "leader_epoch": -1,
-                    "end_offset": -1,
-                }
-                for p in t.partitions
-            ],
-        }
-        for t in denied
-    ]
+    entries = _denied_partitions(
+        denied, "topic", ("partition", "partition"), leader_epoch=-1, end_offset=-1
+    )
     return body, _add_topics("topics", entries)
 
 
 def delete_records(gate: Gate, body: Any) -> Verdict:
     body, denied = _split_topics(gate, body, "topics", lambda t: t.name, A.DELETE)
-    entries = [
-        {
-            "name": t.name,
-            "partitions": [
-                {
-                    "partition_index": p.partition_index,
-                    "error_code": E.TOPIC_AUTHORIZATION_FAILED,
-                    "low_watermark": -1,
-                }
-                for p in t.partitions
-            ],
-        }
-        for t in denied
-    ]
+    entries = _denied_partitions(
+        denied, "name", ("partition_index", "partition_index"), low_watermark=-1
+    )
     return body, _add_topics("topics", entries)
 
 
