@@ -563,10 +563,22 @@ def _verify_txn_index(
 def _verify_checkpoints(directory: str, report: Report) -> None:
     from kafkalog.log.checkpoints import LeaderEpochCheckpoint, PartitionMetadata
 
-    for name, read in (
-        ("leader-epoch-checkpoint", LeaderEpochCheckpoint.read),
-        ("partition.metadata", PartitionMetadata.read),
-    ):
+    _read_each(
+        directory,
+        [
+            ("leader-epoch-checkpoint", LeaderEpochCheckpoint.read),
+            ("partition.metadata", PartitionMetadata.read),
+        ],
+        report,
+    )
+
+
+def _read_each(
+    directory: str, checks: list[tuple[str, Callable[[str], object]]], report: Report
+) -> None:
+    """Each of the files ``checks`` names that ``directory`` holds, read by its parser: what
+    the parser refuses, or the file system, is reported."""
+    for name, read in checks:
         path = os.path.join(directory, name)
         if files.exists(path):
             try:
@@ -600,15 +612,7 @@ def _verify_data_directory(root: str, partitions: list[str], report: Report) -> 
 
     checks: list[tuple[str, Callable[[str], object]]] = [(META_PROPERTIES, MetaProperties.load)]
     checks += [(name, OffsetCheckpoint.read) for name in _ROOT_CHECKPOINTS]
-    for name, read in checks:
-        path = os.path.join(root, name)
-        if files.exists(path):
-            try:
-                read(path)
-            except KafkalogError as e:
-                report.error(e)
-            except OSError as e:
-                _unreadable(report, path, e)
+    _read_each(root, checks, report)
     first_id: dict[str, tuple[str, str]] = {}
     for directory in sorted(partitions):
         path = os.path.join(directory, "partition.metadata")
