@@ -24,7 +24,7 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import InvalidRecordError
 
 from kafka_clients import config, consumer_settings, rdkafka, wait_until
-from kafkalog.log import LogDir
+from kafkalog.log import Log
 from kafkalog.server import ServerThread
 
 
@@ -34,9 +34,8 @@ def create_topic(bootstrap: str, name: str, configs: dict[str, str], partitions:
 
 
 def stored(data_dir: Path, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    """What partition 0 holds, read from the data directory (beside the running server)."""
-    with LogDir(str(data_dir)) as logdir:
-        log = logdir.log(topic, 0)
+    """What partition 0 holds, read from the data directory (read-only, beside the server)."""
+    with Log(data_dir / f"{topic}-0", writable=False) as log:
         return [(r.key, r.value) for r in log.records(log.log_start_offset)]
 
 
@@ -96,3 +95,123 @@ def test_keyless_record_on_a_compacted_topic_is_invalid_record_for_each_client(
     assert asyncio.run(aio()) == 0
     for topic in ("ck", "kp", "aio"):  # the refused record was never written
         assert stored(data_dir, topic) == [(b"k", b"keyed")], topic
+
+
+# -- 2. retention while a consumer reads ----------------------------------------------------------
+
+RETENTION = config(
+    log_retention_check_interval_ms=100,
+    topic_defaults={"retention.ms": "2000", "segment.bytes": "2048"},
+)
+RECORDS = 150
+
+
+def produce_one_batch_each(bootstrap: str, topic: str) -> float:
+    """``RECORDS`` records stamped now, one batch each: several segments that all pass
+    ``retention.ms`` a couple of seconds later. Returns when (``time.monotonic()``) every
+    segment that retention will take has been taken: then the log start stays put."""
+    producer = Producer(rdkafka(bootstrap, **{"linger.ms": 0}))
+    for i in range(RECORDS):
+        producer.produce(topic, b"value %d" % i)
+        producer.flush(10)
+    retention_s = int(RETENTION.topic_defaults["retention.ms"]) / 1000
+    return time.monotonic() + retention_s + 0.5
+
+
+def read_on(offsets: list[int], read_before: int, start: int) -> None:
+    """After the pause, the consumer may still hand out what it had fetched before (offsets
+    below ``read_before + 1``); then it goes on from the new log start, with no gap, to the
+    fresh record at ``RECORDS``."""
+    later = [o for o in offsets if o > read_before]
+    assert later == list(range(start, RECORDS + 1)), (start, offsets[:5], offsets[-3:])
+
+
+def test_retention_under_a_confluent_kafka_consumer(data_dir: Path) -> None:
+    """librdkafka reads a few records, pauses while retention deletes the segments under its
+    position, and on resuming gets OFFSET_OUT_OF_RANGE, which ``auto.offset.reset=earliest``
+    turns into a reset to the new log start: it reads on from there, no error surfaced."""
+    with ServerThread(str(data_dir), RETENTION) as server:
+        boot = server.bootstrap
+        settled = produce_one_batch_each(boot, "aged")
+        consumer = Consumer(consumer_settings(boot, "retention-ck"))
+        tp = CkTopicPartition("aged", 0, 0)
+        consumer.assign([tp])
+        offsets: list[int] = []
+        errors: list[Any] = []
+        try:
+            while len(offsets) < 5:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    offsets.append(msg.offset())
+            assert offsets == [0, 1, 2, 3, 4]
+            consumer.pause([tp])
+            low = lambda: consumer.get_watermark_offsets(tp, timeout=5)[0]  # noqa: E731
+            assert wait_until(lambda: time.monotonic() > settled and low() > 10, 15)
+            start = low()
+            producer = Producer(rdkafka(boot))
+            producer.produce("aged", b"fresh")
+            assert producer.flush(10) == 0
+            consumer.resume([tp])
+            deadline = time.monotonic() + 15
+            while offsets[-1] != RECORDS and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    errors.append(msg.error())
+                else:
+                    offsets.append(msg.offset())
+        finally:
+            consumer.close()
+        read_on(offsets, 4, start)
+        assert errors == []
+
+
+def test_retention_under_an_aiokafka_consumer(data_dir: Path) -> None:
+    """aiokafka reads a few records, pauses while retention deletes the segments under its
+    position, and on resuming its fetch gets OFFSET_OUT_OF_RANGE, which
+    ``auto_offset_reset="earliest"`` turns into a reset to the new log start."""
+
+    async def main(boot: str, settled: float) -> tuple[list[int], int]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=boot,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=100,
+            max_partition_fetch_bytes=64,  # a batch a fetch: little read ahead of the position
+        )
+        await consumer.start()
+        tp = AioTopicPartition("aged", 0)
+        try:
+            consumer.assign([tp])
+            offsets = [(await asyncio.wait_for(consumer.getone(), 10)).offset for _ in range(5)]
+            assert offsets == [0, 1, 2, 3, 4]
+            consumer.pause(tp)
+
+            async def low() -> int:
+                return int((await consumer.beginning_offsets([tp]))[tp])
+
+            deadline = time.monotonic() + 15
+            while not (time.monotonic() > settled and await low() > 10):
+                assert time.monotonic() < deadline, "retention did not move the log start"
+                await asyncio.sleep(0.05)
+            start = await low()
+            producer = AIOKafkaProducer(bootstrap_servers=boot)
+            await producer.start()
+            try:
+                await producer.send_and_wait("aged", b"fresh")
+            finally:
+                await producer.stop()
+            consumer.resume(tp)
+            deadline = time.monotonic() + 15
+            while offsets[-1] != RECORDS and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    offsets.extend(r.offset for r in records)
+            return offsets, start
+        finally:
+            await consumer.stop()
+
+    with ServerThread(str(data_dir), RETENTION) as server:
+        settled = produce_one_batch_each(server.bootstrap, "aged")
+        offsets, start = asyncio.run(main(server.bootstrap, settled))
+    read_on(offsets, 4, start)
