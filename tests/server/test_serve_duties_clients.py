@@ -215,3 +215,86 @@ def test_retention_under_an_aiokafka_consumer(data_dir: Path) -> None:
         settled = produce_one_batch_each(server.bootstrap, "aged")
         offsets, start = asyncio.run(main(server.bootstrap, settled))
     read_on(offsets, 4, start)
+
+
+# -- 3. configs through aiokafka's admin client ---------------------------------------------------
+
+
+def test_aiokafka_admin_alters_and_describes_topic_configs(data_dir: Path) -> None:
+    """aiokafka's AIOKafkaAdminClient sends the legacy AlterConfigs (the whole set of
+    overrides) and DescribeConfigs: a lowered ``segment.bytes`` rolls the next produces, a
+    lowered ``retention.ms`` lets the next retention pass delete, both described as dynamic
+    topic configs; an invalid value is refused with INVALID_CONFIG and changes nothing."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    part = data_dir / "cfg-0"
+    old = int(time.time() * 1000) - 60_000  # a minute old: kept under the default 7 days
+
+    def segments() -> int:
+        return len(list(part.glob("*.log")))
+
+    async def produce(producer: AIOKafkaProducer, count: int) -> None:
+        for i in range(count):  # one batch each
+            await producer.send_and_wait("cfg", b"v" * 200 + b"%d" % i, timestamp_ms=old)
+
+    def topic(configs: dict[str, Any]) -> ConfigResource:
+        return ConfigResource(ConfigResourceType.TOPIC, "cfg", configs)
+
+    async def alter(admin: AIOKafkaAdminClient, configs: dict[str, str]) -> tuple[int, Any]:
+        [response] = await admin.alter_configs([topic(configs)])
+        [(code, message, _, name)] = response.resources
+        assert name == "cfg"
+        return code, message
+
+    async def described(admin: AIOKafkaAdminClient) -> dict[str, tuple[str, int]]:
+        wanted: dict[str, Any] = {"segment.bytes": None, "retention.ms": None}
+        [response] = await admin.describe_configs([topic(wanted)])
+        [(code, _, _, _, entries)] = response.resources
+        assert code == 0
+        return {name: (value, source) for name, value, _, source, _, _ in entries}
+
+    async def main(boot: str) -> int:
+        admin = AIOKafkaAdminClient(bootstrap_servers=boot)
+        producer = AIOKafkaProducer(bootstrap_servers=boot, linger_ms=0)
+        consumer = AIOKafkaConsumer(bootstrap_servers=boot)
+        await admin.start()
+        await producer.start()
+        await consumer.start()
+        tp = AioTopicPartition("cfg", 0)
+        try:
+            await admin.create_topics([NewTopic("cfg", 1, 1)])
+            await produce(producer, 5)
+            assert segments() == 1  # 1 GiB segments
+            assert await alter(admin, {"segment.bytes": "1024"}) == (0, None)
+            await produce(producer, 20)
+            assert segments() >= 4  # rolled at 1 KiB
+            await asyncio.sleep(0.5)  # retention passes at the default retention.ms: none goes
+            assert (await consumer.beginning_offsets([tp]))[tp] == 0
+            code, message = await alter(admin, {"segment.bytes": "1024", "retention.ms": "x"})
+            assert code == 40 and "retention.ms" in message  # INVALID_CONFIG
+            assert await described(admin) == {
+                "segment.bytes": ("1024", 1),  # DYNAMIC_TOPIC_CONFIG
+                "retention.ms": ("604800000", 5),  # DEFAULT_CONFIG: the refusal changed nothing
+            }
+            # the legacy API replaces every override: segment.bytes is given again
+            ok = await alter(admin, {"segment.bytes": "1024", "retention.ms": "1000"})
+            assert ok == (0, None)
+            assert await described(admin) == {
+                "segment.bytes": ("1024", 1),
+                "retention.ms": ("1000", 1),
+            }
+            deadline = time.monotonic() + 15
+            while (start := (await consumer.beginning_offsets([tp]))[tp]) == 0:
+                assert time.monotonic() < deadline, "retention.ms=1000 deleted nothing"
+                await asyncio.sleep(0.05)
+            return int(start)
+        finally:
+            await consumer.stop()
+            await producer.stop()
+            await admin.close()
+
+    settings = config(log_retention_check_interval_ms=100)
+    with ServerThread(str(data_dir), settings) as server:
+        start = asyncio.run(main(server.bootstrap))
+        assert start > 0 and not (part / "00000000000000000000.log").exists()
