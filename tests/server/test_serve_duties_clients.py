@@ -298,3 +298,78 @@ def test_aiokafka_admin_alters_and_describes_topic_configs(data_dir: Path) -> No
     with ServerThread(str(data_dir), settings) as server:
         start = asyncio.run(main(server.bootstrap))
         assert start > 0 and not (part / "00000000000000000000.log").exists()
+
+
+# -- 4. ACLs against aiokafka ------------------------------------------------------------------
+
+
+def test_aiokafka_unauthorised_is_refused_and_authorised_succeeds(data_dir: Path) -> None:
+    """SASL/PLAIN principals with the authorizer on (the setup of ``test_serve_acls``):
+    aiokafka's producer and consumer without ACLs fail at once with
+    TopicAuthorizationFailedError (a group member without READ on its group with
+    GroupAuthorizationFailedError); with the ACLs granted the same calls succeed."""
+    from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+    from test_serve_acls import USERS, admin_of, allow, create, make_topic, secured
+
+    def auth(user: str) -> dict[str, Any]:
+        return {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": user,
+            "sasl_plain_password": USERS[user],
+        }
+
+    async def produce(boot: str, user: str) -> int:
+        producer = AIOKafkaProducer(bootstrap_servers=boot, request_timeout_ms=5000, **auth(user))
+        await producer.start()
+        try:
+            return (await producer.send_and_wait("orders", b"v")).offset
+        finally:
+            await producer.stop()
+
+    async def consume(boot: str, user: str, group: str | None) -> bytes | None:
+        # the topic given to the constructor, as aiokafka's users do: start() looks it up and
+        # raises its refusal. (A consumer that assign()s or subscribe()s after start() only
+        # logs the refusal and waits, against Kafka too, whose metadata for an unauthorised
+        # topic lists no partitions.)
+        consumer = AIOKafkaConsumer(
+            "orders",
+            bootstrap_servers=boot,
+            group_id=group,
+            auto_offset_reset="earliest",
+            **auth(user),
+        )
+        try:
+            await consumer.start()
+            return (await asyncio.wait_for(consumer.getone(), 10)).value
+        finally:
+            await consumer.stop()
+
+    def refused(call: Any, error: type[Exception]) -> str:
+        started = time.monotonic()
+        with pytest.raises(error) as failed:
+            asyncio.run(call)
+        assert time.monotonic() - started < 5  # at once, not at a timeout
+        return str(failed.value)
+
+    with ServerThread(str(data_dir), secured()) as server:
+        boot = server.bootstrap
+        make_topic(boot, "orders")  # the super user may create
+        topic_denied = aio_errors.TopicAuthorizationFailedError
+        assert "orders" in refused(produce(boot, "alice"), topic_denied)
+        assert "orders" in refused(consume(boot, "bob", "readers"), topic_denied)
+        assert "orders" in refused(consume(boot, "bob", None), topic_denied)
+        admin = admin_of(boot)
+        create(admin, [allow("orders", "bob", AclOperation.READ)])
+        # READ on the topic, none on the group: refused at the group
+        group_denied = aio_errors.GroupAuthorizationFailedError
+        assert "readers" in refused(consume(boot, "bob", "readers"), group_denied)
+        group_acl = allow(
+            "read", "bob", AclOperation.READ, ResourceType.GROUP, ResourcePatternType.PREFIXED
+        )
+        create(admin, [allow("orders", "alice", AclOperation.WRITE), group_acl])
+        assert asyncio.run(produce(boot, "alice")) == 0
+        assert asyncio.run(consume(boot, "bob", "readers")) == b"v"
+        assert asyncio.run(consume(boot, "bob", None)) == b"v"
+        # alice may write, not read
+        assert "orders" in refused(consume(boot, "alice", None), topic_denied)
