@@ -373,3 +373,85 @@ def test_aiokafka_unauthorised_is_refused_and_authorised_succeeds(data_dir: Path
         assert asyncio.run(consume(boot, "bob", None)) == b"v"
         # alice may write, not read
         assert "orders" in refused(consume(boot, "alice", None), topic_denied)
+
+
+# -- 5. static membership with aiokafka ----------------------------------------------------------
+# (A KIP-848 consumer cannot be asked of aiokafka 0.14 or kafka-python 3: neither has a
+# ``group.protocol`` setting nor sends ConsumerGroupHeartbeat; they speak the classic protocol
+# only. The fail-fast answer to a KIP-848 client is proven with librdkafka in
+# test_serve_group_protocols.py.)
+
+
+def test_aiokafka_static_member_restarted_in_its_session_keeps_its_assignment(
+    server: ServerThread,
+) -> None:
+    """Two aiokafka members with ``group_instance_id`` share four partitions; one stops (a
+    static member sends no LeaveGroup) and a new consumer with the same instance id starts
+    within the session timeout: it gets the same partitions, the group keeps its generation,
+    and the other member's rebalance listener is never called again."""
+    from aiokafka import ConsumerRebalanceListener
+    from test_serve_group_protocols import produce as create_and_fill
+
+    from kafkalog.server.groups import STABLE
+
+    class Events(ConsumerRebalanceListener):  # type: ignore[misc]
+        def __init__(self, events: list[tuple[str, str, list[int]]], name: str) -> None:
+            self.events, self.name = events, name
+
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            self.events.append((self.name, "revoke", sorted(p.partition for p in revoked)))
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            self.events.append((self.name, "assign", sorted(p.partition for p in assigned)))
+
+    events: list[tuple[str, str, list[int]]] = []
+
+    async def member(instance: str, name: str) -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=server.bootstrap,
+            group_id="static-aio",
+            group_instance_id=instance,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=100,
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        consumer.subscribe(["s"], listener=Events(events, name))
+        return consumer
+
+    def held(consumer: AIOKafkaConsumer) -> list[int]:
+        return sorted(p.partition for p in consumer.assignment())
+
+    async def until(done: Any, within: float = 20) -> None:
+        deadline = time.monotonic() + within
+        while not done():
+            assert time.monotonic() < deadline, events
+            await asyncio.sleep(0.05)
+
+    async def main() -> None:
+        broker = server.server.broker
+        assert broker is not None
+        one, two = await member("i1", "one"), await member("i2", "two")
+        again = None
+        try:
+            # each holds some partitions, together all four: the second join's rebalance is done
+            await until(lambda: held(one) and held(two) and len(held(one) + held(two)) == 4)
+            group = broker.groups.groups["static-aio"]
+            generation, kept = group.generation, held(one)
+            await asyncio.sleep(0.3)  # a few heartbeats: the group stays as it is
+            events_of_two = [e for e in events if e[0] == "two"]
+            await one.stop()
+            again = await member("i1", "again")
+            await until(lambda: bool(held(again)))
+            await asyncio.sleep(0.5)  # heartbeats of both: no rebalance follows
+            assert held(again) == kept and held(two) == sorted({0, 1, 2, 3} - set(kept))
+            assert group.generation == generation and group.state == STABLE
+            assert [e for e in events if e[0] == "two"] == events_of_two
+            assert sorted(m.group_instance_id for m in group.members.values()) == ["i1", "i2"]
+        finally:
+            for consumer in (again, two, one):
+                if consumer is not None:
+                    await consumer.stop()
+
+    create_and_fill(server.bootstrap, "s", 4)
+    asyncio.run(main())
