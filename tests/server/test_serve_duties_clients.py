@@ -8,6 +8,7 @@ its public API only, unchanged."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -455,3 +456,101 @@ def test_aiokafka_static_member_restarted_in_its_session_keeps_its_assignment(
 
     create_and_fill(server.bootstrap, "s", 4)
     asyncio.run(main())
+
+
+# -- 6. the cleaner, read through kafka-python and aiokafka -------------------------------------
+
+
+def test_kafka_python_and_aiokafka_read_the_latest_value_per_key_after_cleaning(
+    data_dir: Path,
+) -> None:
+    """A compacted topic written in many segments (two keys ending in a tombstone), cleaned by
+    the server in the background: kafka-python and aiokafka, each from offset 0, read far fewer
+    records than were written, over the offset gaps compaction leaves, and end with the latest
+    value of every key (None for a deleted one)."""
+    settings = config(log_cleaner_backoff_ms=100)
+    part = data_dir / "table-0"
+    latest: dict[bytes, tuple[int, bytes | None]] = {}
+    written = 2000
+
+    def size() -> int:
+        total = 0
+        for path in part.glob("*.log"):
+            with contextlib.suppress(FileNotFoundError):  # swapped out by the cleaner
+                total += path.stat().st_size
+        return total
+
+    def check(read: list[tuple[int, bytes | None, bytes | None]]) -> None:
+        offsets = [offset for offset, _, _ in read]
+        assert offsets == sorted(set(offsets))  # in order, each once, over the gaps
+        assert len(read) < written / 4, len(read)  # what the cleaner removed is not served
+        last: dict[bytes, tuple[int, bytes | None]] = {}
+        for offset, key, value in read:
+            assert key is not None
+            last[key] = (offset, value)
+        assert last == latest
+
+    with ServerThread(str(data_dir), settings) as server:
+        boot = server.bootstrap
+        create_topic(
+            boot,
+            "table",
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": "4096",
+                "min.cleanable.dirty.ratio": "0.01",
+            },
+        )
+        producer = KafkaProducer(bootstrap_servers=boot, linger_ms=0)
+        for i in range(written):
+            key = b"key-%d" % (i % 20)
+            value = None if i >= written - 20 and i % 20 in (3, 7) else b"value %d" % i
+            producer.send("table", value, key=key)
+            latest[key] = (i, value)
+            if i % 50 == 0:
+                producer.flush()
+        producer.flush()
+        producer.close()
+        full = size()
+        assert wait_until(lambda: size() < full / 4, 20), (size(), full)
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=boot, enable_auto_commit=False, fetch_max_wait_ms=100
+        )
+        tp = KpTopicPartition("table", 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        by_kafka_python: list[tuple[int, bytes | None, bytes | None]] = []
+        try:
+            deadline = time.monotonic() + 15
+            while (not by_kafka_python or by_kafka_python[-1][0] < written - 1) and (
+                time.monotonic() < deadline
+            ):
+                for records in consumer.poll(timeout_ms=200).values():
+                    by_kafka_python.extend((r.offset, r.key, r.value) for r in records)
+        finally:
+            consumer.close()
+        check(by_kafka_python)
+
+        async def aio() -> list[tuple[int, bytes | None, bytes | None]]:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=boot, enable_auto_commit=False, fetch_max_wait_ms=100
+            )
+            await consumer.start()
+            read: list[tuple[int, bytes | None, bytes | None]] = []
+            try:
+                tp = AioTopicPartition("table", 0)
+                consumer.assign([tp])
+                consumer.seek(tp, 0)
+                deadline = time.monotonic() + 15
+                while (not read or read[-1][0] < written - 1) and time.monotonic() < deadline:
+                    for records in (await consumer.getmany(timeout_ms=200)).values():
+                        read.extend((r.offset, r.key, r.value) for r in records)
+            finally:
+                await consumer.stop()
+            return read
+
+        by_aiokafka = asyncio.run(aio())
+        check(by_aiokafka)
+        # the cleaner goes on between the two reads: it only ever takes records away
+        assert len(by_aiokafka) <= len(by_kafka_python)
