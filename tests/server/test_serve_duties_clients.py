@@ -386,16 +386,16 @@ def test_aiokafka_unauthorised_is_refused_and_authorised_succeeds(data_dir: Path
 def test_aiokafka_static_member_restarted_in_its_session_keeps_its_assignment(
     server: ServerThread,
 ) -> None:
-    """Two aiokafka members with ``group_instance_id`` share four partitions; one stops (a
-    static member sends no LeaveGroup) and a new consumer with the same instance id starts
-    within the session timeout: it gets the same partitions, the group keeps its generation,
-    and the other member's rebalance listener is never called again."""
+    """Two aiokafka members with ``group_instance_id`` share four partitions; the group's
+    leader stops (a static member sends no LeaveGroup) and a new consumer with the same
+    instance id starts within the session timeout: it gets the same partitions, the group
+    keeps its generation, and the other member's rebalance listener is never called again."""
     from aiokafka import ConsumerRebalanceListener
     from test_serve_group_protocols import produce as create_and_fill
 
     from kafkalog.server.groups import STABLE
 
-    class Events(ConsumerRebalanceListener):  # type: ignore[misc]
+    class Events(ConsumerRebalanceListener):
         def __init__(self, events: list[tuple[str, str, list[int]]], name: str) -> None:
             self.events, self.name = events, name
 
@@ -432,25 +432,31 @@ def test_aiokafka_static_member_restarted_in_its_session_keeps_its_assignment(
     async def main() -> None:
         broker = server.server.broker
         assert broker is not None
-        one, two = await member("i1", "one"), await member("i2", "two")
+        members = {i: await member(i, i) for i in ("i1", "i2")}
         again = None
         try:
             # each holds some partitions, together all four: the second join's rebalance is done
+            one, two = members.values()
             await until(lambda: held(one) and held(two) and len(held(one) + held(two)) == 4)
             group = broker.groups.groups["static-aio"]
-            generation, kept = group.generation, held(one)
             await asyncio.sleep(0.3)  # a few heartbeats: the group stays as it is
-            events_of_two = [e for e in events if e[0] == "two"]
-            await one.stop()
-            again = await member("i1", "again")
+            # the leader restarts: the harder case (it must not assign again, KIP-814)
+            assert group.leader is not None
+            leader = group.leader.split("-")[0]
+            other = "i2" if leader == "i1" else "i1"
+            generation, kept = group.generation, held(members[leader])
+            events_of_other = [e for e in events if e[0] == other]
+            await members[leader].stop()
+            again = await member(leader, "again")
             await until(lambda: bool(held(again)))
             await asyncio.sleep(0.5)  # heartbeats of both: no rebalance follows
-            assert held(again) == kept and held(two) == sorted({0, 1, 2, 3} - set(kept))
+            assert held(again) == kept
+            assert held(members[other]) == sorted({0, 1, 2, 3} - set(kept))
             assert group.generation == generation and group.state == STABLE
-            assert [e for e in events if e[0] == "two"] == events_of_two
+            assert [e for e in events if e[0] == other] == events_of_other
             assert sorted(m.group_instance_id for m in group.members.values()) == ["i1", "i2"]
         finally:
-            for consumer in (again, two, one):
+            for consumer in (again, *members.values()):
                 if consumer is not None:
                     await consumer.stop()
 
@@ -554,3 +560,97 @@ def test_kafka_python_and_aiokafka_read_the_latest_value_per_key_after_cleaning(
         check(by_aiokafka)
         # the cleaner goes on between the two reads: it only ever takes records away
         assert len(by_aiokafka) <= len(by_kafka_python)
+
+
+def test_kafka_python_static_member_restarted_in_its_session_keeps_its_assignment(
+    server: ServerThread,
+) -> None:
+    """The same with kafka-python (which, like Java's client, sends no LeaveGroup for a
+    member with ``group_instance_id``), restarting the follower: the restarted member gets its
+    partitions back, the generation stays, the other member sees no rebalance. (Not the
+    leader: kafka-python 3 sends JoinGroup v7, before KIP-814's ``skip_assignment``, so a
+    restarted static leader assigns again, before it has the topic's metadata, then joins
+    again to correct that, and a leader's join rebalances a Stable group, on Kafka too.)
+    Each member polls in its own thread, as an application's consumer does."""
+    import threading
+
+    from kafka import ConsumerRebalanceListener
+    from test_serve_group_protocols import produce as create_and_fill
+
+    from kafkalog.server.groups import STABLE
+
+    events: list[tuple[str, str, list[int]]] = []
+
+    class Member(threading.Thread):
+        def __init__(self, instance: str, name: str) -> None:
+            super().__init__(name=name, daemon=True)
+            self.instance, self.stop = instance, threading.Event()
+            self.held: list[int] = []
+
+        def run(self) -> None:
+            consumer = KafkaConsumer(
+                bootstrap_servers=server.bootstrap,
+                group_id="static-kp",
+                group_instance_id=self.instance,
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=100,
+                enable_auto_commit=False,
+                fetch_max_wait_ms=100,
+            )
+            consumer.subscribe(["s"], listener=Events(self.name))
+            try:
+                while not self.stop.is_set():
+                    consumer.poll(timeout_ms=100)
+                    self.held = sorted(p.partition for p in consumer.assignment())
+            finally:
+                consumer.close()  # a static member: no LeaveGroup
+
+        def close(self) -> None:
+            self.stop.set()
+            self.join(10)
+            assert not self.is_alive()
+
+    class Events(ConsumerRebalanceListener):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            events.append((self.name, "revoke", sorted(p.partition for p in revoked)))
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            events.append((self.name, "assign", sorted(p.partition for p in assigned)))
+
+    def started(instance: str, name: str) -> Member:
+        member = Member(instance, name)
+        member.start()
+        return member
+
+    create_and_fill(server.bootstrap, "s", 4)
+    broker = server.server.broker
+    assert broker is not None
+    members = {i: started(i, i) for i in ("i1", "i2")}
+    again = None
+    try:
+        one, two = members.values()
+        both = lambda: one.held and two.held and len(one.held + two.held) == 4  # noqa: E731
+        assert wait_until(both, 20), events
+        group = broker.groups.groups["static-kp"]
+        time.sleep(0.3)  # a few heartbeats: the group stays as it is
+        assert group.leader is not None
+        leader = group.leader.split("-")[0]
+        follower = "i2" if leader == "i1" else "i1"
+        generation, kept = group.generation, members[follower].held
+        events_of_leader = [e for e in events if e[0] == leader]
+        members[follower].close()
+        again = started(follower, "again")
+        assert wait_until(lambda: bool(again.held), 20), events
+        time.sleep(0.5)  # heartbeats and polls of both: no rebalance follows
+        assert again.held == kept
+        assert members[leader].held == sorted({0, 1, 2, 3} - set(kept))
+        assert group.generation == generation and group.state == STABLE
+        assert [e for e in events if e[0] == leader] == events_of_leader
+        assert sorted(m.group_instance_id for m in group.members.values()) == ["i1", "i2"]
+    finally:
+        for member in (again, *members.values()):
+            if member is not None:
+                member.close()
