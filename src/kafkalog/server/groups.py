@@ -5,8 +5,9 @@ PreparingRebalance, CompletingRebalance, Stable): a rebalance starts when a memb
 or misses its session timeout, completes when every known member has rejoined (or the rebalance
 timeout dropped the rest), and the leader's assignment is handed out in SyncGroup. As in Kafka,
 a known member joining again with an unchanged subscription (a follower of a Stable group, or
-anyone while the leader's assignment is awaited) gets the current generation, not a rebalance. Committed
-offsets go to an :class:`OffsetStore` (``__consumer_offsets``) and are read back at start.
+anyone while the leader's assignment is awaited) gets the current generation, not a rebalance.
+Committed offsets go to an :class:`OffsetStore` (``__consumer_offsets``) and are read back at
+start.
 
 As Kafka's GroupMetadataManager does, the group's metadata (protocol type, generation, protocol,
 leader, members with their subscriptions and assignments) is stored as a ``GroupMetadata``
