@@ -1,9 +1,10 @@
 """A broker's duties in ``kafkalog serve`` (issue 25) as each of the three real clients sees
 them, for the points the other ``test_serve_*`` files prove with one or two clients only:
-validation (a keyless record on a compacted topic), retention under a reading consumer, configs
-altered through aiokafka's admin client, ACLs against aiokafka, static membership with aiokafka,
-and the background cleaner read through kafka-python and aiokafka. Each client is used through
-its public API only, unchanged."""
+validation (a keyless record on a compacted topic, all three clients), retention under a
+reading confluent-kafka and aiokafka consumer, configs altered through aiokafka's and
+kafka-python's admin clients, ACLs against aiokafka, static membership with aiokafka and
+kafka-python, and the background cleaner read through kafka-python and aiokafka. Each client is
+used through its public API only, unchanged."""
 
 from __future__ import annotations
 
@@ -299,6 +300,58 @@ def test_aiokafka_admin_alters_and_describes_topic_configs(data_dir: Path) -> No
     with ServerThread(str(data_dir), settings) as server:
         start = asyncio.run(main(server.bootstrap))
         assert start > 0 and not (part / "00000000000000000000.log").exists()
+
+
+def test_kafka_python_admin_alters_topic_configs_and_they_take_effect(data_dir: Path) -> None:
+    """kafka-python's admin client (IncrementalAlterConfigs, which it prefers when the broker
+    offers it): a lowered ``segment.bytes`` rolls the next produces, a lowered ``retention.ms``
+    lets the next retention pass delete the old segments, APPEND adds to a list config,
+    reset_configs (DELETE) drops an override; an invalid value is refused with its reason."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.admin import NewTopic as KpNewTopic
+
+    part = data_dir / "kcfg-0"
+    old = int(time.time() * 1000) - 60_000  # a minute old: kept under the default 7 days
+
+    def topic(configs: Any) -> ConfigResource:
+        return ConfigResource(ConfigResourceType.TOPIC, "kcfg", configs)
+
+    def produce(count: int) -> None:
+        producer = KafkaProducer(bootstrap_servers=server.bootstrap, linger_ms=0)
+        for i in range(count):  # one batch each
+            producer.send("kcfg", b"v" * 200 + b"%d" % i, timestamp_ms=old).get(10)
+        producer.close()
+
+    with ServerThread(str(data_dir), config(log_retention_check_interval_ms=100)) as server:
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+        consumer = KafkaConsumer(bootstrap_servers=server.bootstrap)
+        tp = KpTopicPartition("kcfg", 0)
+        try:
+            admin.create_topics([KpNewTopic("kcfg", 1, 1)])
+            produce(5)
+            assert len(list(part.glob("*.log"))) == 1
+            assert admin.alter_configs([topic({"segment.bytes": "1024"})]) == {
+                "topic": {"kcfg": "OK"}
+            }
+            produce(20)
+            assert len(list(part.glob("*.log"))) >= 4
+            refused = admin.alter_configs([topic({"retention.ms": "soon"})])["topic"]["kcfg"]
+            assert "InvalidConfigurationError" in str(refused) and "retention.ms" in str(refused)
+            assert consumer.beginning_offsets([tp])[tp] == 0
+            admin.alter_configs([topic({"retention.ms": "1000"})])
+            assert wait_until(lambda: consumer.beginning_offsets([tp])[tp] > 0, 15)
+            admin.alter_configs([topic({"cleanup.policy": ("APPEND", "compact")})])
+            admin.reset_configs([topic(["retention.ms"])])
+            described = admin.describe_configs([topic(None)])["topic"]["kcfg"]
+            assert described["cleanup.policy"]["value"] == "delete,compact"
+            assert described["segment.bytes"]["value"] == "1024"
+            assert described["segment.bytes"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+            retention = described.get("retention.ms", {"config_source": "DEFAULT_CONFIG"})
+            assert retention["config_source"] == "DEFAULT_CONFIG"
+        finally:
+            consumer.close()
+            admin.close()
 
 
 # -- 4. ACLs against aiokafka ------------------------------------------------------------------
