@@ -10,7 +10,7 @@ from kio.index import load_request_schema
 
 from kafkalog.server import errors as E
 from kafkalog.server.codec import build
-from kafkalog.server.groups import EMPTY, PREPARING, STABLE, GroupCoordinator
+from kafkalog.server.groups import COMPLETING, EMPTY, PREPARING, STABLE, GroupCoordinator
 from kafkalog.server.offset_store import CommittedOffset, TopicPartition
 
 
@@ -159,6 +159,65 @@ def test_join_rebalance_session_timeout_and_leave() -> None:
             # Kafka stores the now Empty group too (its members gone, its generation moved on)
             _, empty = store.metadata[-1]
             assert empty is not None and empty["members"] == [] and empty["generation"] == 4
+        finally:
+            await c.stop()
+
+    asyncio.run(main())
+
+
+def test_a_rejoin_with_the_same_subscription_gets_the_current_generation() -> None:
+    """As Kafka's GroupCoordinator: a follower of a Stable group, or any member while the
+    leader's SyncGroup is awaited, joining again with unchanged protocols gets the current
+    generation back and no rebalance starts (kafka-python rejoins so when its poll() timed out
+    before its JoinGroup answer came; rebalancing on it let two such members rebalance each
+    other for ever). A changed subscription, or the leader of a Stable group, rebalances."""
+
+    async def main() -> None:
+        c = coordinator()
+        c.start()
+        try:
+            a_id = (await join(c))["member_id"]
+            await sync(c, a_id, 1, {a_id: b"all"})
+            b_task = asyncio.ensure_future(join(c))
+            await asyncio.sleep(0.05)
+            await join(c, a_id)
+            b_id = (await b_task)["member_id"]
+            follower = asyncio.ensure_future(sync(c, b_id, 2, {}))
+            await sync(c, a_id, 2, {a_id: b"p0", b_id: b"p1"})
+            assert (await follower)["assignment"] == b"p1"
+            group = c.groups["g"]
+            assert (group.state, group.generation, group.leader) == (STABLE, 2, a_id)
+
+            again = await join(c, b_id)  # the follower, unchanged: no rebalance
+            assert again["error_code"] == E.NONE and again["generation_id"] == 2
+            assert again["leader"] == a_id and again["members"] == []
+            assert (group.state, group.generation) == (STABLE, 2)
+            assert await heartbeat(c, a_id, 2) == E.NONE
+            assert (await sync(c, b_id, 2, {}))["assignment"] == b"p1"
+
+            # a changed subscription rebalances; while the leader's SyncGroup is awaited, a
+            # repeated join of either member answers the generation being completed
+            changed = asyncio.ensure_future(join(c, b_id, protocols=("range", "sticky")))
+            await asyncio.sleep(0.05)
+            assert group.state == PREPARING
+            assert await heartbeat(c, a_id, 2) == E.REBALANCE_IN_PROGRESS
+            leader = await join(c, a_id)
+            assert (await changed)["generation_id"] == leader["generation_id"] == 3
+            assert group.state == COMPLETING
+            repeat = await join(c, b_id, protocols=("range", "sticky"))
+            assert (repeat["generation_id"], repeat["members"]) == (3, [])
+            repeat = await join(c, a_id)
+            assert repeat["generation_id"] == 3 and len(repeat["members"]) == 2
+            assert (group.state, group.generation) == (COMPLETING, 3)
+            await sync(c, a_id, 3, {a_id: b"p0", b_id: b"p1"})
+            assert group.state == STABLE
+
+            # the leader of a Stable group joining again asks for a new assignment: rebalance
+            leader_again = asyncio.ensure_future(join(c, a_id))
+            await asyncio.sleep(0.05)
+            assert group.state == PREPARING
+            await join(c, b_id, protocols=("range", "sticky"))
+            assert (await leader_again)["generation_id"] == 4
         finally:
             await c.stop()
 

@@ -163,3 +163,51 @@ def test_aiokafka_every_codec_and_a_group(server: ServerThread, data_dir: Path) 
     expected = asyncio.run(main())
     server.stop()
     assert stored(data_dir, "aio") == expected
+
+
+def test_kafka_python_members_polled_in_turn_settle(server: ServerThread) -> None:
+    """Two kafka-python members polled in turn by one thread, each poll() short: kafka-python
+    3 joins again with the same subscription when its poll() timed out before its JoinGroup
+    answer came. The server answers such a join with the current generation, as Kafka does, so
+    the group settles; it once rebalanced on each (about 30 generations in 4 s, for ever)."""
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    try:
+        admin.create_topics([NewTopic("turns", 4, 1)])
+    finally:
+        admin.close()
+
+    def member() -> KafkaConsumer:
+        consumer = KafkaConsumer(
+            bootstrap_servers=server.bootstrap,
+            group_id="turns",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=100,
+            fetch_max_wait_ms=100,
+        )
+        consumer.subscribe(["turns"])
+        return consumer
+
+    one, two = member(), member()
+    try:
+
+        def settled() -> bool:
+            held = [len(c.assignment()) for c in (one, two)]
+            return all(held) and sum(held) == 4
+
+        deadline = time.monotonic() + 20
+        while not settled() and time.monotonic() < deadline:
+            one.poll(timeout_ms=50)
+            two.poll(timeout_ms=50)
+        assert settled()
+        broker = server.server.broker
+        assert broker is not None
+        group = broker.groups.groups["turns"]
+        generation = group.generation
+        for _ in range(20):  # two seconds more of turns: no further rebalance
+            one.poll(timeout_ms=50)
+            two.poll(timeout_ms=50)
+        assert group.generation == generation and settled()
+    finally:
+        one.close()
+        two.close()

@@ -3,8 +3,11 @@
 JoinGroup / SyncGroup / Heartbeat / LeaveGroup drive each group through Kafka's states (Empty,
 PreparingRebalance, CompletingRebalance, Stable): a rebalance starts when a member joins, leaves
 or misses its session timeout, completes when every known member has rejoined (or the rebalance
-timeout dropped the rest), and the leader's assignment is handed out in SyncGroup. Committed
-offsets go to an :class:`OffsetStore` (``__consumer_offsets``) and are read back at start.
+timeout dropped the rest), and the leader's assignment is handed out in SyncGroup. As in Kafka,
+a known member joining again with an unchanged subscription (a follower of a Stable group, or
+anyone while the leader's assignment is awaited) gets the current generation, not a rebalance.
+Committed offsets go to an :class:`OffsetStore` (``__consumer_offsets``) and are read back at
+start.
 
 As Kafka's GroupMetadataManager does, the group's metadata (protocol type, generation, protocol,
 leader, members with their subscriptions and assignments) is stored as a ``GroupMetadata``
@@ -217,6 +220,10 @@ class GroupCoordinator:
             return {**fail, "error_code": E.UNKNOWN_MEMBER_ID, "member_id": member_id}
         group.pending.pop(member_id, None)
         member = group.members.get(member_id)
+        if member is not None and member.protocols == protocols:
+            current = self._rejoin_without_rebalance(group, member)
+            if current is not None:
+                return current
         if member is None:
             member = Member(
                 member_id,
@@ -242,6 +249,37 @@ class GroupCoordinator:
             self._prepare_rebalance(group)
         self._try_complete_join(group)
         return await future
+
+    def _rejoin_without_rebalance(self, group: Group, member: Member) -> dict[str, Any] | None:
+        """A known member joining again with the subscription it has (a client that missed or
+        dropped its JoinGroup answer, as kafka-python does when its poll() timed out before
+        the answer came) gets the current generation back, without a rebalance: a follower of
+        a Stable group, or anyone while the leader's SyncGroup is awaited. As Kafka's
+        GroupCoordinator: otherwise each such rejoin starts a rebalance, whose rejoins make the
+        next, and two members of one group can rebalance each other for ever. A Stable group's
+        leader still rebalances it: that is how a leader asks for a new assignment (its
+        topics' partitions changed). None when a rebalance is due."""
+        is_leader = member.member_id == group.leader
+        if not (group.state == COMPLETING or (group.state == STABLE and not is_leader)):
+            return None
+        member.last_seen = time.monotonic()
+        everyone = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata_for(group.protocol_name),
+            }
+            for m in group.members.values()
+        ]
+        return {
+            "error_code": E.NONE,
+            "generation_id": group.generation,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "leader": group.leader,
+            "member_id": member.member_id,
+            "members": everyone if is_leader and group.state == COMPLETING else [],
+        }
 
     async def _replace_static(
         self, group: Group, old: Member, body: Any, protocols: list[tuple[str, bytes]]
