@@ -4,6 +4,7 @@ committing; the latest value of every key stays; committed offsets survive a res
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -22,10 +23,8 @@ def _size(directory: Path) -> int:
     and its stat counts nothing (its replacement is in the listing or the next call's)."""
     total = 0
     for p in directory.glob("*.log"):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             total += p.stat().st_size
-        except FileNotFoundError:
-            pass
     return total
 
 
