@@ -120,7 +120,13 @@ def test_stream_restarted_while_another_process_appends_holds_every_record_once(
             query.stop()  # mid-work: the next start resumes from the checkpoint
             assert query.exception() is None
             restarts += 1
-        deleted_segments = int(writer.communicate(timeout=120)[0].strip() or 0)
+        # the writer waits for the query's commits: a query runs until the writer is done
+        query = _stream(spark, data, out, checkpoint, available_now=False)
+        try:
+            deleted_segments = int(writer.communicate(timeout=120)[0].strip() or 0)
+        finally:
+            query.stop()
+        assert query.exception() is None
     finally:
         if writer.poll() is None:
             writer.kill()
