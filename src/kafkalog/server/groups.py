@@ -263,23 +263,7 @@ class GroupCoordinator:
         if not (group.state == COMPLETING or (group.state == STABLE and not is_leader)):
             return None
         member.last_seen = time.monotonic()
-        everyone = [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "metadata": m.metadata_for(group.protocol_name),
-            }
-            for m in group.members.values()
-        ]
-        return {
-            "error_code": E.NONE,
-            "generation_id": group.generation,
-            "protocol_type": group.protocol_type,
-            "protocol_name": group.protocol_name,
-            "leader": group.leader,
-            "member_id": member.member_id,
-            "members": everyone if is_leader and group.state == COMPLETING else [],
-        }
+        return _join_answer(group, member.member_id, is_leader and group.state == COMPLETING)
 
     async def _replace_static(
         self, group: Group, old: Member, body: Any, protocols: list[tuple[str, bytes]]
@@ -311,24 +295,8 @@ class GroupCoordinator:
             group.leader = new_id
         if group.state == STABLE and unchanged:
             self._store_metadata(group)  # the new member id, as Kafka stores it
-            everyone = [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "metadata": m.metadata_for(group.protocol_name),
-                }
-                for m in group.members.values()
-            ]
-            return {
-                "error_code": E.NONE,
-                "generation_id": group.generation,
-                "protocol_type": group.protocol_type,
-                "protocol_name": group.protocol_name,
-                "leader": group.leader,
-                "skip_assignment": was_leader,  # v9: the leader need not assign again
-                "member_id": new_id,
-                "members": everyone if was_leader else [],
-            }
+            # v9's skip_assignment: the leader need not assign again
+            return {**_join_answer(group, new_id, was_leader), "skip_assignment": was_leader}
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         old.join_future = future
         if group.state != PREPARING:
@@ -409,29 +377,11 @@ class GroupCoordinator:
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
         group.state = COMPLETING
-        everyone = [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "metadata": m.metadata_for(group.protocol_name),
-            }
-            for m in group.members.values()
-        ]
         for m in group.members.values():
             fut, m.join_future = m.join_future, None
             m.last_seen = time.monotonic()
             if fut is not None and not fut.done():
-                fut.set_result(
-                    {
-                        "error_code": E.NONE,
-                        "generation_id": group.generation,
-                        "protocol_type": group.protocol_type,
-                        "protocol_name": group.protocol_name,
-                        "leader": group.leader,
-                        "member_id": m.member_id,
-                        "members": everyone if m.member_id == group.leader else [],
-                    }
-                )
+                fut.set_result(_join_answer(group, m.member_id, m.member_id == group.leader))
 
     def _remove_member(self, group: Group, member: Member, code: int) -> None:
         group.members.pop(member.member_id, None)
@@ -694,3 +644,29 @@ class GroupCoordinator:
                 if not states or g.state in states
             ],
         }
+
+
+def _join_answer(group: Group, member_id: str, with_members: bool) -> dict[str, Any]:
+    """The JoinGroup answer of the group's current generation for ``member_id``; the members
+    and their subscriptions only to the leader, which assigns (``with_members``)."""
+    everyone = (
+        [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata_for(group.protocol_name),
+            }
+            for m in group.members.values()
+        ]
+        if with_members
+        else []
+    )
+    return {
+        "error_code": E.NONE,
+        "generation_id": group.generation,
+        "protocol_type": group.protocol_type,
+        "protocol_name": group.protocol_name,
+        "leader": group.leader,
+        "member_id": member_id,
+        "members": everyone,
+    }
