@@ -65,12 +65,10 @@ def walk(
 ) -> WalkResult:
     """(code, record index, position, records with a problem, first such record, largest
     timestamp) of the records in ``buf[start:end]``; code 0 when their structure is sound."""
-    global _kernel
     kernel = _kernel
     if kernel is None and (count > PYTHON_MAX_RECORDS or "numba" in sys.modules):
-        from kafkalog.records._walk_kernel import walk_v2_records
-
-        kernel = _kernel = walk_v2_records
+        load_compiled()
+        kernel = _kernel
     if kernel is None:
         kernel = walk_records
         if not isinstance(buf, (bytes, bytearray)):
@@ -100,7 +98,6 @@ def walk_plain(
     """:func:`walk` without timestamp bounds or collection, for ``Log.append``'s fast path:
     (0 when the records are sound and keyed where required, else non-zero; their largest
     timestamp)."""
-    global _plain_kernel
     kernel = _plain_kernel
     if kernel is None:
         if count <= PYTHON_MAX_RECORDS and "numba" not in sys.modules:
@@ -108,9 +105,9 @@ def walk_plain(
                 buf, start, end, count, base_ts, 0, False, need_key, False, 0, 0, NO_COLLECT
             )
             return r[0] | r[3], r[5]
-        from kafkalog.records._walk_kernel import walk_v2_plain
-
-        kernel = _plain_kernel = PLAIN_WALK[0] = walk_v2_plain
+        load_compiled()
+        kernel = _plain_kernel
+    assert kernel is not None
     return kernel(buf, start, end, count, base_ts, need_key)
 
 
@@ -124,7 +121,8 @@ def load_compiled() -> None:
     """Load the compiled walk now (numba's import and its cached kernel, ~0.3-0.5 s in a fresh
     process), so that the first large append does not pay for it: ``kafkalog serve`` calls it
     on a worker thread at start (a short benchmark's first produce paid it, measured as an 18%
-    slower produce over 3 million records)."""
+    slower produce over 3 million records). :func:`walk` and :func:`walk_plain` load it here
+    too, the first time a batch is large enough or numba is loaded anyway."""
     global _kernel, _plain_kernel
     from kafkalog.records._walk_kernel import walk_v2_plain, walk_v2_records
 
