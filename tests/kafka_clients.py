@@ -3,6 +3,7 @@ free loopback port, and client settings that keep librdkafka's timeouts short.""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -59,3 +60,20 @@ def wait_until(condition: Callable[[], object], timeout: float = 30.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def self_signed(cert: str, key: str, subject: str, *extra: str) -> None:
+    """A self-signed certificate and its key (openssl, as an operator makes one), for two days;
+    ``extra`` goes to ``openssl req`` (e.g. ``-addext subjectAltName=IP:127.0.0.1``)."""
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"),
+            *("-subj", subject, *extra, "-keyout", key, "-out", cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+#: what a certificate for the loopback listener needs beside its subject
+LOOPBACK_SAN = ("-addext", "subjectAltName=IP:127.0.0.1")

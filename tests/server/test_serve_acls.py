@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 )
 from test_serve_security import _exchange
 
-from kafka_clients import config, consumer_settings, rdkafka
+from kafka_clients import LOOPBACK_SAN, config, consumer_settings, rdkafka, self_signed
 from kafkalog.server import ServerThread
 from kafkalog.server import acls as A
 from kafkalog.server.acls import AclBinding as Binding
@@ -777,38 +777,8 @@ def test_tls_client_certificate_is_the_principal(tmp_path: Path, data_dir: Path)
     from kafkalog.server.server import certificate_dn
 
     d = tmp_path
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=test-ca",
-        "-keyout",
-        str(d / "ca.key"),
-        "-out",
-        str(d / "ca.pem"),
-    )
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-        "-keyout",
-        str(d / "server.key"),
-        "-out",
-        str(d / "server.pem"),
-    )
+    self_signed(str(d / "ca.pem"), str(d / "ca.key"), "/CN=test-ca")
+    self_signed(str(d / "server.pem"), str(d / "server.key"), "/CN=127.0.0.1", *LOOPBACK_SAN)
     _openssl(
         "req",
         "-newkey",

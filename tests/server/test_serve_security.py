@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import socket
 import struct
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from kafka_clients import config, consumer_settings, rdkafka
+from kafka_clients import LOOPBACK_SAN, config, consumer_settings, rdkafka, self_signed
 from kafkalog.server import ServerThread
 from kafkalog.server.config import ListenerRefusedError, ServerConfig, read_plain_users
 
@@ -27,28 +26,7 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """A self-signed certificate for 127.0.0.1 (openssl, as an operator would make one)."""
     where = tmp_path_factory.mktemp("tls")
     cert, key = where / "server.pem", where / "server.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    self_signed(str(cert), str(key), "/CN=127.0.0.1", *LOOPBACK_SAN)
     return str(cert), str(key)
 
 
