@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib.abc
 import importlib.metadata
 import importlib.util
@@ -118,14 +119,24 @@ def closure(requirements: Iterable[str]) -> set[str]:
 def blocked_modules(requirements: Iterable[str]) -> list[str]:
     """Top-level modules of installed distributions outside the requirements' closure (a module
     several distributions provide is blocked only when none of them is in it)."""
+    return list(_blocked(tuple(sorted(requirements))))
+
+
+@functools.cache
+def _installed_modules() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+@functools.cache
+def _blocked(requirements: tuple[str, ...]) -> tuple[str, ...]:
     allowed = closure(requirements)
     blocked = []
-    for module, distributions in importlib.metadata.packages_distributions().items():
+    for module, distributions in _installed_modules().items():
         if module in sys.stdlib_module_names or not module.isidentifier():
             continue
         if not any(_canonical(d) in allowed for d in distributions):
             blocked.append(module)
-    return sorted(blocked)
+    return tuple(sorted(blocked))
 
 
 def imported_names(source: str) -> set[str]:
