@@ -180,12 +180,23 @@ def test_every_guide_is_there_and_every_link_leads_somewhere() -> None:
     assert sorted(p.name for p in DOCS.glob("*.md")) == sorted(GUIDES)
     broken = []
     for document in documents():
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", document.read_text()):
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", document.read_text()):
             if "://" in target:
                 continue
-            if not (document.parent / target).exists():
+            path = document.parent / target if target else document
+            if not path.exists():
                 broken.append(f"{_label(document)} -> {target}")
+            elif anchor and anchor not in _anchors(path):
+                broken.append(f"{_label(document)} -> {target}#{anchor}")
     assert not broken, broken
+
+
+def _anchors(document: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings."""
+    if document.suffix != ".md":
+        return set()
+    headings = re.findall(r"^#+ (.+)$", document.read_text(), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
 def test_every_spark_option_is_in_the_guides_tables() -> None:
