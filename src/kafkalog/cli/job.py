@@ -165,6 +165,11 @@ class Measured:
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
+    # numba keeps compiled kernels beside their source when it can write there, which for an
+    # editable install is the clone: this process (and Spark's workers, which inherit its
+    # environment) keep them in the cache directory instead, unless the user chose a place
+    if "numba" not in sys.modules:
+        os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(cache_dir(), "numba"))
     data = os.path.abspath(args.data or os.path.join(cache_dir(), "sample"))
     parquet = os.path.abspath(args.out or os.path.join(cache_dir(), "job-out"))
     t = time.perf_counter()
