@@ -28,8 +28,9 @@ from kafkalog.log.cleaner import (
     read_checkpoint,
 )
 from kafkalog.log.cleaner.manager import cleaning
+from kafkalog.log.cleaner.split import overflows, split_overflowed
 from kafkalog.log.cleaner_checkpoint import _write_checkpoint, maybe_truncate_checkpoint
-from kafkalog.records import Record
+from kafkalog.records import Record, encode_batch
 
 MEMORY_SIZE = 4096  # OffsetMapTest.MEMORY_SIZE
 
@@ -552,3 +553,56 @@ def test_compact_command_reports_the_damaged_and_cleans_the_rest(tmp_path: Path)
     assert text.returncode == 1
     assert "orders-0: uncleanable, left as it was" in text.stdout
     assert "1 partitions cleaned, 0 skipped, 1 uncleanable" in text.stdout
+
+
+# -- segments whose offsets overflow (LogSplitter) -----------------------------------------------
+
+
+def overflowed_log(directory: Path) -> Log:
+    """A legacy-shaped log: segment 0 holds offsets 0..9 and then 2^31+5.., more than 2^31-1
+    past its base (old brokers wrote such segments); the keys of the late batch supersede
+    every other early key."""
+    cfg = compact_config(segment_bytes=1024 * 1024)
+    with Log(directory, cfg) as log:
+        for i in range(10):
+            log.append_records([Record(-1, 1000, b"k%d" % i, b"early%d" % i)])
+        path = log.segments[0].log.path
+    late = [Record(-1, 1000, b"k%d" % i, b"late%d" % i) for i in range(0, 10, 2)]
+    with open(path, "ab") as f:
+        f.write(encode_batch(late, base_offset=2**31 + 5))
+    log = Log(directory, cfg)
+    log.roll()
+    return log
+
+
+def test_split_of_a_segment_with_offset_overflow(tmp_path: Path) -> None:
+    """testSegmentWithOffsetOverflow, its first half: the split leaves one segment more, the
+    same records at the same offsets, and no segment that overflows."""
+    log = overflowed_log(tmp_path / "d" / "t-0")
+    before = [(r.offset, r.key, r.value) for r in log.records()]
+    count = len(log.segments)
+    (seg,) = [s for s in log.segments if overflows(s)]
+    pieces = split_overflowed(log, seg, log.lock)
+    assert [p.base_offset for p in pieces] == [0, 2**31 + 5]
+    assert len(log.segments) == count + 1
+    assert not any(overflows(s) for s in log.segments)
+    assert [(r.offset, r.key, r.value) for r in log.records()] == before
+    log.close()
+    with Log(tmp_path / "d" / "t-0", writable=False) as again:  # as the loader sees it
+        assert [(r.offset, r.key, r.value) for r in again.records()] == before
+
+
+def test_cleaning_splits_an_overflowed_segment_then_cleans_it(tmp_path: Path) -> None:
+    """testSegmentWithOffsetOverflow, its second half through Log.compact: every cleaning of
+    such a segment raised SegmentOverflowError ("roll a new segment first"); now the cleaning
+    splits it (Kafka aborts that cleaning and cleans the pieces next time: kafkalog starts the
+    next round at once) and keeps the latest record of every key, at its offset."""
+    log = overflowed_log(tmp_path / "d" / "t-0")
+    result = log.compact(now=5000)
+    assert not any(overflows(s) for s in log.segments)
+    kept = [(r.offset, r.key, r.value) for r in log.records()]
+    expected = [(i, b"k%d" % i, b"early%d" % i) for i in range(1, 10, 2)]
+    expected += [(2**31 + 5 + j, b"k%d" % i, b"late%d" % i) for j, i in enumerate(range(0, 10, 2))]
+    assert kept == expected
+    assert result.stats.records_superseded == 5
+    log.close()

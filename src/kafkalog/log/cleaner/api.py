@@ -20,7 +20,14 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.cleaner import cleaning
 from kafkalog.log.cleaner.batch_filter import FilterStats
 from kafkalog.log.cleaner.chunk_walk import ReadBuffers
-from kafkalog.log.cleaner.cleaning import CleanableLog, CleaningAborted, OnStep, Progress, Round
+from kafkalog.log.cleaner.cleaning import (
+    CleanableLog,
+    CleaningAborted,
+    OnStep,
+    Progress,
+    Round,
+    SegmentsSplit,
+)
 from kafkalog.log.cleaner.dirty import DirtySection, dirty_section
 from kafkalog.log.cleaner.manager import (
     DEFAULT_MANAGER,
@@ -173,8 +180,9 @@ def _clean_log(
     offset_map = OffsetMap(options.dedupe_buffer_size, options.load_factor)
     key = (log.topic, log.partition)
     buffers = ReadBuffers()  # one set for every round: memory bounded whatever the log's size
+    splits = 0
     while section.first_dirty < section.first_uncleanable:
-        one = Round(
+        this_round = Round(
             log,
             offset_map,
             now=now,
@@ -184,7 +192,17 @@ def _clean_log(
             record_removed=record_removed,
             on_step=on_step,
             buffers=buffers,
-        ).run(section.first_dirty, section.first_uncleanable)
+        )
+        try:
+            one = this_round.run(section.first_dirty, section.first_uncleanable)
+        except SegmentsSplit as split:
+            # Kafka aborts the cleaning after a split and cleans the pieces next time: here
+            # the next round starts now (a split happens once per segment: bounded)
+            splits += 1
+            if splits > len(_local(log).segments):
+                raise
+            _log.info("%s", split)
+            continue
         result.rounds += 1
         result.stats.add(one.stats)
         result.end_offset = one.end_offset
