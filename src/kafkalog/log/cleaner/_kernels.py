@@ -193,29 +193,6 @@ def slot_of(a, slots):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def table_put(slot_h1, slot_h2, slot_offset, a, b, off):  # type: ignore[no-untyped-def]
-    """Put one digest: a key already there takes the newer offset, a new key the first empty
-    slot probed (linear probing from its home slot). Returns 1 for a new entry, 0 for an
-    update, -1 when every slot was probed and none was free or its own (a full table: the
-    caller's entry limit keeps it from happening, and the bound keeps it from looping)."""
-    slots = len(slot_offset)
-    idx = slot_of(a, slots)
-    for _ in range(slots):
-        if slot_offset[idx] < 0:
-            slot_h1[idx] = a
-            slot_h2[idx] = b
-            slot_offset[idx] = off
-            return 1
-        if slot_h1[idx] == a and slot_h2[idx] == b:
-            slot_offset[idx] = off
-            return 0
-        idx += 1
-        if idx == slots:
-            idx = 0
-    return -1
-
-
-@njit(cache=True, nogil=True, inline="always")
 def table_get(slot_h1, slot_h2, slot_offset, a, b):  # type: ignore[no-untyped-def]
     """The offset held for a digest, -1 when absent: at the first empty slot probed, or
     after every slot was probed (a full table, as Kafka's ``SkimpyOffsetMap.get`` stops after
@@ -243,15 +220,32 @@ def map_put(  # type: ignore[no-untyped-def]
     an empty slot, and the latest offset becomes the put's. ``state`` is [entries, latest
     offset, max entries]; stops before a put once ``entries`` reaches the max (the map is
     full) and returns the index of the record it stopped at, else ``n``."""
+    slots = len(slot_offset)
     for i in range(first, n):
         if not keyed[i]:
             continue
         if state[0] >= state[2]:
             return i
-        added = table_put(slot_h1, slot_h2, slot_offset, h1s[i], h2s[i], offsets[i])
-        if added < 0:
-            return i
-        state[0] += added
+        a = h1s[i]
+        b = h2s[i]
+        idx = slot_of(a, slots)
+        probes = 0
+        while True:
+            if slot_offset[idx] < 0:
+                slot_h1[idx] = a
+                slot_h2[idx] = b
+                slot_offset[idx] = offsets[i]
+                state[0] += 1
+                break
+            if slot_h1[idx] == a and slot_h2[idx] == b:
+                slot_offset[idx] = offsets[i]
+                break
+            probes += 1
+            if probes == slots:
+                return i
+            idx += 1
+            if idx == slots:
+                idx = 0
         state[1] = offsets[i]
     return n
 
@@ -269,9 +263,19 @@ def map_get(slot_h1, slot_h2, slot_offset, h1s, h2s, keyed, n, out):  # type: ig
 @njit(cache=True, nogil=True)
 def map_rehash(old_h1, old_h2, old_offset, new_h1, new_h2, new_offset):  # type: ignore[no-untyped-def]
     """Move every entry into a larger table (the map grows up to its memory bound)."""
+    slots = len(new_offset)  # larger than the old table: an empty slot is always found
     for j in range(len(old_offset)):
-        if old_offset[j] >= 0:
-            table_put(new_h1, new_h2, new_offset, old_h1[j], old_h2[j], old_offset[j])
+        if old_offset[j] < 0:
+            continue
+        a = old_h1[j]
+        idx = slot_of(a, slots)
+        while new_offset[idx] >= 0:
+            idx += 1
+            if idx == slots:
+                idx = 0
+        new_h1[idx] = a
+        new_h2[idx] = old_h2[j]
+        new_offset[idx] = old_offset[j]
 
 
 @njit(cache=True, nogil=True, inline="always")
