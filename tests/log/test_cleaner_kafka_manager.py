@@ -606,3 +606,27 @@ def test_cleaning_splits_an_overflowed_segment_then_cleans_it(tmp_path: Path) ->
     assert kept == expected
     assert result.stats.records_superseded == 5
     log.close()
+
+
+def test_compact_command_passes_by_a_partition_in_use(tmp_path: Path) -> None:
+    """LogCleanerManager's in-progress rule for the command: a partition another process is
+    writing or cleaning (its lock held) is listed as skipped, and the others are cleaned."""
+    import json
+
+    from tests.clirun import kafkalog
+
+    data = tmp_path / "data"
+    for topic in ("__consumer_offsets", "orders"):
+        with Log(data / f"{topic}-0", TopicConfig(segment_bytes=2048)) as log:
+            for i in range(60):
+                log.append_records([Record(-1, 1000 + i, b"k%d" % (i % 4), b"v%d" % i)])
+            log.roll()
+    with Log(data / "orders-0", TopicConfig(segment_bytes=2048)):
+        run = kafkalog("compact", str(data), "--config", "cleanup.policy=compact", "--json")
+    assert run.returncode == 0, run.stderr
+    rows = [json.loads(line) for line in run.stdout.splitlines()]
+    orders = next(r for r in rows if r.get("partition") == "orders-0")
+    offsets = next(r for r in rows if r.get("partition") == "__consumer_offsets-0")
+    assert orders["skipped"] and "orders-0" in orders["reason"]
+    assert offsets["stats"]["records_superseded"] == 56
+    assert rows[-1]["skipped"] == 1 and rows[-1]["partitions"] == 1

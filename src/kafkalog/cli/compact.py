@@ -100,6 +100,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.errors import KafkalogError
     from kafkalog.log import Log
     from kafkalog.log.cleaner import CleanerOptions
+    from kafkalog.log.lock import LockedError
     from kafkalog.log.logdir import partition_directories, refuse_if_broker
 
     out = out or sys.stdout
@@ -147,6 +148,16 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
                     )
                 finally:
                     bar.close()
+        except LockedError as e:
+            # another process holds the partition (a cleaning in progress): passed by, as
+            # Kafka's cleaner passes by a partition being cleaned
+            totals["skipped"] += 1
+            row = {"type": "partition", "partition": name, "skipped": True, "reason": str(e)}
+            if args.json:
+                print(json.dumps(row), file=out)
+            else:
+                print(f"{name}: skipped (in use: {e})", file=out)
+            continue
         except (KafkalogError, OSError) as e:
             # Kafka's cleaner marks such a partition uncleanable and cleans the others
             totals["uncleanable"] += 1
