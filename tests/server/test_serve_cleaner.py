@@ -149,7 +149,8 @@ def test_a_damaged_partition_is_uncleanable_and_the_others_are_cleaned(
     data.mkdir()
     quiet = config(log_cleaner_enable=False, offsets_topic_num_partitions=1)
     with ServerThread(str(data), quiet) as server:
-        admin = AdminClient(rdkafka(server.bootstrap))
+        # (client timeouts for a loaded machine: this test is about the cleaner, not latency)
+        admin = AdminClient(rdkafka(server.bootstrap, **{"socket.timeout.ms": 30000}))
         topic = NewTopic(
             "table",
             num_partitions=2,
@@ -160,7 +161,9 @@ def test_a_damaged_partition_is_uncleanable_and_the_others_are_cleaned(
             },
         )
         admin.create_topics([topic])["table"].result(timeout=20)
-        producer = Producer(rdkafka(server.bootstrap, **{"linger.ms": 0}))
+        producer = Producer(
+            rdkafka(server.bootstrap, **{"linger.ms": 0, "socket.timeout.ms": 30000})
+        )
         for i in range(1500):
             for p in (0, 1):
                 producer.produce("table", b"value %d" % i, b"key-%d" % (i % 20), partition=p)
@@ -181,7 +184,9 @@ def test_a_damaged_partition_is_uncleanable_and_the_others_are_cleaned(
         assert wait_until(lambda: _size(healthy) < written / 3), (_size(healthy), written)
         said = [r.getMessage() for r in caplog.records if "uncleanable" in r.getMessage()]
         assert len(said) == 1 and "table-0" in said[0] and str(first) in said[0], said
-        producer = Producer(rdkafka(server.bootstrap, **{"linger.ms": 0}))
+        producer = Producer(
+            rdkafka(server.bootstrap, **{"linger.ms": 0, "socket.timeout.ms": 30000})
+        )
         producer.produce("table", b"after", b"key-0", partition=1)
         assert producer.flush(10) == 0
     assert {p.name: p.read_bytes() for p in damaged.glob("*.log")} == before
