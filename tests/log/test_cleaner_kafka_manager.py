@@ -368,6 +368,24 @@ def test_corrupt_message_size_larger_than_bytes_available(tmp_path: Path) -> Non
     log.close()
 
 
+def test_a_read_of_a_segment_cut_under_the_open_log_ends(tmp_path: Path) -> None:
+    """The walk the cleaner shares with every reader (``SegmentFile.entries``) spun for ever
+    on a file shorter than the open log holds (a read that returns nothing never moves on):
+    the dirty section's first-batch timestamps, a fetch and ``records()`` all hung, under the
+    log's lock for some. Now each names the file and the byte where the file ends."""
+    log = Log(tmp_path / "d" / "t-0", compact_config(segment_bytes=1024))
+    for i in range(60):
+        log.append_records([Record(-1, 1000, b"k%d" % (i % 7), b"v" * 30)])
+    first = log.segments[0].log.path
+    size = os.path.getsize(first)
+    with open(first, "r+b") as f:
+        f.truncate(size - 10)
+    with pytest.raises(DamagedLogError) as caught:
+        bounded(lambda: sum(1 for _ in log.records()), 30)
+    assert caught.value.path == first and caught.value.position == size - 10
+    log.close()
+
+
 def test_load_factor_one_finishes(tmp_path: Path) -> None:
     """A full map (load factor 1.0) cleaned for ever; Kafka finishes in rounds."""
     log = Log(tmp_path / "d" / "t-0", compact_config(segment_bytes=100_000))
