@@ -181,9 +181,9 @@ class LogDir:
                     os.path.join(self.path, f"{topic}-{partition}"), topic, partition
                 )
                 if not manager.is_uncleanable(opened):
-                    from kafkalog.log.cleaner.api import _uncleanable
+                    from kafkalog.log.cleaner.api import report_uncleanable
 
-                    _uncleanable(manager, opened, e)
+                    report_uncleanable(manager, opened, e)
                 continue
             if config is not None and log.config is not config:
                 log.reconfigure(config)

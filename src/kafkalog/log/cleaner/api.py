@@ -280,7 +280,7 @@ def clean_filthiest(
                 # Kafka's forceUpdateCheckpoint: written now, whether the log is picked or not
                 _write_checkpoint(log.directory, (log.topic, log.partition), section.first_dirty)
         except (KafkalogError, OSError) as e:
-            _uncleanable(manager, log, e)
+            report_uncleanable(manager, log, e)
             continue
         if section.is_cleanable(log.config.min_cleanable_dirty_ratio) and (
             best is None or section.dirty_ratio > best[0]
@@ -303,7 +303,7 @@ def clean_filthiest(
         except CleaningInProgress:
             pass  # another thread began cleaning it since: its turn
         except (KafkalogError, OSError) as e:
-            _uncleanable(manager, cleaned, e)
+            report_uncleanable(manager, cleaned, e)
     for log in compacted:
         if log is cleaned or manager.is_uncleanable(log) or in_progress(log.directory):
             continue
@@ -311,11 +311,13 @@ def clean_filthiest(
             with locked(log):
                 log.delete_old_segments(now)
         except (KafkalogError, OSError) as e:
-            _uncleanable(manager, log, e)
+            report_uncleanable(manager, log, e)
     return result
 
 
-def _uncleanable(manager: CleanerManager, log: Any, error: BaseException) -> None:
+def report_uncleanable(manager: CleanerManager, log: Any, error: BaseException) -> None:
+    """Mark ``log`` uncleanable in ``manager`` and say so at ERROR, with the error (file and
+    byte): Kafka's "Marking its partition as uncleanable" line."""
     manager.mark_uncleanable(log, str(error))
     _log.error(
         "error while cleaning %s-%d (%s); marking the partition uncleanable (the cleaner "
