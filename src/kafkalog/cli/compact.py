@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from kafkalog.cli.args import time_arg
 from kafkalog.cli.served_configs import StoredConfigs
+from kafkalog.log.lock import LockedError
 
 INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
 
@@ -100,7 +101,6 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.errors import KafkalogError
     from kafkalog.log import Log
     from kafkalog.log.cleaner import CleanerOptions
-    from kafkalog.log.lock import LockedError
     from kafkalog.log.logdir import partition_directories, refuse_if_broker
 
     out = out or sys.stdout
@@ -119,8 +119,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         )
     )
     partitions = sorted(partition_directories(args.path).items())
-    totals = {"partitions": 0, "skipped": 0, "uncleanable": 0, "bytesBefore": 0, "bytesAfter": 0}
+    totals = {"partitions": 0, "skipped": 0, "bytesBefore": 0, "bytesAfter": 0}
     stored = StoredConfigs()
+    totals["uncleanable"] = 0
     for (topic, partition), directory in partitions:
         data_dir = os.path.dirname(directory)
         refuse_if_broker(data_dir)

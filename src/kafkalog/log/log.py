@@ -30,7 +30,6 @@ from kafkalog.errors import (
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.buffered import BufferedWriter
 from kafkalog.log.checkpoints import LogCleanShutdown, checkpointed_log_start
-from kafkalog.log.cleaner_checkpoint import maybe_truncate_checkpoint
 from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.layout import (
     new_partition_dir_name,
@@ -1243,7 +1242,7 @@ class Log:
         if self._local.segments.bases[0] > offset:
             self.truncate_fully_and_start_at(offset)
             return
-        maybe_truncate_checkpoint(self.directory, (self.topic, self.partition), offset)
+        _truncate_cleaner_checkpoint(self, offset)
         for seg in self._local.segments.higher(offset):
             self._local.delete_segment(seg)
         self.active_segment.truncate_to(offset)
@@ -1264,7 +1263,7 @@ class Log:
         """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
         self._require_writable("truncate")
         self._local.truncations += 1
-        maybe_truncate_checkpoint(self.directory, (self.topic, self.partition), offset)
+        _truncate_cleaner_checkpoint(self, offset)
         for seg in list(self._local.segments):
             self._local.delete_segment(seg)
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -1394,3 +1393,11 @@ def scan_records(log: Log) -> Iterator[Record]:
                 yield from entry.records(log.limits)
             except CorruptRecordError:
                 raise
+
+
+def _truncate_cleaner_checkpoint(log: Log, offset: int) -> None:
+    """Kafka's ``maybeTruncateCheckpoint`` on every truncation (see
+    :func:`kafkalog.log.cleaner_checkpoint.maybe_truncate_checkpoint`)."""
+    from kafkalog.log.cleaner_checkpoint import maybe_truncate_checkpoint
+
+    maybe_truncate_checkpoint(log.directory, (log.topic, log.partition), offset)
