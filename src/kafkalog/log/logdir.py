@@ -167,6 +167,8 @@ class LogDir:
 
         if not self.writable:
             raise ReadOnlyError(f"cannot clean {self.path}: it is open read-only")
+        from types import SimpleNamespace
+
         from kafkalog.errors import KafkalogError
 
         manager = self.cleaner_manager
@@ -177,8 +179,11 @@ class LogDir:
                 log = self.log(topic, partition, config=config)
             except KafkalogError as e:
                 # a partition that cannot even open (damage) must not stop the others
-                opened = _Unopened(
-                    os.path.join(self.path, f"{topic}-{partition}"), topic, partition
+                # (the partition as the manager names it: no Log object exists for it)
+                opened = SimpleNamespace(
+                    directory=os.path.join(self.path, f"{topic}-{partition}"),
+                    topic=topic,
+                    partition=partition,
                 )
                 if not manager.is_uncleanable(opened):
                     from kafkalog.log.cleaner.api import report_uncleanable
@@ -366,10 +371,3 @@ def partition_directories(path: str | os.PathLike[str]) -> dict[tuple[str, int],
     except ValueError:
         pass
     return {tp: os.path.join(path, partition_dir_name(*tp)) for tp in _partitions_in(path)}
-
-
-class _Unopened:
-    """A partition that could not be opened, as the cleaner manager names it."""
-
-    def __init__(self, directory: str, topic: str, partition: int) -> None:
-        self.directory, self.topic, self.partition = directory, topic, partition
