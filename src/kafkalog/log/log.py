@@ -1242,6 +1242,7 @@ class Log:
         if self._local.segments.bases[0] > offset:
             self.truncate_fully_and_start_at(offset)
             return
+        _truncate_cleaner_checkpoint(self, offset)
         for seg in self._local.segments.higher(offset):
             self._local.delete_segment(seg)
         self.active_segment.truncate_to(offset)
@@ -1262,6 +1263,7 @@ class Log:
         """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
         self._require_writable("truncate")
         self._local.truncations += 1
+        _truncate_cleaner_checkpoint(self, offset)
         for seg in list(self._local.segments):
             self._local.delete_segment(seg)
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -1391,3 +1393,11 @@ def scan_records(log: Log) -> Iterator[Record]:
                 yield from entry.records(log.limits)
             except CorruptRecordError:
                 raise
+
+
+def _truncate_cleaner_checkpoint(log: Log, offset: int) -> None:
+    """Kafka's ``maybeTruncateCheckpoint`` on every truncation (see
+    :func:`kafkalog.log.cleaner_checkpoint.maybe_truncate_checkpoint`)."""
+    from kafkalog.log.cleaner_checkpoint import maybe_truncate_checkpoint
+
+    maybe_truncate_checkpoint(log.directory, (log.topic, log.partition), offset)

@@ -104,7 +104,14 @@ async def clean(broker: Broker, now_ms: int) -> None:
     try:
         result = await asyncio.wrap_future(
             broker.background.submit(
-                clean_filthiest, logs, now=now_ms, options=options, lock_of=lambda log: log.lock
+                clean_filthiest,
+                logs,
+                now=now_ms,
+                options=options,
+                lock_of=lambda log: log.lock,
+                # a damaged partition is marked uncleanable there (an ERROR line naming it)
+                # and passed by, so the others are still cleaned (Kafka's LogCleanerManager)
+                manager=broker.logdir.cleaner_manager,
             )
         )
     except CleaningAborted as aborted:
