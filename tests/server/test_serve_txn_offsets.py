@@ -87,6 +87,14 @@ def test_replay_commits_drops_and_keeps_pending(tmp_path: Path) -> None:
         }
         assert {g: {pid: o[TP].offset for pid, o in p.items()} for g, p in
                 loaded.load_pending().items()} == {"pending": {PID + 2: 10}}  # fmt: skip
+        # ``kafkalog groups`` reads the same offsets from the same records
+        from kafkalog.cli.groups import offsets_entries, replay
+
+        by_tool = {}
+        for log in topic.logs:
+            for (group, *_), commit in replay(offsets_entries(log)).offsets.items():
+                by_tool[group] = commit.offset
+        assert by_tool == {g: o[TP].offset for g, o in offsets.items()}
     finally:
         topic.close()
 
