@@ -1,5 +1,6 @@
 """The transaction coordinator: transactional ids, their producer ids and epochs, the partitions
-and groups of each open transaction, and the COMMIT/ABORT markers that end it.
+of each open transaction (its groups' ``__consumer_offsets`` partitions among them), and the
+COMMIT/ABORT markers that end it.
 
 Each transactional id's state is a record of ``__transaction_state`` in Kafka's format
 (``TransactionLogKey`` v0, ``TransactionLogValue`` v0, through the codec generated from Kafka's
