@@ -6,7 +6,8 @@ the recovery that finishes a half-ended transaction at start) and restarted on t
 Each client recovers as its documentation says (retry what is retriable, abort and rewind what
 must be aborted, else a new producer with the same transactional id, which fences and aborts
 the old one). Then the output read with read_committed holds each input record's transform
-exactly once, in order, and the group's committed offset is the input's end.
+exactly once, in order, the group's committed offset is the input's end, and ``kafkalog verify``
+accepts the directory.
 
 The loop also aborts every third transaction on purpose (and rewinds), so aborts' markers and
 states are on the path too. By default the kill-point templates are dealt out among the
@@ -29,6 +30,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from crashing_serve import CrashingServe
 
 from kafka_clients import consumer_settings, rdkafka
+from kafkalog.cli.main import main as kafkalog
 
 IN, OUT, GROUP = "in", "out", "transform"
 BATCH = 3
@@ -336,3 +338,5 @@ def test_exactly_once_through_kill_points(client: str, data_dir: Path) -> None:
         check_exactly_once(serve.bootstrap, n)
     finally:
         serve.stop()
+    # what serve left after all those crashes and a clean stop verifies
+    assert kafkalog(["verify", str(data_dir)]) == 0
