@@ -355,7 +355,8 @@ class Log:
         (:mod:`kafkalog.log.producer_state`), as on a broker: a retry of one of the producer's
         last five batches returns the offsets it got the first time (``duplicate=True``) and
         writes nothing; an older epoch, a sequence out of order or a non-transactional batch
-        inside an open transaction is refused (a :class:`~kafkalog.errors.ProducerStateError`)
+        inside an open transaction is refused (a coordinator's append is checked for its epoch
+        only, as Kafka checks it) (a :class:`~kafkalog.errors.ProducerStateError`)
         and nothing is written; a COMMIT or ABORT marker ends the producer's transaction (an
         ABORT adds its ``.txnindex`` entry). With ``assign_offsets=False`` (a follower's
         append) the batches are applied as they are, as Kafka applies replicated ones.
@@ -639,11 +640,15 @@ class Log:
         last_offset = next_offset - 1
         producers = None
         if any(batch.producer_id >= 0 for batch, _, _ in placed):
-            if assign_offsets:
+            # a retry and its sequence are a producer's: a coordinator writing its own batches
+            # (TxnOffsetCommit records) is checked for neither, as Kafka checks only CLIENT
+            # appends (UnifiedLog.analyzeAndValidateProducerState)
+            by_client = origin is AppendOrigin.CLIENT
+            if assign_offsets and by_client:
                 duplicate = self._find_duplicate(placed, len(data))
                 if duplicate is not None:
                     return duplicate
-            producers = self.producer_state.prepare(client=assign_offsets)
+            producers = self.producer_state.prepare(client=assign_offsets, sequences=by_client)
             for batch, base, batch_max in placed:
                 if batch.producer_id >= 0:
                     producers.append(batch, base, self.limits, timestamp=batch_max)

@@ -82,6 +82,12 @@ class Broker:
                 if config.authorizer
                 else None
             )
+            # recovery in Kafka's order: the logs are open (above); the coordinators load their
+            # topics (below, writing nothing); then the transactions the last run left
+            # half-ended are finished, their markers written through this broker, which must
+            # be whole by then; the listener opens only after this constructor returns
+            self._appended = asyncio.Event()
+            self._lso: dict[tuple[str, int], data.LastStableOffset] = {}
             self.offsets = ConsumerOffsetsTopic(
                 config.offsets_topic_num_partitions,
                 self._append_offsets,
@@ -94,21 +100,23 @@ class Broker:
                 min_session_timeout=config.group_min_session_timeout_ms / 1000,
                 max_session_timeout=config.group_max_session_timeout_ms / 1000,
                 topic_exists=self._partition_exists,
+                offsets_partitions=config.offsets_topic_num_partitions,
             )
             self.transactions = TransactionCoordinator(
                 partitions=config.transaction_state_num_partitions,
+                offsets_partitions=config.offsets_topic_num_partitions,
                 append_state=self._append_txn_state,
                 read_state=self._read_txn_state,
                 append_marker=self._append_marker,
                 partition_exists=self._partition_exists,
-                commit_offsets=self.groups.apply_commit,
+                store_offsets=self.groups.store_transactional,
+                complete_offsets=self.groups.complete_transaction,
                 next_producer_id=self.registry.next_producer_id,
             )
+            self.transactions.recover()
         except BaseException:
             self.logdir.close()
             raise
-        self._appended = asyncio.Event()
-        self._lso: dict[tuple[str, int], data.LastStableOffset] = {}
         self.advertised: tuple[str, int] = (config.advertised_host or config.host, config.port)
 
     # -- append notifications (the long poll) -------------------------------------------------
@@ -130,12 +138,13 @@ class Broker:
             topic = self.registry.create(name, partitions, configs)
         return topic
 
-    def _append_offsets(self, partition: int, batch: bytes) -> None:
+    def _append_offsets(self, partition: int, batch: bytes) -> int:
         topic = self._internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)
         epoch = self.registry.leader_epoch(topic.name, partition)
-        self.registry.log(topic, partition).append(
+        info = self.registry.log(topic, partition).append(
             batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR
         )
+        return info.first_offset
 
     def _append_txn_state(self, partition: int, batch: bytes) -> None:
         topic = self._internal_topic(
@@ -198,6 +207,9 @@ class Broker:
         for group in self.groups.groups.values():
             for tp in [tp for tp in group.offsets if tp[0] == name]:
                 del group.offsets[tp]
+            for pending in group.txn_offsets.values():
+                for tp in [tp for tp in pending if tp[0] == name]:
+                    del pending[tp]
 
     def close(self) -> None:
         self.background.shutdown(wait=True)
