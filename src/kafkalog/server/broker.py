@@ -14,6 +14,7 @@ from kafkalog.log import AppendOrigin, Log, LogDir
 from kafkalog.log.cleaner_checkpoint import create_checkpoint
 from kafkalog.log.dir_identity import claim, verify
 from kafkalog.records import RecordBatch, record_walk
+from kafkalog.records.types import DEFAULT_LIMITS
 from kafkalog.server import acl_apis, acls, admin, configs, data, user_credentials
 from kafkalog.server import errors as E
 from kafkalog.server.config import ServerConfig
@@ -61,7 +62,14 @@ class Broker:
         self.background.submit(_load_kernels)
         # refused before the directory is opened, so a refusal writes nothing (as Kafka's)
         verify(data_dir, node_id=config.node_id, cluster_id=config.cluster_id)
-        self.logdir = LogDir(data_dir, writable=True, high_watermarks=True)
+        # a batch is bounded by the request that carries it (socket.request.max.bytes), not by
+        # the reader's 8 MiB default: a topic may set max.message.bytes above that, and the
+        # answer beyond a topic's limit is MESSAGE_TOO_LARGE, not CORRUPT_MESSAGE
+        limits = dataclasses.replace(
+            DEFAULT_LIMITS,
+            max_batch_bytes=max(DEFAULT_LIMITS.max_batch_bytes, config.socket_request_max_bytes),
+        )
+        self.logdir = LogDir(data_dir, writable=True, high_watermarks=True, limits=limits)
         try:
             # the directory's meta.properties names the node and the cluster (written for a
             # new directory); handlers read them from the config
