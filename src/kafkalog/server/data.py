@@ -344,20 +344,70 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
                             {"producer_id": a.producer_id, "first_offset": a.first_offset}
                             for a in read.aborted
                         ]
-                except (KafkalogError, OSError) as e:
-                    # a damaged segment or index: this partition answers an error, the others
-                    # and the connection carry on
+                except OSError as e:  # the disk failed: Kafka's storage error
                     log_error("fetch from %s-%d at offset %d failed: %s", topic.topic, p, offset, e)
                     entry.update(error_code=E.KAFKA_STORAGE_ERROR, records=b"")
                     errored = True
                     parts.append(entry)
                     continue
+                except KafkalogError as e:
+                    # damage the log's read met: the whole batches before it are answered;
+                    # a fetch that starts at it answers CORRUPT_MESSAGE, which Kafka's
+                    # consumers raise to the application rather than retry for ever (the
+                    # others partitions and the connection carry on)
+                    before = _read_before_damage(
+                        log, offset, limit, upper, isolation == READ_COMMITTED
+                    )
+                    if before is None:
+                        log_error(
+                            "fetch from %s-%d at offset %d met damage: %s",
+                            topic.topic,
+                            p,
+                            offset,
+                            e,
+                        )
+                        entry.update(error_code=E.CORRUPT_MESSAGE, records=b"")
+                        errored = True
+                        parts.append(entry)
+                        continue
+                    data, aborted = before
+                    if aborted is not None:
+                        entry["aborted_transactions"] = aborted
                 entry["records"] = data
                 total += len(data)
                 budget -= len(data)
             parts.append(entry)
         responses.append({"topic": topic.topic, "partitions": parts})
     return responses, total, errored
+
+
+def _read_before_damage(
+    log: Log, offset: int, limit: int, upper: int, committed: bool
+) -> tuple[bytes | FileRegion, list[dict[str, int]] | None] | None:
+    """The whole batches from ``offset`` that a read can return before the damage a read of
+    ``limit`` bytes met (the log layer says where reads fail; nothing is re-detected here):
+    reads of half the bytes, then half again, down to the first batch alone. None when even
+    that fails (the damage is at ``offset``)."""
+    size = limit
+    while size > 1:
+        size //= 2
+        try:
+            read = log.fetch(
+                offset, size, max_offset=upper, min_one_message=True, include_aborted=committed
+            )
+        except (KafkalogError, OSError):
+            continue
+        if read.region is None:
+            return None
+        aborted = (
+            None
+            if read.aborted is None
+            else [
+                {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in read.aborted
+            ]
+        )
+        return read.region, aborted
+    return None
 
 
 async def fetch(broker: Broker, body: Any, version: int) -> dict[str, Any]:

@@ -211,6 +211,9 @@ class KafkaServer:
         self.config.check_listener()
         broker = Broker(self.data_dir, self.config, offset_codec=self._offset_codec)
         try:
+            # the compiled kernels before the first client: loaded on the loop by the first
+            # index lookup instead, they stalled every connection for 1-2 s (numba's import)
+            await asyncio.wrap_future(broker.kernels)
             self._server = await asyncio.start_server(
                 self._connection,
                 self.config.host,
