@@ -247,7 +247,10 @@ class KafkaServer:
         try:
             # the compiled kernels before the first client: loaded on the loop by the first
             # index lookup instead, they stalled every connection for 1-2 s (numba's import)
-            await asyncio.wrap_future(broker.kernels)
+            try:
+                await asyncio.wrap_future(broker.kernels)
+            except Exception as e:  # the Python fallbacks serve, only slower
+                log.warning("compiled kernels not loaded (%s: %s)", type(e).__name__, e)
             self._server = await asyncio.start_server(
                 self._connection,
                 self.config.host,
