@@ -23,11 +23,13 @@ from kafka.errors import KafkaError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from test_serve_produce_checks import produce
 from test_serve_validation import create
 from test_serve_wire import call
 
 from damage_kinds import DAMAGES, flip, written
 from kafka_clients import config, consumer_settings, rdkafka
+from kafkalog.records import Record, encode_batch
 from kafkalog.server import ServerThread
 from kafkalog.server.offset_store import partition_for_group
 
@@ -143,6 +145,8 @@ def test_a_partition_that_cannot_open_is_offline_and_the_rest_serve(
     with ServerThread(str(data), config()) as server:
         assert _fetch(server, "written", 0).error_code == KAFKA_STORAGE_ERROR
         assert _fetch(server, "written", 0).error_code == KAFKA_STORAGE_ERROR  # stays offline
+        refused = produce(server, "written", encode_batch([Record.of(b"more")]))
+        assert refused.error_code == KAFKA_STORAGE_ERROR  # nothing appended to it either
         meta = call(
             server,
             3,
