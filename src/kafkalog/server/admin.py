@@ -35,7 +35,7 @@ def _partition_metadata(broker: Broker, topic: Topic, p: int) -> dict[str, Any]:
     leader -1, no ISR) and this broker is listed as its offline replica."""
     node = broker.config.node_id
     epoch = broker.registry.leader_epoch(topic.name, p)
-    if (topic.name, p) in broker.registry.offline:
+    if not broker.registry.online(topic, p):
         return {
             "error_code": E.LEADER_NOT_AVAILABLE,
             "partition_index": p,

@@ -10,6 +10,7 @@ only what the directory cannot say (per-topic config overrides, the next produce
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -214,6 +215,24 @@ class TopicRegistry:
         if not opened:
             self._lead(log, topic.name, partition)
         return log
+
+    def online(self, topic: Topic, partition: int) -> bool:
+        """Whether the partition serves: an existing partition's log is opened now if it was
+        not yet (as a Kafka broker has every log loaded before it answers), so that one that
+        cannot open is known offline from the first Metadata that names it."""
+        key = (topic.name, partition)
+        if key in self.offline:
+            return False
+        if key in self._led or not self.exists(topic, partition):
+            return True  # opened already, or made when first used
+        try:
+            self.log(topic, partition)
+        except (KafkalogError, OSError) as e:  # recorded in offline, with the reason
+            logging.getLogger("kafkalog.server").error(
+                "cannot open %s-%d, offline: %s", topic.name, partition, e
+            )
+            return False
+        return True
 
     def _lead(self, log: Log, topic: str, partition: int) -> None:
         """Become the partition's leader as Kafka's ``Partition.makeLeader`` does: its leader
