@@ -257,3 +257,34 @@ def test_consumer_offsets_damage_loses_only_the_damaged_groups(
     assert all(found[g] == 100 + i for i, g in enumerate(groups) if g not in expected)
     said = [r.getMessage() for r in caplog.records]
     assert any(str(damaged) in m and "byte" in m for m in said), said
+
+
+def test_an_offline_compacted_partition_leaves_the_cleaner_and_retention_running(
+    source: Path, tmp_path: Path
+) -> None:
+    """Every topic compacted: the offline one is left out of the cleaner's passes (which it
+    failed whole before), and another compacted topic is cleaned."""
+    from kafka_clients import wait_until
+    from kafkalog.log.checkpoints import OffsetCheckpoint
+
+    data = _damaged_copy(source, tmp_path, clean=False)
+    settings = config(
+        topic_defaults={
+            "cleanup.policy": "compact",
+            "segment.bytes": "1024",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+        log_cleaner_backoff_ms=100,
+        log_retention_check_interval_ms=100,
+    )
+    with ServerThread(str(data), settings) as server:
+        create(server, "keyed")
+        for i in range(60):
+            batch = encode_batch([Record.of(b"v%d" % i + bytes(100), key=b"k%d" % (i % 5))])
+            assert produce(server, "keyed", batch).error_code == 0
+        checkpoint = data / "cleaner-offset-checkpoint"
+        assert wait_until(
+            lambda: checkpoint.exists() and ("keyed", 0) in OffsetCheckpoint.read(str(checkpoint))
+        )
+        broker = server.server.broker
+        assert broker is not None and ("written", 0) in broker.registry.offline
