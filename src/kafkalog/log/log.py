@@ -1358,6 +1358,14 @@ class Log:
             self.producer_state.map_end_offset = self.log_end_offset
             self.producer_state.take_snapshot()
             self.flush()
+            # Kafka's shutdown flushes the active segment too (``flush(true)``), which opens its
+            # lazy indexes: a cleanly closed log has every segment's .index and .timeindex,
+            # as Kafka's loader (``sanityCheck``) and ``kafkalog verify`` expect, also for the
+            # empty segment a roll left (retention that deleted every record)
+            active = self._local.segments.active
+            if active is not None and not active.closed:
+                active.offset_index.get()
+                active.time_index.get()
             if self._own_marker and os.path.isdir(self.directory):
                 # last, once everything is on disk: the next open needs no recovery
                 LogCleanShutdown.write(self.directory, self.recovery_point)

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from kafkalog.errors import KafkalogError
 from kafkalog.index import _search
 from kafkalog.log import AppendOrigin, Log, LogDir
 from kafkalog.log.cleaner_checkpoint import create_checkpoint
+from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.dir_identity import claim, verify
 from kafkalog.records import RecordBatch, record_walk
+from kafkalog.records.types import DEFAULT_LIMITS
 from kafkalog.server import acl_apis, acls, admin, configs, data, user_credentials
 from kafkalog.server import errors as E
 from kafkalog.server.config import ServerConfig
@@ -22,6 +26,8 @@ from kafkalog.server.offset_store import CommittedOffset, ConsumerOffsetsTopic, 
 from kafkalog.server.scram import ScramStore
 from kafkalog.server.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic, TopicRegistry
 from kafkalog.server.transactions import TransactionCoordinator
+
+_logger = logging.getLogger("kafkalog.server")
 
 Handler = Callable[["Broker", Any, int], Awaitable[dict[str, Any]]]
 
@@ -40,7 +46,7 @@ def _load_kernels() -> None:
     loaded here, on the broker's worker thread, at start. A short benchmark's first produce
     paid for them (produce of 100-byte records measured 18% slower over 3 million records)."""
     record_walk.load_compiled()
-    _search.kernels()
+    _search.warm()
 
 
 class Broker:
@@ -58,10 +64,17 @@ class Broker:
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkalog-cleaner")
         # the compiled kernels a broker uses on every request, loaded off the event loop now
         # rather than by the first large Produce (~0.3-0.5 s of numba in a fresh process)
-        self.background.submit(_load_kernels)
+        self.kernels = self.background.submit(_load_kernels)
         # refused before the directory is opened, so a refusal writes nothing (as Kafka's)
         verify(data_dir, node_id=config.node_id, cluster_id=config.cluster_id)
-        self.logdir = LogDir(data_dir, writable=True, high_watermarks=True)
+        # a batch is bounded by the request that carries it (socket.request.max.bytes), not by
+        # the reader's 8 MiB default: a topic may set max.message.bytes above that, and the
+        # answer beyond a topic's limit is MESSAGE_TOO_LARGE, not CORRUPT_MESSAGE
+        limits = dataclasses.replace(
+            DEFAULT_LIMITS,
+            max_batch_bytes=max(DEFAULT_LIMITS.max_batch_bytes, config.socket_request_max_bytes),
+        )
+        self.logdir = LogDir(data_dir, writable=True, high_watermarks=True, limits=limits)
         try:
             # the directory's meta.properties names the node and the cluster (written for a
             # new directory); handlers read them from the config
@@ -185,8 +198,25 @@ class Broker:
             yield from self._read_partition(topic, p)
 
     def _read_partition(self, topic: Topic, partition: int) -> Iterator[RecordBatch]:
-        log = self.registry.log(topic, partition)
-        for batch in log.batches(log.log_start_offset):
+        """An internal partition's batches for its coordinator to load. Damage loses only what
+        is damaged: damaged bytes are skipped (each skip logged with file and byte) and the
+        groups or transactions stored elsewhere load; a partition that cannot open is offline
+        (logged), and the rest of the broker starts."""
+
+        def skipped(skip: SkippedBytes) -> None:
+            _logger.error("loading %s-%d: %s", topic.name, partition, skip.describe())
+
+        try:
+            log = self.registry.log(topic, partition)
+        except (KafkalogError, OSError) as e:
+            _logger.error(
+                "%s-%d cannot open, offline (what it stores is not loaded): %s",
+                topic.name,
+                partition,
+                e,
+            )
+            return
+        for batch in log.batches(log.log_start_offset, on_damage=skipped):
             if isinstance(batch, RecordBatch):
                 yield batch
 

@@ -49,6 +49,8 @@ def retention(broker: Broker, now_ms: int) -> None:
         for partition in range(topic.partitions):
             if not broker.registry.exists(topic, partition):
                 continue
+            if (topic.name, partition) in broker.registry.offline:
+                continue  # logged when it went offline; nothing to retain until a restart
             try:
                 log = broker.registry.log(topic, partition)
                 deleted = log.delete_old_segments(now_ms)
@@ -96,7 +98,10 @@ async def clean(broker: Broker, now_ms: int) -> None:
         if "compact" not in broker.registry.config(topic).cleanup_policy:
             continue
         for partition in range(topic.partitions):
-            if broker.registry.exists(topic, partition):
+            # an offline partition (its log cannot open) is left out, not every pass failed
+            if broker.registry.exists(topic, partition) and broker.registry.online(
+                topic, partition
+            ):
                 logs.append(broker.registry.log(topic, partition))
     if not logs:
         return
