@@ -167,10 +167,41 @@ def latency(bootstrap: str, extra: dict[str, Any], samples: int) -> list[float]:
     return times
 
 
+def produce_latency(bootstrap: str, extra: dict[str, Any], samples: int) -> list[float]:
+    """Produce one 100-byte record at acks=1, linger 0, and wait for its delivery report,
+    repeat: seconds per produce (the broker's request handling plus one loopback round trip;
+    librdkafka's own queueing is the same against both brokers)."""
+    topic = f"produce-latency-{uuid.uuid4().hex[:8]}"
+    producer = Producer(settings(bootstrap, extra, **{"linger.ms": 0, "acks": 1}))
+    value = os.urandom(100)
+    for _ in range(20):  # topic creation, connections and warm-up outside the timing
+        producer.produce(topic, value)
+        assert producer.flush(30) == 0
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        producer.produce(topic, value)
+        producer.flush(10)
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def run(
-    name: str, bootstrap: str, extra: dict[str, Any], records: int, samples: int
+    name: str,
+    bootstrap: str,
+    extra: dict[str, Any],
+    records: int,
+    samples: int,
+    latency_only: bool = False,
 ) -> dict[str, float]:
     out: dict[str, float] = {}
+    produced_times = sorted(produce_latency(bootstrap, extra, samples * 4))
+    out["produce acks=1 p50 ms"] = statistics.median(produced_times) * 1000
+    out["produce acks=1 p99 ms"] = (
+        produced_times[min(len(produced_times) - 1, int(len(produced_times) * 0.99))] * 1000
+    )
+    if latency_only:
+        return out
     for size, count in ((100, records), (1024, max(records // 4, 1))):
         topic = f"bench-{size}-{uuid.uuid4().hex[:8]}"
         produced = produce_throughput(bootstrap, extra, topic, count, size)
@@ -198,16 +229,30 @@ def main() -> None:
         help="kafkalog serve alone, no JVM peer: for a before/after of kafkalog's own code "
         "(run it with PYTHONPATH at each tree, alternately)",
     )
+    parser.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="only the produce latency (acks=1, linger 0): 4x --latency-samples produces",
+    )
     args = parser.parse_args()
 
     with kafkalog_serve() as bootstrap:
-        ours = run("kafkalog serve", bootstrap, {}, args.records, args.latency_samples)
+        ours = run(
+            "kafkalog serve", bootstrap, {}, args.records, args.latency_samples, args.latency_only
+        )
     if args.ours_only:
         for key, value in ours.items():
-            print(f"{key:28} {value:15,.1f}")
+            print(f"{key:28} {value:15,.{3 if key.endswith(' ms') else 1}f}")
         return
     with jvm_kafka() as bootstrap:
-        peer = run("Kafka 0.9.0.1", bootstrap, OLD_BROKER, args.records, args.latency_samples)
+        peer = run(
+            "Kafka 0.9.0.1",
+            bootstrap,
+            OLD_BROKER,
+            args.records,
+            args.latency_samples,
+            args.latency_only,
+        )
 
     print(
         f"librdkafka {__import__('confluent_kafka').libversion()[0]}, "
@@ -219,7 +264,8 @@ def main() -> None:
     for key in ours:
         ratio = ours[key] / peer[key] if peer[key] else float("nan")
         note = "  (lower is better)" if "latency" in key else ""
-        print(f"{key:28} {ours[key]:15,.1f} {peer[key]:15,.1f} {ratio:9.2f}x{note}")
+        digits = 3 if key.endswith(" ms") else 1
+        print(f"{key:28} {ours[key]:15,.{digits}f} {peer[key]:15,.{digits}f} {ratio:9.2f}x{note}")
 
 
 if __name__ == "__main__":

@@ -99,6 +99,11 @@ class CompressionError(CorruptRecordError):
     """A compressed payload that does not decompress, or would decompress beyond the bounds."""
 
 
+class DecompressionLimitError(CompressionError):
+    """A compressed payload that would decompress beyond the bound it was given: stopped there,
+    never inflated further (a decompression bomb, or a batch larger than a broker takes)."""
+
+
 class BatchTooLargeError(CorruptRecordError):
     """A length field larger than the configured maximum batch size."""
 

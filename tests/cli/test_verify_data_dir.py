@@ -68,6 +68,14 @@ def _copy(tmp_path: Path) -> Path:
         ("replication-offset-checkpoint", b"0\n2\nt 0 5\n", 2, "expected 2 entries, found 1"),
         ("log-start-offset-checkpoint", b"0\n1\nt zero 5\n", 4, "malformed line"),
         ("meta.properties", b"version=1\nnode.id=1\n", 0, "cluster.id was not found"),
+        # a damaged line: Kafka's parser reads it as a key, serve refuses it (issue 32.6)
+        (
+            "meta.properties",
+            b"version=1\nnode.id=1\ncluster.id=c\n\x00\x13junk\n",
+            33,
+            "malformed meta.properties: unknown key",
+        ),
+        ("meta.properties", b"version=0\n", 0, "version 0 without broker.id"),
         ("cleaner-offset-checkpoint", b"1\n0\n", 0, "unrecognised checkpoint version 1"),
     ],
 )

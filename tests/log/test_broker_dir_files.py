@@ -128,12 +128,56 @@ def test_claim_keeps_zookeeper_files_at_version_0(tmp_path: Path) -> None:
     )
     assert identity.directory_id is None
     assert (with_cluster / "meta.properties").read_bytes() == before
-    # a 0.9 broker's file has no cluster.id: one is added (as 0.10.1+ adds it), and kept
+    # a 0.9 broker's file has no cluster.id (its cluster's lived in ZooKeeper): none is
+    # written (a real broker would refuse a random one), the id served is stable in memory
     old = _copy_meta(ZK_0_9, tmp_path / "old")
+    before = tree_snapshot(old)
     first = claim(old)
-    props = MetaProperties.read(old / "meta.properties")
-    assert props["version"] == "0" and props["broker.id"] == "0"
-    assert props["cluster.id"] == first.cluster_id == claim(old).cluster_id
+    assert (first.version, first.node_id) == (0, 0)
+    assert first.cluster_id == claim(old).cluster_id
+    assert claim(old, cluster_id="from-zk").cluster_id == "from-zk"
+    assert tree_snapshot(old) == before
+
+
+@pytest.mark.parametrize(
+    ("content", "position", "reason"),
+    [
+        # a damaged line reads as a key Kafka never writes (the garbage kept, ids changed)
+        (b"#\nbroker.id=0\nversion=0\n\x07\xffgarbage\n", 24, "unknown key"),
+        (b"version=0\nbroker.i\x00d=0\n", 10, "unknown key"),
+        (b"#\nversion=0\ncluster.id=abc\n", 2, "version 0 without broker.id"),
+        (b"version=1\nnode.id=1\n", 0, "cluster.id was not found"),
+    ],
+)
+def test_a_malformed_file_is_refused_never_rewritten(
+    tmp_path: Path, content: bytes, position: int, reason: str
+) -> None:
+    """Kafka refuses a malformed meta.properties; kafkalog too, naming file and byte, and
+    never writes a new identity over it (issue 32.6)."""
+    (tmp_path / "meta.properties").write_bytes(content)
+    before = tree_snapshot(tmp_path)
+    for check in (verify, claim):
+        with pytest.raises(CheckpointError, match=re.escape(reason)) as e:
+            check(tmp_path)
+        assert e.value.path == str(tmp_path / "meta.properties")
+        assert e.value.position == position
+    assert tree_snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*/meta.properties")))
+def test_claim_never_changes_a_real_brokers_ids(tmp_path: Path, fixture: Path) -> None:
+    """Every real broker's file: the ids it holds are the ones served, and the file is
+    unchanged but for a version 1 file's missing directory.id (as Kafka 3.7+ adds it)."""
+    data = _copy_meta(fixture.parent, tmp_path / "d")
+    before = MetaProperties.read(data / "meta.properties")
+    identity = claim(data)
+    after = MetaProperties.read(data / "meta.properties")
+    assert identity.node_id == int(before.get("node.id", before.get("broker.id", "-1")))
+    if "cluster.id" in before:
+        assert identity.cluster_id == before["cluster.id"]
+    added = {k: v for k, v in after.items() if before.get(k) != v}
+    assert added == ({} if before["version"] == "0" or "directory.id" in before else added)
+    assert set(added) <= {"directory.id"} and {k: after[k] for k in before} == before
 
 
 @pytest.mark.parametrize(

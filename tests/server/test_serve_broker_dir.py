@@ -342,6 +342,19 @@ def test_the_cli_refuses_another_nodes_directory(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_the_cli_refuses_a_malformed_file_and_leaves_it(tmp_path: Path) -> None:
+    """A damaged meta.properties (a garbage line, broker.id's key garbled): serve refuses it
+    naming file and byte, and writes nothing (no new cluster.id, no broker.id 1)."""
+    data = copy_fixture(ZK_2020, tmp_path / "zk")
+    meta = data / "meta.properties"
+    meta.write_bytes(meta.read_bytes().replace(b"broker.id=0", b"broker.i\x01d=0") + b"\x7fzz\n")
+    before = tree_snapshot(data)
+    done = kafkalog("serve", "--data", str(data), "--listen", "127.0.0.1:0")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"{meta}" in done.stderr and "malformed meta.properties: unknown key" in done.stderr
+    assert tree_snapshot(data) == before
+
+
 def test_kafkalog_commands_accept_a_served_directory(data_dir: Path) -> None:
     with ServerThread(str(data_dir), config()) as server:
         produce(server.bootstrap, "t", 20, 1)

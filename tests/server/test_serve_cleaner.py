@@ -136,3 +136,57 @@ def test_an_aborted_cleaning_is_said_at_info_and_the_next_pass_runs(
     said = [r for r in caplog.records if "aborted" in r.getMessage()]
     assert said and all(r.levelno == logging.INFO for r in said)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_a_damaged_partition_is_uncleanable_and_the_others_are_cleaned(
+    tmp_path: Path, caplog: Any
+) -> None:
+    """Issue 32 §8 / 33 §3 through serve: one compacted partition with a damaged batch in a
+    cleaned-up segment. Every cleaning pass raised on it and, it being the dirtiest, nothing
+    else was cleaned again; now the duty marks it uncleanable with an ERROR line naming it (as
+    Kafka's LogCleanerManager), leaves its bytes as they were, and cleans the other one."""
+    data = tmp_path / "data"
+    data.mkdir()
+    quiet = config(log_cleaner_enable=False, offsets_topic_num_partitions=1)
+    with ServerThread(str(data), quiet) as server:
+        # (client timeouts for a loaded machine: this test is about the cleaner, not latency)
+        admin = AdminClient(rdkafka(server.bootstrap, **{"socket.timeout.ms": 30000}))
+        topic = NewTopic(
+            "table",
+            num_partitions=2,
+            config={
+                "cleanup.policy": "compact",
+                "segment.bytes": "4096",
+                "min.cleanable.dirty.ratio": "0.01",
+            },
+        )
+        admin.create_topics([topic])["table"].result(timeout=20)
+        producer = Producer(
+            rdkafka(server.bootstrap, **{"linger.ms": 0, "socket.timeout.ms": 30000})
+        )
+        for i in range(1500):
+            for p in (0, 1):
+                producer.produce("table", b"value %d" % i, b"key-%d" % (i % 20), partition=p)
+            if i % 50 == 0:
+                producer.flush(10)
+        producer.flush(10)
+    damaged = data / "table-0"
+    first = sorted(damaged.glob("*.log"))[0]
+    raw = bytearray(first.read_bytes())
+    raw[len(raw) // 2 : len(raw) // 2 + 40] = b"jogeajgoea" * 4
+    first.write_bytes(bytes(raw))
+    before = {p.name: p.read_bytes() for p in damaged.glob("*.log")}
+    healthy = data / "table-1"
+    written = _size(healthy)
+    caplog.set_level(logging.ERROR, logger="kafkalog")
+    settings = config(log_cleaner_backoff_ms=100, offsets_topic_num_partitions=1)
+    with ServerThread(str(data), settings) as server:
+        assert wait_until(lambda: _size(healthy) < written / 3), (_size(healthy), written)
+        said = [r.getMessage() for r in caplog.records if "uncleanable" in r.getMessage()]
+        assert len(said) == 1 and "table-0" in said[0] and str(first) in said[0], said
+        producer = Producer(
+            rdkafka(server.bootstrap, **{"linger.ms": 0, "socket.timeout.ms": 30000})
+        )
+        producer.produce("table", b"after", b"key-0", partition=1)
+        assert producer.flush(10) == 0
+    assert {p.name: p.read_bytes() for p in damaged.glob("*.log")} == before

@@ -11,7 +11,7 @@ from kio.index import load_request_schema
 from kafkalog.server import errors as E
 from kafkalog.server.codec import build
 from kafkalog.server.groups import COMPLETING, EMPTY, PREPARING, STABLE, GroupCoordinator
-from kafkalog.server.offset_store import CommittedOffset, TopicPartition
+from kafkalog.server.offset_store import CommittedOffset, PendingOffsets, TopicPartition
 
 
 class MemoryStore:
@@ -25,7 +25,15 @@ class MemoryStore:
     def load_groups(self) -> dict[str, dict[str, Any]]:
         return {}
 
+    def load_pending(self) -> dict[str, PendingOffsets]:
+        return {}
+
     def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        self.commits.append((group, offsets))
+
+    def commit_transactional(
+        self, group: str, pid: int, epoch: int, offsets: dict[TopicPartition, CommittedOffset]
+    ) -> None:
         self.commits.append((group, offsets))
 
     def store_group(self, group: str, value: dict[str, Any] | None) -> None:

@@ -160,7 +160,7 @@ def test_transaction_state_records_round_trip() -> None:
         encode_txn_value,
     )
 
-    meta = TxnMetadata("tx", 42, 3, 60000, ONGOING, {("a", 0), ("a", 2), ("b", 1)}, {}, 1234)
+    meta = TxnMetadata("tx", 42, 3, 60000, ONGOING, {("a", 0), ("a", 2), ("b", 1)}, 1234)
     key, value = encode_txn_key("tx"), encode_txn_value(meta, 5678)
     assert key == b"\x00\x00\x00\x02tx"
     assert value[:17] == bytes.fromhex("0000000000000000002a00030000ea6001")

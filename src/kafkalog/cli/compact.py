@@ -12,6 +12,10 @@ other topics take ``--config`` (``cleanup.policy=compact`` at least), and a dire
 ``kafkalog serve`` keeps has its topics' overrides in ``.kafkalog-serve.json``, which are
 applied over them. A partition whose topic is not compacted is listed as skipped. A data
 directory a running broker holds is refused.
+
+A partition that cannot be cleaned (damage: the error names file and byte) is left as it was
+and reported as uncleanable, as Kafka's cleaner marks it, and the others are cleaned; the exit
+status is then 1 (`kafkalog repair` moves the damage aside, then compact again).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import IO, Any
 
 from kafkalog.cli.args import time_arg
 from kafkalog.cli.served_configs import StoredConfigs
+from kafkalog.log.lock import LockedError
 
 INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
 
@@ -116,6 +121,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     partitions = sorted(partition_directories(args.path).items())
     totals = {"partitions": 0, "skipped": 0, "bytesBefore": 0, "bytesAfter": 0}
     stored = StoredConfigs()
+    totals["uncleanable"] = 0
     for (topic, partition), directory in partitions:
         data_dir = os.path.dirname(directory)
         refuse_if_broker(data_dir)
@@ -134,14 +140,34 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
             else:
                 print(f"{name}: skipped ({row['reason']}: not compacted)", file=out)
             continue
-        with Log(directory, config, writable=not args.dry_run) as log:
-            bar = bars.bar(name, total=None)
-            try:
-                result = log.compact(
-                    now=now, options=options, progress=_shown(bar, name), dry_run=args.dry_run
-                )
-            finally:
-                bar.close()
+        try:
+            with Log(directory, config, writable=not args.dry_run) as log:
+                bar = bars.bar(name, total=None)
+                try:
+                    result = log.compact(
+                        now=now, options=options, progress=_shown(bar, name), dry_run=args.dry_run
+                    )
+                finally:
+                    bar.close()
+        except LockedError as e:
+            # another process holds the partition (a cleaning in progress): passed by, as
+            # Kafka's cleaner passes by a partition being cleaned
+            totals["skipped"] += 1
+            row = {"type": "partition", "partition": name, "skipped": True, "reason": str(e)}
+            if args.json:
+                print(json.dumps(row), file=out)
+            else:
+                print(f"{name}: skipped (in use: {e})", file=out)
+            continue
+        except (KafkalogError, OSError) as e:
+            # Kafka's cleaner marks such a partition uncleanable and cleans the others
+            totals["uncleanable"] += 1
+            row = {"type": "partition", "partition": name, "uncleanable": True, "error": str(e)}
+            if args.json:
+                print(json.dumps(row), file=out)
+            else:
+                print(f"{name}: uncleanable, left as it was: {e}", file=out)
+            continue
         totals["partitions"] += 1
         totals["bytesBefore"] += result.size_before
         totals["bytesAfter"] += result.size_after
@@ -166,9 +192,10 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         )
     else:
         verb = "would be" if args.dry_run else "are"
+        bad = f", {totals['uncleanable']} uncleanable" if totals["uncleanable"] else ""
         print(
-            f"{totals['partitions']} partitions cleaned, {totals['skipped']} skipped; "
+            f"{totals['partitions']} partitions cleaned, {totals['skipped']} skipped{bad}; "
             f"{totals['bytesBefore']} bytes {verb} {totals['bytesAfter']}",
             file=out,
         )
-    return 0
+    return 1 if totals["uncleanable"] else 0

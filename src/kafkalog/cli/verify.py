@@ -602,15 +602,16 @@ def _verify_data_directory(root: str, partitions: list[str], report: Report) -> 
     """The files a broker keeps at a data directory's root, each read by its one parser
     (``meta.properties`` with Kafka's typed checks, the four offset checkpoints), and the
     topic ids of a topic's partitions, which Kafka requires to agree."""
+    from kafkalog.log import dir_identity
     from kafkalog.log.checkpoints import (
         META_PROPERTIES,
-        MetaProperties,
         OffsetCheckpoint,
         PartitionMetadata,
     )
     from kafkalog.log.layout import parse_partition_dir
 
-    checks: list[tuple[str, Callable[[str], object]]] = [(META_PROPERTIES, MetaProperties.load)]
+    # meta.properties as serve reads it: Kafka's typed checks, and no line Kafka never writes
+    checks: list[tuple[str, Callable[[str], object]]] = [(META_PROPERTIES, dir_identity.load)]
     checks += [(name, OffsetCheckpoint.read) for name in _ROOT_CHECKPOINTS]
     _read_each(root, checks, report)
     first_id: dict[str, tuple[str, str]] = {}

@@ -54,6 +54,20 @@ def kernels() -> ModuleType:
     return _compiled
 
 
+def warm() -> None:
+    """Load the compiled single lookups for the buffers indexes hold (writable and read-only
+    uint8 arrays: numba loads one specialisation per type, ~1 s in a fresh process). A server
+    calls this at start, off its event loop, so that the first index lookup (a fetch, a log
+    opened after a clean shutdown) does not pay for it while every client waits."""
+    compiled = _switch()
+    writable = np.zeros(24, np.uint8)
+    readonly = np.frombuffer(bytes(24), np.uint8)
+    for buf in (writable, readonly):
+        compiled.offset_floor(buf, 1, 0)
+        compiled.time_floor(buf, 1, 0)
+        compiled.search(buf, 1, 8, 0, 4, 0, LLB, 1)
+
+
 def __getattr__(name: str) -> Any:
     if name in _BATCH_KERNELS:
         return getattr(kernels(), name)

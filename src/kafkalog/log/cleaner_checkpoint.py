@@ -58,3 +58,19 @@ def _write_checkpoint(partition_dir: str, key: tuple[str, int], offset: int) -> 
         current = read_checkpoint(os.path.dirname(path))
         current[key] = offset
         OffsetCheckpoint.write(path, current)
+
+
+def maybe_truncate_checkpoint(partition_dir: str, key: tuple[str, int], offset: int) -> None:
+    """A truncation to ``offset``: the partition's cleaner checkpoint comes down to it when it
+    was above (Kafka's ``LogCleanerManager.maybeTruncateCheckpoint``, called by every
+    truncation). Records written again below the old checkpoint are dirty: left above, the
+    next cleaning would take them as cleaned and keep every copy of their keys. Nothing is
+    written when the data directory has no checkpoint file or no entry above ``offset``."""
+    path = checkpoint_path(partition_dir)
+    if not os.path.exists(path):
+        return
+    with _checkpoint_lock:
+        current = read_checkpoint(os.path.dirname(path))
+        if current.get(key, -1) > offset:
+            current[key] = offset
+            OffsetCheckpoint.write(path, current)

@@ -7,6 +7,14 @@ KRaft broker (3.7+) gives every directory a ``directory.id`` the first time it s
 parser of the format) and kept, its ids adopted, and a configured id that contradicts it
 refused with Kafka's message; a directory without one gets a version 1 (KRaft) file, so the
 same directory opens in Kafka's tools as one a broker was formatted on.
+
+An existing file is never rewritten to change who the directory belongs to: a malformed one (a
+key no Kafka writes, a version 0 file without ``broker.id``, a value Kafka cannot read) is
+refused naming the file and the byte of the offending line, and a ZooKeeper-era (version 0)
+directory is served without a ``cluster.id`` written into it (its broker got the cluster id
+from ZooKeeper, and a real broker refuses a directory whose stored id differs from its
+cluster's). The only key ever added to an existing file is a version 1 file's missing
+``directory.id``, as Kafka 3.7+ adds it.
 """
 
 from __future__ import annotations
@@ -16,10 +24,18 @@ import uuid
 from dataclasses import dataclass
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.checkpoints import META_PROPERTIES, MetaProperties, encode_uuid
+from kafkalog.log.checkpoints import (
+    META_PROPERTIES,
+    CheckpointError,
+    MetaProperties,
+    encode_uuid,
+)
 
 #: the node id a directory gets when neither it nor the configuration names one
 DEFAULT_NODE_ID = 1
+
+#: every key a Kafka broker or ``kafka-storage.sh`` writes into ``meta.properties``
+KNOWN_KEYS = frozenset({"version", "broker.id", "node.id", "cluster.id", "directory.id"})
 
 
 class DirectoryIdentityError(KafkalogError):
@@ -74,8 +90,10 @@ def claim(
       and broker write it;
     * version 1 without ``directory.id``: one is added, the other keys kept (Kafka 3.7+ does
       this at startup);
-    * version 0 (a ZooKeeper-era broker's): kept at version 0; a missing ``cluster.id`` or
-      ``broker.id`` is added, as a ZooKeeper broker (0.10.1+) adds them;
+    * version 0 (a ZooKeeper-era broker's): read only, never written; without a
+      ``cluster.id`` (0.9/0.10.0, or a ZooKeeper cluster's id) the broker uses the configured
+      one or one derived from the directory's path, in memory;
+    * a malformed file (:func:`load`): refused, nothing written;
     * a stored node id or cluster id different from the configured one:
       :class:`DirectoryIdentityError` with Kafka's message, nothing written;
     * an unreadable or invalid file: the parser's
@@ -84,7 +102,7 @@ def claim(
     """
     path = os.path.join(os.fspath(data_dir), META_PROPERTIES)
     try:
-        meta = MetaProperties.load(path)
+        meta = load(path)
     except FileNotFoundError:
         props = {
             "version": "1",
@@ -94,20 +112,39 @@ def claim(
         }
         MetaProperties.write(path, props)
         meta = MetaProperties.load(path)
-        return _identity(meta, path)
+        return _identity(meta, path, cluster_id)
     _check(meta, path, node_id, cluster_id)
-    stored_node, stored_cluster = meta.node_id, meta.cluster_id
-    added: dict[str, str] = {}
     if meta.version == 1 and meta.directory_id is None:
-        added["directory.id"] = new_directory_id()  # as Kafka 3.7+ does at startup
-    if stored_cluster is None:  # only a v0 file can lack it: a ZooKeeper broker adds it
-        added["cluster.id"] = cluster_id if cluster_id is not None else new_cluster_id()
-    if stored_node is None:  # likewise broker.id
-        added["broker.id"] = str(node_id if node_id is not None else DEFAULT_NODE_ID)
-    if added:
-        MetaProperties.write(path, {**meta.properties, **added})
-        meta = MetaProperties.load(path)
-    return _identity(meta, path)
+        # as Kafka 3.7+ does at startup; the ids the file holds are kept as they are
+        MetaProperties.write(path, {**meta.properties, "directory.id": new_directory_id()})
+        meta = load(path)
+    return _identity(meta, path, cluster_id)
+
+
+def load(path: str | os.PathLike[str]) -> MetaProperties:
+    """``meta.properties`` read with Kafka's typed checks, and refused when it is not a file a
+    Kafka broker wrote: a key none writes (a damaged line reads as one), or a version 0 file
+    without ``broker.id`` (every ZooKeeper-era broker writes it). Raises
+    :class:`~kafkalog.log.checkpoints.CheckpointError` naming the file and the byte of the
+    line; ``FileNotFoundError`` when there is none."""
+    meta = MetaProperties.load(path)
+    for key in meta.properties:
+        if key not in KNOWN_KEYS:
+            raise CheckpointError(
+                f"malformed meta.properties: unknown key {key!r} (Kafka writes only "
+                f"{', '.join(sorted(KNOWN_KEYS))}); a damaged line? Restore the file from a "
+                "backup or the broker's own copy; kafkalog never rewrites it",
+                path=meta.path,
+                position=meta.positions.get(key),
+            )
+    if meta.version == 0 and "broker.id" not in meta.properties:
+        raise CheckpointError(
+            "malformed meta.properties: version 0 without broker.id (every ZooKeeper-era "
+            "broker writes it); restore the file, kafkalog never rewrites it",
+            path=meta.path,
+            position=meta.positions.get("version", 0),
+        )
+    return meta
 
 
 def verify(
@@ -121,7 +158,7 @@ def verify(
     passes. Reads only: a broker may be running on it."""
     path = os.path.join(os.fspath(data_dir), META_PROPERTIES)
     try:
-        meta = MetaProperties.load(path)
+        meta = load(path)
     except FileNotFoundError:
         return
     _check(meta, path, node_id, cluster_id)
@@ -142,9 +179,13 @@ def _check(meta: MetaProperties, path: str, node_id: int | None, cluster_id: str
         )
 
 
-def _identity(meta: MetaProperties, path: str) -> DirectoryIdentity:
+def _identity(meta: MetaProperties, path: str, configured: str | None) -> DirectoryIdentity:
     node, cluster = meta.node_id, meta.cluster_id
-    assert node is not None and cluster is not None  # claim() wrote whatever was missing
+    assert node is not None  # load() refuses a file without one
+    if cluster is None:
+        # a ZooKeeper-era directory (its cluster id lived in ZooKeeper): the configured id, or
+        # one drawn from the directory's path, stable across restarts and never written
+        cluster = configured if configured is not None else _cluster_id_of(path)
     return DirectoryIdentity(
         cluster_id=cluster,
         node_id=node,
@@ -152,3 +193,8 @@ def _identity(meta: MetaProperties, path: str) -> DirectoryIdentity:
         version=meta.version,
         path=path,
     )
+
+
+def _cluster_id_of(path: str) -> str:
+    digest = uuid.uuid5(uuid.NAMESPACE_URL, "kafkalog:" + os.path.realpath(path)).bytes
+    return encode_uuid(digest)

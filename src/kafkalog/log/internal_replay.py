@@ -2,10 +2,12 @@
 which records are in effect, and in what order.
 
 A record of a non-transactional batch takes effect where it stands. A record of a transactional
-batch (a ``TxnOffsetCommit`` written by a real broker) waits for its producer's marker in the same
-partition: a COMMIT applies it there, an ABORT drops it, and without a marker it never applies.
-``kafkalog groups`` and ``kafkalog serve`` replay through this one function, so a directory
-written by a Kafka broker gives both the same committed offsets.
+batch (a ``TxnOffsetCommit``, as a Kafka broker and ``kafkalog serve`` write it) waits for its
+producer's marker in the same partition: a COMMIT applies it there unless a later record of its
+key is already in effect, an ABORT drops it, and without a marker it never applies.
+``kafkalog groups`` replays through :func:`in_effect`; ``kafkalog serve``'s offset store reads
+:func:`entries_of` by the same rules and keeps what still waits for a marker as pending, so a
+directory gives both the same committed offsets (``tests/server/test_serve_txn_offsets.py``).
 """
 
 from __future__ import annotations
@@ -56,14 +58,28 @@ def entries_of(batches: Iterable[Any], log_start_offset: int = 0) -> Iterator[In
 
 
 def in_effect(entries: Iterable[InternalEntry]) -> Iterator[InternalEntry]:
-    """The data records of one partition in the order they take effect (see the module doc)."""
+    """The data records of one partition in the order they take effect (see the module doc).
+    A committed transaction's record does not replace a later record of the same key already in
+    effect (a plain commit written between it and its marker), as Kafka's coordinator compares
+    their positions (``olderThan``)."""
     pending: dict[int, list[InternalEntry]] = {}
+    applied: dict[bytes, int] = {}  # key -> log offset of the record of it in effect
     for e in entries:
         if e.control is not None:
             held = pending.pop(e.producer_id, [])
             if e.control == COMMIT_MARKER:
-                yield from held
+                for h in held:
+                    if h.key is not None and applied.get(h.key, -1) > h.log_offset:
+                        continue
+                    if h.key is not None:
+                        applied[h.key] = h.log_offset
+                    yield h
         elif e.transactional:
             pending.setdefault(e.producer_id, []).append(e)
         else:
+            if e.key is not None:
+                if e.value is None:
+                    applied.pop(e.key, None)  # a tombstone: nothing of the key in effect
+                else:
+                    applied[e.key] = e.log_offset
             yield e

@@ -355,7 +355,8 @@ class Log:
         (:mod:`kafkalog.log.producer_state`), as on a broker: a retry of one of the producer's
         last five batches returns the offsets it got the first time (``duplicate=True``) and
         writes nothing; an older epoch, a sequence out of order or a non-transactional batch
-        inside an open transaction is refused (a :class:`~kafkalog.errors.ProducerStateError`)
+        inside an open transaction is refused (a coordinator's append is checked for its epoch
+        only, as Kafka checks it) (a :class:`~kafkalog.errors.ProducerStateError`)
         and nothing is written; a COMMIT or ABORT marker ends the producer's transaction (an
         ABORT adds its ``.txnindex`` entry). With ``assign_offsets=False`` (a follower's
         append) the batches are applied as they are, as Kafka applies replicated ones.
@@ -639,11 +640,15 @@ class Log:
         last_offset = next_offset - 1
         producers = None
         if any(batch.producer_id >= 0 for batch, _, _ in placed):
-            if assign_offsets:
+            # a retry and its sequence are a producer's: a coordinator writing its own batches
+            # (TxnOffsetCommit records) is checked for neither, as Kafka checks only CLIENT
+            # appends (UnifiedLog.analyzeAndValidateProducerState)
+            by_client = origin is AppendOrigin.CLIENT
+            if assign_offsets and by_client:
                 duplicate = self._find_duplicate(placed, len(data))
                 if duplicate is not None:
                     return duplicate
-            producers = self.producer_state.prepare(client=assign_offsets)
+            producers = self.producer_state.prepare(client=assign_offsets, sequences=by_client)
             for batch, base, batch_max in placed:
                 if batch.producer_id >= 0:
                     producers.append(batch, base, self.limits, timestamp=batch_max)
@@ -1242,6 +1247,7 @@ class Log:
         if self._local.segments.bases[0] > offset:
             self.truncate_fully_and_start_at(offset)
             return
+        _truncate_cleaner_checkpoint(self, offset)
         for seg in self._local.segments.higher(offset):
             self._local.delete_segment(seg)
         self.active_segment.truncate_to(offset)
@@ -1262,6 +1268,7 @@ class Log:
         """Drop every segment and start empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt)."""
         self._require_writable("truncate")
         self._local.truncations += 1
+        _truncate_cleaner_checkpoint(self, offset)
         for seg in list(self._local.segments):
             self._local.delete_segment(seg)
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -1351,6 +1358,14 @@ class Log:
             self.producer_state.map_end_offset = self.log_end_offset
             self.producer_state.take_snapshot()
             self.flush()
+            # Kafka's shutdown flushes the active segment too (``flush(true)``), which opens its
+            # lazy indexes: a cleanly closed log has every segment's .index and .timeindex,
+            # as Kafka's loader (``sanityCheck``) and ``kafkalog verify`` expect, also for the
+            # empty segment a roll left (retention that deleted every record)
+            active = self._local.segments.active
+            if active is not None and not active.closed:
+                active.offset_index.get()
+                active.time_index.get()
             if self._own_marker and os.path.isdir(self.directory):
                 # last, once everything is on disk: the next open needs no recovery
                 LogCleanShutdown.write(self.directory, self.recovery_point)
@@ -1391,3 +1406,11 @@ def scan_records(log: Log) -> Iterator[Record]:
                 yield from entry.records(log.limits)
             except CorruptRecordError:
                 raise
+
+
+def _truncate_cleaner_checkpoint(log: Log, offset: int) -> None:
+    """Kafka's ``maybeTruncateCheckpoint`` on every truncation (see
+    :func:`kafkalog.log.cleaner_checkpoint.maybe_truncate_checkpoint`)."""
+    from kafkalog.log.cleaner_checkpoint import maybe_truncate_checkpoint
+
+    maybe_truncate_checkpoint(log.directory, (log.topic, log.partition), offset)

@@ -58,6 +58,7 @@ class LogDir:
         self.keeps_high_watermarks = high_watermarks
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock: Any = None
+        self._cleaner_manager: Any = None
         if writable and files.is_remote(self.path):
             raise files.RemoteLocationError(
                 f"cannot open {self.path} for writing: a remote store is read-only to kafkalog"
@@ -131,6 +132,18 @@ class LogDir:
         self._logs[key] = log
         return log
 
+    @property
+    def cleaner_manager(self) -> Any:
+        """This directory's :class:`~kafkalog.log.cleaner.CleanerManager`: the partitions its
+        cleaning passes gave up on (damaged: uncleanable, Kafka's
+        ``uncleanable-partitions-count``), kept while the directory is open (made on first
+        use, so that opening a directory does not load the cleaner's compiled kernels)."""
+        if self._cleaner_manager is None:
+            from kafkalog.log.cleaner import CleanerManager
+
+            self._cleaner_manager = CleanerManager()
+        return self._cleaner_manager
+
     def clean_filthiest(
         self,
         config_for: Any = None,
@@ -147,19 +160,47 @@ class LogDir:
         :class:`TopicConfig` (None: the config it was opened with); ``lock_of(log)`` the
         lock its writers hold, so a server may call this from a background thread while it
         appends. Returns the :class:`~kafkalog.log.cleaner.CleanResult`, None when no
-        partition needed cleaning."""
+        partition needed cleaning (or the one picked was found damaged: it is then marked
+        uncleanable in :attr:`cleaner_manager`, logged, and passed by from then on, so the
+        other partitions are cleaned by the next passes)."""
         from kafkalog.log.cleaner import clean_filthiest
 
         if not self.writable:
             raise ReadOnlyError(f"cannot clean {self.path}: it is open read-only")
+        from types import SimpleNamespace
+
+        from kafkalog.errors import KafkalogError
+
+        manager = self.cleaner_manager
         logs = []
         for topic, partition in self.partitions():
             config = config_for(topic) if config_for is not None else None
-            log = self.log(topic, partition, config=config)
+            try:
+                log = self.log(topic, partition, config=config)
+            except KafkalogError as e:
+                # a partition that cannot even open (damage) must not stop the others
+                # (the partition as the manager names it: no Log object exists for it)
+                opened = SimpleNamespace(
+                    directory=os.path.join(self.path, f"{topic}-{partition}"),
+                    topic=topic,
+                    partition=partition,
+                )
+                if not manager.is_uncleanable(opened):
+                    from kafkalog.log.cleaner.api import report_uncleanable
+
+                    report_uncleanable(manager, opened, e)
+                continue
             if config is not None and log.config is not config:
                 log.reconfigure(config)
             logs.append(log)
-        return clean_filthiest(logs, now=now, options=options, lock_of=lock_of, progress=progress)
+        return clean_filthiest(
+            logs,
+            now=now,
+            options=options,
+            lock_of=lock_of,
+            progress=progress,
+            manager=manager,
+        )
 
     def remove_partition(self, topic: str, partition: int) -> None:
         """Close and delete a partition this writer created, with its root checkpoint entries

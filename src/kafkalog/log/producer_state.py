@@ -194,9 +194,14 @@ class ProducerAppendInfo:
     """The producer-state changes of one append, checked batch by batch against copies of the
     entries they touch and applied only by :meth:`commit` (Kafka's ProducerAppendInfo)."""
 
-    def __init__(self, manager: ProducerStateManager, *, client: bool) -> None:
+    def __init__(
+        self, manager: ProducerStateManager, *, client: bool, sequences: bool = True
+    ) -> None:
         self.manager = manager
         self.client = client  # a producer's or coordinator's append: refuse what Kafka refuses
+        # sequences are a producer's: a coordinator's own batches (a TxnOffsetCommit written
+        # to __consumer_offsets) are not checked for them, as in Kafka's maybeValidateDataBatch
+        self.sequences = sequences
         self.entries: dict[int, ProducerStateEntry] = {}
         self.completed: list[CompletedTxn] = []
         #: (producer id, first offset) of the transactions this append begins, in offset
@@ -265,7 +270,7 @@ class ProducerAppendInfo:
             if done is not None:
                 self.completed.append(done)
             return done
-        if self.client:
+        if self.client and self.sequences:
             self._check_sequence(entry, epoch, batch.base_sequence, base_offset)
         entry.add_batch(epoch, batch.last_sequence, last_offset, batch.last_offset_delta, ts)
         if entry.current_txn_first_offset is not None and not batch.is_transactional:
@@ -368,8 +373,8 @@ class ProducerStateManager:
         return entry.find_duplicate(batch.producer_epoch, batch.base_sequence, batch.last_sequence)
 
     # -- changes ----------------------------------------------------------------------------
-    def prepare(self, *, client: bool = True) -> ProducerAppendInfo:
-        return ProducerAppendInfo(self, client=client)
+    def prepare(self, *, client: bool = True, sequences: bool = True) -> ProducerAppendInfo:
+        return ProducerAppendInfo(self, client=client, sequences=sequences)
 
     def update(
         self, batch: RecordBatch, limits: Limits = DEFAULT_LIMITS, base_offset: int | None = None

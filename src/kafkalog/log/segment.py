@@ -266,6 +266,18 @@ class SegmentFile:
         finally:
             users.leave()
 
+    def cut_short(self, position: int) -> DamagedLogError:
+        """The file ends at ``position``, before the size the open log holds (cut by something
+        else while open): an error naming the byte, never a walk that waits for bytes that will
+        not come."""
+        return DamagedLogError.found(
+            f"the file ends at byte {position}, short of the {self.size} bytes the open log "
+            "holds (it was cut while open)",
+            path=self.path,
+            position=position,
+            partition=os.path.dirname(self.path),
+        )
+
     def region(self, position: int, length: int) -> FileRegion:
         """Bytes [position, position + length) of this file (cut at the logical end), not read:
         a fetch sends them to a socket without copying them through Python."""
@@ -351,7 +363,10 @@ class SegmentFile:
         pos = start
         want = _FIRST_CHUNK  # most walks (lookups) stop within a batch or two: read small first
         while pos < stop:
-            chunk = self.read(pos, min(want, stop - pos))
+            asked = min(want, stop - pos)
+            chunk = self.read(pos, asked)
+            if len(chunk) < asked:
+                raise self.cut_short(pos + len(chunk))
             reader = LogReader(
                 chunk, path=self.path, limits=limits, verify_crc=verify_crc, base_position=pos
             )

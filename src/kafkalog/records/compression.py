@@ -27,7 +27,7 @@ import xxhash
 import zstandard
 from numpy.typing import NDArray
 
-from kafkalog.errors import CompressionError, InvalidRecordError
+from kafkalog.errors import CompressionError, DecompressionLimitError, InvalidRecordError
 from kafkalog.records.types import Compression
 
 __all__ = ["BytesLike", "compress", "decompress"]
@@ -80,7 +80,7 @@ def _limit_error(
     codec: str, limit: int, position: int | None, detail: str = ""
 ) -> CompressionError:
     extra = f" ({detail})" if detail else ""
-    return CompressionError(
+    return DecompressionLimitError(
         f"{codec} payload decompresses to more than the limit of {limit} bytes{extra}",
         position=position,
     )

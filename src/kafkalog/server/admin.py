@@ -29,24 +29,39 @@ async def api_versions(broker: Broker, body: Any, version: int) -> dict[str, Any
     }
 
 
-def _topic_metadata(broker: Broker, topic: Topic) -> dict[str, Any]:
+def _partition_metadata(broker: Broker, topic: Topic, p: int) -> dict[str, Any]:
+    """A partition as Kafka's metadata cache describes it. One whose log could not be opened
+    is offline: its only replica is this broker's, so it has no leader (LEADER_NOT_AVAILABLE,
+    leader -1, no ISR) and this broker is listed as its offline replica."""
     node = broker.config.node_id
+    epoch = broker.registry.leader_epoch(topic.name, p)
+    if not broker.registry.online(topic, p):
+        return {
+            "error_code": E.LEADER_NOT_AVAILABLE,
+            "partition_index": p,
+            "leader_id": -1,
+            "leader_epoch": epoch,
+            "replica_nodes": [node],
+            "isr_nodes": [],
+            "offline_replicas": [node],
+        }
+    return {
+        "error_code": E.NONE,
+        "partition_index": p,
+        "leader_id": node,
+        "leader_epoch": epoch,
+        "replica_nodes": [node],
+        "isr_nodes": [node],
+    }
+
+
+def _topic_metadata(broker: Broker, topic: Topic) -> dict[str, Any]:
     return {
         "error_code": E.NONE,
         "name": topic.name,
         "topic_id": topic.uuid,
         "is_internal": topic.internal,
-        "partitions": [
-            {
-                "error_code": E.NONE,
-                "partition_index": p,
-                "leader_id": node,
-                "leader_epoch": broker.registry.leader_epoch(topic.name, p),
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-            }
-            for p in range(topic.partitions)
-        ],
+        "partitions": [_partition_metadata(broker, topic, p) for p in range(topic.partitions)],
     }
 
 

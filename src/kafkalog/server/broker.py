@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from kafkalog.errors import KafkalogError
 from kafkalog.index import _search
 from kafkalog.log import AppendOrigin, Log, LogDir
 from kafkalog.log.cleaner_checkpoint import create_checkpoint
+from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.dir_identity import claim, verify
 from kafkalog.records import RecordBatch, record_walk
+from kafkalog.records.types import DEFAULT_LIMITS
 from kafkalog.server import acl_apis, acls, admin, configs, data, user_credentials
 from kafkalog.server import errors as E
 from kafkalog.server.config import ServerConfig
@@ -22,6 +26,8 @@ from kafkalog.server.offset_store import CommittedOffset, ConsumerOffsetsTopic, 
 from kafkalog.server.scram import ScramStore
 from kafkalog.server.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic, TopicRegistry
 from kafkalog.server.transactions import TransactionCoordinator
+
+_logger = logging.getLogger("kafkalog.server")
 
 Handler = Callable[["Broker", Any, int], Awaitable[dict[str, Any]]]
 
@@ -40,7 +46,7 @@ def _load_kernels() -> None:
     loaded here, on the broker's worker thread, at start. A short benchmark's first produce
     paid for them (produce of 100-byte records measured 18% slower over 3 million records)."""
     record_walk.load_compiled()
-    _search.kernels()
+    _search.warm()
 
 
 class Broker:
@@ -58,10 +64,17 @@ class Broker:
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkalog-cleaner")
         # the compiled kernels a broker uses on every request, loaded off the event loop now
         # rather than by the first large Produce (~0.3-0.5 s of numba in a fresh process)
-        self.background.submit(_load_kernels)
+        self.kernels = self.background.submit(_load_kernels)
         # refused before the directory is opened, so a refusal writes nothing (as Kafka's)
         verify(data_dir, node_id=config.node_id, cluster_id=config.cluster_id)
-        self.logdir = LogDir(data_dir, writable=True, high_watermarks=True)
+        # a batch is bounded by the request that carries it (socket.request.max.bytes), not by
+        # the reader's 8 MiB default: a topic may set max.message.bytes above that, and the
+        # answer beyond a topic's limit is MESSAGE_TOO_LARGE, not CORRUPT_MESSAGE
+        limits = dataclasses.replace(
+            DEFAULT_LIMITS,
+            max_batch_bytes=max(DEFAULT_LIMITS.max_batch_bytes, config.socket_request_max_bytes),
+        )
+        self.logdir = LogDir(data_dir, writable=True, high_watermarks=True, limits=limits)
         try:
             # the directory's meta.properties names the node and the cluster (written for a
             # new directory); handlers read them from the config
@@ -82,6 +95,12 @@ class Broker:
                 if config.authorizer
                 else None
             )
+            # recovery in Kafka's order: the logs are open (above); the coordinators load their
+            # topics (below, writing nothing); then the transactions the last run left
+            # half-ended are finished, their markers written through this broker, which must
+            # be whole by then; the listener opens only after this constructor returns
+            self._appended = asyncio.Event()
+            self._lso: dict[tuple[str, int], data.LastStableOffset] = {}
             self.offsets = ConsumerOffsetsTopic(
                 config.offsets_topic_num_partitions,
                 self._append_offsets,
@@ -94,21 +113,23 @@ class Broker:
                 min_session_timeout=config.group_min_session_timeout_ms / 1000,
                 max_session_timeout=config.group_max_session_timeout_ms / 1000,
                 topic_exists=self._partition_exists,
+                offsets_partitions=config.offsets_topic_num_partitions,
             )
             self.transactions = TransactionCoordinator(
                 partitions=config.transaction_state_num_partitions,
+                offsets_partitions=config.offsets_topic_num_partitions,
                 append_state=self._append_txn_state,
                 read_state=self._read_txn_state,
                 append_marker=self._append_marker,
                 partition_exists=self._partition_exists,
-                commit_offsets=self.groups.apply_commit,
+                store_offsets=self.groups.store_transactional,
+                complete_offsets=self.groups.complete_transaction,
                 next_producer_id=self.registry.next_producer_id,
             )
+            self.transactions.recover()
         except BaseException:
             self.logdir.close()
             raise
-        self._appended = asyncio.Event()
-        self._lso: dict[tuple[str, int], data.LastStableOffset] = {}
         self.advertised: tuple[str, int] = (config.advertised_host or config.host, config.port)
 
     # -- append notifications (the long poll) -------------------------------------------------
@@ -130,12 +151,13 @@ class Broker:
             topic = self.registry.create(name, partitions, configs)
         return topic
 
-    def _append_offsets(self, partition: int, batch: bytes) -> None:
+    def _append_offsets(self, partition: int, batch: bytes) -> int:
         topic = self._internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)
         epoch = self.registry.leader_epoch(topic.name, partition)
-        self.registry.log(topic, partition).append(
+        info = self.registry.log(topic, partition).append(
             batch, leader_epoch=epoch, origin=AppendOrigin.COORDINATOR
         )
+        return info.first_offset
 
     def _append_txn_state(self, partition: int, batch: bytes) -> None:
         topic = self._internal_topic(
@@ -176,8 +198,25 @@ class Broker:
             yield from self._read_partition(topic, p)
 
     def _read_partition(self, topic: Topic, partition: int) -> Iterator[RecordBatch]:
-        log = self.registry.log(topic, partition)
-        for batch in log.batches(log.log_start_offset):
+        """An internal partition's batches for its coordinator to load. Damage loses only what
+        is damaged: damaged bytes are skipped (each skip logged with file and byte) and the
+        groups or transactions stored elsewhere load; a partition that cannot open is offline
+        (logged), and the rest of the broker starts."""
+
+        def skipped(skip: SkippedBytes) -> None:
+            _logger.error("loading %s-%d: %s", topic.name, partition, skip.describe())
+
+        try:
+            log = self.registry.log(topic, partition)
+        except (KafkalogError, OSError) as e:
+            _logger.error(
+                "%s-%d cannot open, offline (what it stores is not loaded): %s",
+                topic.name,
+                partition,
+                e,
+            )
+            return
+        for batch in log.batches(log.log_start_offset, on_damage=skipped):
             if isinstance(batch, RecordBatch):
                 yield batch
 
@@ -198,6 +237,9 @@ class Broker:
         for group in self.groups.groups.values():
             for tp in [tp for tp in group.offsets if tp[0] == name]:
                 del group.offsets[tp]
+            for pending in group.txn_offsets.values():
+                for tp in [tp for tp in pending if tp[0] == name]:
+                    del pending[tp]
 
     def close(self) -> None:
         self.background.shutdown(wait=True)

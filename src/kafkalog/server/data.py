@@ -10,12 +10,20 @@ import asyncio
 import contextlib
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from kafkalog.errors import InvalidRecordError, KafkalogError
+from kafkalog.errors import (
+    CompressionError,
+    DecompressionLimitError,
+    InvalidRecordError,
+    KafkalogError,
+)
 from kafkalog.log import LATEST_TIMESTAMP, Log
 from kafkalog.log.segment import FileRegion, TxnState
 from kafkalog.records import RecordBatch
+from kafkalog.records.compression import decompress_buffer
+from kafkalog.records.crc import crc32c_c
 from kafkalog.server import errors as E
 from kafkalog.server.topics import INTERNAL_TOPICS, TopicError
 
@@ -78,39 +86,112 @@ def _partition_log(broker: Broker, topic: str, partition: int) -> Log:
         raise TopicError(E.KAFKA_STORAGE_ERROR, f"{topic}-{partition}: {e}") from None
 
 
+#: Kafka's ReplicaManager.isValidRequiredAcks
+VALID_ACKS = (-1, 0, 1)
+_HEADER = 61  # a v2 batch's header, up to and including its record count
+_CRC_AT = 17
+_ATTRIBUTES_AT = 21
+_TRANSACTIONAL = 0x10
+
+_inflater: ThreadPoolExecutor | None = None
+
+
+def _inflate_pool() -> ThreadPoolExecutor:
+    """Where a produced batch's bounded decompression runs: off the event loop, so a batch
+    that inflates to the bound (a decompression bomb) costs the loop nothing and the other
+    connections are served meanwhile. Two threads (the machine may have two cores); zlib,
+    cramjam and zstandard drop the GIL while they inflate."""
+    global _inflater
+    if _inflater is None:
+        _inflater = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkalog-inflate")
+    return _inflater
+
+
+def _is_transactional(records: Any) -> bool:
+    """Kafka's ``RequestUtils.hasTransactionalRecords``: the first batch's transactional bit."""
+    return (
+        records is not None
+        and len(records) >= _HEADER
+        and records[_MAGIC_AT] == 2
+        and bool(records[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL)
+    )
+
+
 async def produce(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    """Kafka's ``KafkaApis.handleProduceRequest`` then ``ReplicaManager.appendRecords``, check
+    by check: a request with transactional batches but no transactional id is refused whole
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); per partition, an internal or unknown topic, then
+    ``ProduceRequest.validateRecords`` (exactly one whole v2 batch, zstd from v7); then acks
+    outside -1/0/1 (INVALID_REQUIRED_ACKS), ``min.insync.replicas`` above this one replica
+    with acks=-1 (NOT_ENOUGH_REPLICAS), a compressed batch inflating beyond the topic's
+    ``max.message.bytes`` (MESSAGE_TOO_LARGE, stopped at the bound, off the loop), and the
+    log's own checks (size, CRC, records, producer state). Nothing is written for a refused
+    partition."""
+    acks = int(body.acks)
+    refuse_all: tuple[int, str] | None = None
+    if getattr(body, "transactional_id", None) is None and any(
+        _is_transactional(pd.records) for topic in body.topic_data for pd in topic.partition_data
+    ):
+        refuse_all = (
+            E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "a produce request holding transactional batches needs a transactional id",
+        )
     responses = []
     for topic in body.topic_data:
         parts = []
         for pd in topic.partition_data:
-            parts.append(_produce_partition(broker, topic.name, int(pd.index), pd.records, version))
+            index = int(pd.index)
+            if refuse_all is not None:
+                parts.append(_refused(index, *refuse_all))
+                continue
+            parts.append(
+                await _produce_partition(broker, topic.name, index, pd.records, version, acks)
+            )
         responses.append({"name": topic.name, "partition_responses": parts})
     broker.appended()
     return {"responses": responses}
 
 
+def _refused(partition: int, code: int, message: str) -> dict[str, Any]:
+    return {
+        "index": partition,
+        "base_offset": -1,
+        "log_append_time": None,
+        "error_code": code,
+        "error_message": message,
+    }
+
+
 def _check_produce_records(records: Any, version: int) -> None:
     """Kafka's ``ProduceRequest.validateRecords``, before the log sees the bytes: from produce
-    v3 on exactly one batch per partition, of magic 2, and zstd only from v7 on."""
-    if records is None or len(records) == 0:
+    v3 on exactly one whole batch per partition (a length field claiming more bytes than the
+    request holds leaves no whole batch: nothing is "corrected"), of magic 2, and zstd only
+    from v7 on."""
+    length = (
+        int.from_bytes(records[8:12], "big", signed=True)
+        if records is not None and len(records) >= 12
+        else -1
+    )
+    if records is None or len(records) < _HEADER or length + 12 > len(records) or length < 49:
         raise TopicError(
             E.INVALID_RECORD,
             f"Produce requests with version {version} must have at least one record batch per "
-            "partition",
+            f"partition (the records hold {0 if records is None else len(records)} bytes, the "
+            f"batch's length field claims {length + 12})",
         )
-    if len(records) >= _MAGIC_AT + 1 and records[_MAGIC_AT] != 2:
+    if records[_MAGIC_AT] != 2:
         raise TopicError(
             E.INVALID_RECORD,
             f"Produce requests with version {version} are only allowed to contain record "
             "batches with magic version 2",
         )
-    if len(records) >= 12 and int.from_bytes(records[8:12], "big", signed=True) + 12 < len(records):
+    if length + 12 < len(records):
         raise TopicError(
             E.INVALID_RECORD,
             f"Produce requests with version {version} are only allowed to contain exactly one "
             "record batch per partition",
         )
-    if version < 7 and len(records) > _CODEC_AT and records[_CODEC_AT] & 0x07 == _ZSTD:
+    if version < 7 and records[_CODEC_AT] & 0x07 == _ZSTD:
         raise TopicError(
             E.UNSUPPORTED_COMPRESSION_TYPE,
             f"Produce requests with version {version} are not allowed to use ZStandard compression",
@@ -122,8 +203,39 @@ _CODEC_AT = 22  # the low byte of a batch's attributes
 _ZSTD = 4
 
 
-def _produce_partition(
-    broker: Broker, topic: str, partition: int, records: Any, version: int = 9
+def _inflates_beyond(records: bytes, bound: int) -> str | None:
+    """Why the batch's records inflate beyond ``bound`` bytes, or None: decompressed as a
+    stream that stops at the bound (a bomb is never inflated further). A batch whose CRC does
+    not match is not decompressed (Kafka checks the CRC first; the log answers it), and one
+    that does not decompress is the log's to report."""
+    view = memoryview(records)
+    if crc32c_c(view[_ATTRIBUTES_AT:]) != int.from_bytes(records[_CRC_AT:_ATTRIBUTES_AT], "big"):
+        return None
+    try:
+        decompress_buffer(records[_CODEC_AT] & 0x07, view[_HEADER:], magic=2, limit=bound)
+    except DecompressionLimitError:
+        return (
+            f"the batch's records decompress to more than max.message.bytes ({bound}); "
+            "stopped there"
+        )
+    except CompressionError:
+        return None
+    return None
+
+
+def _min_insync_replicas(broker: Broker, topic: str) -> int:
+    t = broker.registry.get(topic)
+    raw = {**broker.registry.defaults, **(t.overrides if t is not None else {})}.get(
+        "min.insync.replicas", "1"
+    )
+    try:
+        return int(raw)
+    except ValueError:
+        return 1
+
+
+async def _produce_partition(
+    broker: Broker, topic: str, partition: int, records: Any, version: int = 9, acks: int = -1
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": None}
     try:
@@ -132,6 +244,27 @@ def _produce_partition(
         log = _partition_log(broker, topic, partition)
         out["log_start_offset"] = log.log_start_offset
         _check_produce_records(records, version)
+        if acks not in VALID_ACKS:
+            raise TopicError(E.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
+        if acks == -1 and _min_insync_replicas(broker, topic) > 1:
+            raise TopicError(
+                E.NOT_ENOUGH_REPLICAS,
+                f"min.insync.replicas of {topic} is {_min_insync_replicas(broker, topic)}; this "
+                "broker is the partition's only in-sync replica",
+            )
+        if records[_CODEC_AT] & 0x07:
+            bound = log.config.max_message_bytes
+            data = bytes(records)
+            too_large = await asyncio.get_running_loop().run_in_executor(
+                _inflate_pool(), _inflates_beyond, data, bound
+            )
+            if too_large is not None:
+                raise TopicError(
+                    E.MESSAGE_TOO_LARGE, f"topic partition {topic}-{partition}: {too_large}"
+                )
+            # the topic or its config may have changed meanwhile: the log decides again
+            log = _partition_log(broker, topic, partition)
+            records = data
         info = log.append(records, leader_epoch=broker.registry.leader_epoch(topic, partition))
     except TopicError as e:
         out.update(error_code=e.code, error_message=str(e))
@@ -211,20 +344,70 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
                             {"producer_id": a.producer_id, "first_offset": a.first_offset}
                             for a in read.aborted
                         ]
-                except (KafkalogError, OSError) as e:
-                    # a damaged segment or index: this partition answers an error, the others
-                    # and the connection carry on
+                except OSError as e:  # the disk failed: Kafka's storage error
                     log_error("fetch from %s-%d at offset %d failed: %s", topic.topic, p, offset, e)
                     entry.update(error_code=E.KAFKA_STORAGE_ERROR, records=b"")
                     errored = True
                     parts.append(entry)
                     continue
+                except KafkalogError as e:
+                    # damage the log's read met: the whole batches before it are answered;
+                    # a fetch that starts at it answers CORRUPT_MESSAGE, which Kafka's
+                    # consumers raise to the application rather than retry for ever (the
+                    # others partitions and the connection carry on)
+                    before = _read_before_damage(
+                        log, offset, limit, upper, isolation == READ_COMMITTED
+                    )
+                    if before is None:
+                        log_error(
+                            "fetch from %s-%d at offset %d met damage: %s",
+                            topic.topic,
+                            p,
+                            offset,
+                            e,
+                        )
+                        entry.update(error_code=E.CORRUPT_MESSAGE, records=b"")
+                        errored = True
+                        parts.append(entry)
+                        continue
+                    data, aborted = before
+                    if aborted is not None:
+                        entry["aborted_transactions"] = aborted
                 entry["records"] = data
                 total += len(data)
                 budget -= len(data)
             parts.append(entry)
         responses.append({"topic": topic.topic, "partitions": parts})
     return responses, total, errored
+
+
+def _read_before_damage(
+    log: Log, offset: int, limit: int, upper: int, committed: bool
+) -> tuple[bytes | FileRegion, list[dict[str, int]] | None] | None:
+    """The whole batches from ``offset`` that a read can return before the damage a read of
+    ``limit`` bytes met (the log layer says where reads fail; nothing is re-detected here):
+    reads of half the bytes, then half again, down to the first batch alone. None when even
+    that fails (the damage is at ``offset``)."""
+    size = limit
+    while size > 1:
+        size //= 2
+        try:
+            read = log.fetch(
+                offset, size, max_offset=upper, min_one_message=True, include_aborted=committed
+            )
+        except (KafkalogError, OSError):
+            continue
+        if read.region is None:
+            return None
+        aborted = (
+            None
+            if read.aborted is None
+            else [
+                {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in read.aborted
+            ]
+        )
+        return read.region, aborted
+    return None
 
 
 async def fetch(broker: Broker, body: Any, version: int) -> dict[str, Any]:

@@ -10,6 +10,9 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 MESSAGE_TOO_LARGE = 10
+RECORD_LIST_TOO_LARGE = 18
+NOT_ENOUGH_REPLICAS = 19
+INVALID_REQUIRED_ACKS = 21
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 INVALID_TOPIC_EXCEPTION = 17
@@ -73,7 +76,9 @@ def append_error_code(exc: BaseException) -> int:
         return INVALID_TIMESTAMP
     if isinstance(exc, errors.InvalidRecordError):
         text = str(exc)
-        if "max.message.bytes" in text or "segment.bytes" in text:
+        if "segment.bytes" in text:  # Kafka's RecordBatchTooLargeException
+            return RECORD_LIST_TOO_LARGE
+        if "max.message.bytes" in text:
             return MESSAGE_TOO_LARGE
         return INVALID_RECORD
     return UNKNOWN_SERVER_ERROR

@@ -9,6 +9,15 @@ anyone while the leader's assignment is awaited) gets the current generation, no
 Committed offsets go to an :class:`OffsetStore` (``__consumer_offsets``) and are read back at
 start.
 
+Offsets sent to a transaction (TxnOffsetCommit) are written as the producer's transactional
+batch before they are answered and held as the group's *pending* transactional offsets, as
+Kafka's GroupMetadataManager holds them: the transaction's COMMIT marker in the group's
+``__consumer_offsets`` partition makes them the committed offsets (unless a later commit is
+already in effect), its ABORT drops them (:meth:`GroupCoordinator.complete_transaction`). After a
+restart those without a marker are pending again, until the transaction coordinator ends their
+transaction. OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for a partition
+with pending offsets, so a consumer does not start from an offset about to change.
+
 As Kafka's GroupMetadataManager does, the group's metadata (protocol type, generation, protocol,
 leader, members with their subscriptions and assignments) is stored as a ``GroupMetadata``
 record when a rebalance completes (the leader's SyncGroup) and when a group becomes Empty, and a
@@ -32,17 +41,24 @@ import contextlib
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kafkalog.server import errors as E
-from kafkalog.server.offset_store import CommittedOffset, OffsetStore, TopicPartition
+from kafkalog.server.offset_store import (
+    CommittedOffset,
+    OffsetStore,
+    PendingOffsets,
+    TopicPartition,
+    partition_for_group,
+)
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"
 COMPLETING = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+UNSTABLE_OFFSET_COMMIT = 88
 
 log = logging.getLogger("kafkalog.server")
 
@@ -78,6 +94,8 @@ class Group:
     pending: dict[str, float] = field(default_factory=dict)  # member ids handed out, deadline
     static: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    # offsets of transactions not ended yet, by producer id
+    txn_offsets: PendingOffsets = field(default_factory=dict)
     timer: asyncio.TimerHandle | None = None
     initial_delay_until: float = 0.0
 
@@ -97,8 +115,10 @@ class GroupCoordinator:
         min_session_timeout: float,
         max_session_timeout: float,
         topic_exists: Any,
+        offsets_partitions: int = 50,
     ) -> None:
         self.store = store
+        self.offsets_partitions = offsets_partitions
         self.initial_rebalance_delay = initial_rebalance_delay
         self.min_session_timeout = min_session_timeout
         self.max_session_timeout = max_session_timeout
@@ -110,6 +130,8 @@ class GroupCoordinator:
             group = self.groups.setdefault(group_id, Group(group_id))
             group.generation = int(meta.get("generation", 0))
             group.protocol_type = meta.get("protocolType") or None
+        for group_id, pending in store.load_pending().items():
+            self.groups.setdefault(group_id, Group(group_id)).txn_offsets = pending
         self._reaper: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -566,12 +588,52 @@ class GroupCoordinator:
         return {"topics": topics}
 
     def apply_commit(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
-        """Store committed offsets (an OffsetCommit, or a committed transaction's)."""
-        self.store.commit(group_id, offsets)
+        """Store an OffsetCommit's offsets, in effect at once."""
+        offsets = _placed(offsets, self.store.commit(group_id, offsets))
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         group.offsets.update(offsets)
+
+    def store_transactional(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, CommittedOffset],
+    ) -> None:
+        """A TxnOffsetCommit: written as the producer's transactional batch before it is
+        answered, then pending until the transaction's marker (:meth:`complete_transaction`)."""
+        placed = _placed(
+            offsets,
+            self.store.commit_transactional(group_id, producer_id, producer_epoch, offsets),
+        )
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        group.txn_offsets.setdefault(producer_id, {}).update(placed)
+
+    def complete_transaction(self, producer_id: int, offsets_partition: int, commit: bool) -> None:
+        """The producer's COMMIT or ABORT marker is in ``__consumer_offsets`` partition
+        ``offsets_partition``: each of its groups' pending offsets of that producer become
+        committed (where no later commit is in effect) or are dropped (Kafka's
+        ``handleTxnCompletion``)."""
+        for group in self.groups.values():
+            if producer_id not in group.txn_offsets:
+                continue
+            if partition_for_group(group.group_id, self.offsets_partitions) != offsets_partition:
+                continue
+            pending = group.txn_offsets.pop(producer_id)
+            if not commit:
+                continue
+            for tp, committed in pending.items():
+                current = group.offsets.get(tp)
+                if current is None or current.older_than(committed):
+                    group.offsets[tp] = committed
+
+    def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and any(tp in o for o in group.txn_offsets.values())
 
     async def fetch_offsets(self, body: Any, version: int) -> dict[str, Any]:
         group = self.groups.get(body.group_id)
@@ -583,10 +645,24 @@ class GroupCoordinator:
             wanted = list(by_topic.items())
         else:
             wanted = [(t.name, [int(i) for i in t.partition_indexes]) for t in body.topics]
+        # v7+: a partition with transactional offsets not ended yet is unstable (Kafka's
+        # getOffsets with requireStable); without it the committed offset is answered
+        stable = bool(getattr(body, "require_stable", False))
         topics = []
         for name, partitions in wanted:
             parts = []
             for p in partitions:
+                if stable and self.has_pending(body.group_id, (name, p)):
+                    parts.append(
+                        {
+                            "partition_index": p,
+                            "committed_offset": -1,
+                            "committed_leader_epoch": -1,
+                            "metadata": "",
+                            "error_code": UNSTABLE_OFFSET_COMMIT,
+                        }
+                    )
+                    continue
                 c = offsets.get((name, p))
                 parts.append(
                     {
@@ -644,6 +720,16 @@ class GroupCoordinator:
                 if not states or g.state in states
             ],
         }
+
+
+def _placed(
+    offsets: dict[TopicPartition, CommittedOffset], first: int | None
+) -> dict[TopicPartition, CommittedOffset]:
+    """The offsets with the log offsets of their records (one record each, in order from
+    ``first``), which decide between a transaction's offsets and a later commit."""
+    if first is None:
+        return dict(offsets)
+    return {tp: replace(c, log_offset=first + i) for i, (tp, c) in enumerate(offsets.items())}
 
 
 def _join_answer(group: Group, member_id: str, with_members: bool) -> dict[str, Any]:

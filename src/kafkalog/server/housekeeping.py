@@ -49,6 +49,8 @@ def retention(broker: Broker, now_ms: int) -> None:
         for partition in range(topic.partitions):
             if not broker.registry.exists(topic, partition):
                 continue
+            if (topic.name, partition) in broker.registry.offline:
+                continue  # logged when it went offline; nothing to retain until a restart
             try:
                 log = broker.registry.log(topic, partition)
                 deleted = log.delete_old_segments(now_ms)
@@ -96,7 +98,10 @@ async def clean(broker: Broker, now_ms: int) -> None:
         if "compact" not in broker.registry.config(topic).cleanup_policy:
             continue
         for partition in range(topic.partitions):
-            if broker.registry.exists(topic, partition):
+            # an offline partition (its log cannot open) is left out, not every pass failed
+            if broker.registry.exists(topic, partition) and broker.registry.online(
+                topic, partition
+            ):
                 logs.append(broker.registry.log(topic, partition))
     if not logs:
         return
@@ -104,7 +109,14 @@ async def clean(broker: Broker, now_ms: int) -> None:
     try:
         result = await asyncio.wrap_future(
             broker.background.submit(
-                clean_filthiest, logs, now=now_ms, options=options, lock_of=lambda log: log.lock
+                clean_filthiest,
+                logs,
+                now=now_ms,
+                options=options,
+                lock_of=lambda log: log.lock,
+                # a damaged partition is marked uncleanable there (an ERROR line naming it)
+                # and passed by, so the others are still cleaned (Kafka's LogCleanerManager)
+                manager=broker.logdir.cleaner_manager,
             )
         )
     except CleaningAborted as aborted:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
-from kafkalog.log.internal_replay import entries_of, in_effect
+from kafkalog.log.internal_replay import COMMIT_MARKER, entries_of
 from kafkalog.records import Record, RecordBatch, encode_batch
 from kafkalog.records.internal_topics import (
     UnknownRecordType,
@@ -36,6 +36,17 @@ class CommittedOffset:
     leader_epoch: int = -1
     metadata: str | None = ""
     commit_timestamp: int = -1
+    # where its record sits in ``__consumer_offsets`` (-1: not known). A committed transaction's
+    # offset replaces the group's only if its record is later than the one in effect, as
+    # Kafka's ``CommitRecordMetadataAndOffset.olderThan`` decides
+    log_offset: int = field(default=-1, compare=False)
+
+    def older_than(self, other: CommittedOffset) -> bool:
+        return self.log_offset < other.log_offset
+
+
+#: a group's transactional offsets not yet ended, by the producer id whose transaction holds them
+PendingOffsets = dict[int, dict[TopicPartition, CommittedOffset]]
 
 
 class OffsetCommitRecord(NamedTuple):
@@ -77,7 +88,24 @@ class OffsetStore(Protocol):
         """Each classic group's last ``GroupMetadataValue`` fields, tombstones applied."""
         ...
 
-    def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None: ...
+    def load_pending(self) -> dict[str, PendingOffsets]:
+        """Each group's transactional offsets whose transaction has no marker yet."""
+        ...
+
+    def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> int | None:
+        """Append the offsets; the log offset of the first record when known."""
+        ...
+
+    def commit_transactional(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, CommittedOffset],
+    ) -> int | None:
+        """Append the offsets of a TxnOffsetCommit as a transactional batch of the producer
+        (in effect once its COMMIT marker follows); the log offset of its first record."""
+        ...
 
     def store_group(self, group: str, value: dict[str, Any] | None) -> None:
         """Append the group's metadata (``GroupMetadataValue`` fields), or its tombstone."""
@@ -160,7 +188,8 @@ def partition_for_group(group: str, partitions: int) -> int:
 class ConsumerOffsetsTopic:
     """An :class:`OffsetStore` on ``__consumer_offsets`` partitions.
 
-    ``append(partition, batch_bytes)`` and ``read_all()`` (each partition's batches, partition
+    ``append(partition, batch_bytes)`` (the log offset of the batch's first record, if known)
+    and ``read_all()`` (each partition's batches, partition
     by partition) come from the server's topic registry so this module stays free of how
     partitions are opened.
     """
@@ -168,7 +197,7 @@ class ConsumerOffsetsTopic:
     def __init__(
         self,
         partitions: int,
-        append: Callable[[int, bytes], None],
+        append: Callable[[int, bytes], int | None],
         read_all: Callable[[], Iterable[Iterable[RecordBatch]]],
         codec: OffsetRecordCodec | None = None,
         clock: Callable[[], float] = time.time,
@@ -179,23 +208,48 @@ class ConsumerOffsetsTopic:
         self.codec: OffsetRecordCodec = codec if codec is not None else KafkaOffsetCodec()
         self.clock = clock
         self._metadata: dict[str, dict[str, Any]] | None = None
+        self._pending: dict[str, PendingOffsets] | None = None
 
     def load(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
         """Replay every partition as Kafka's coordinator loads it: the committed offsets
-        (returned) and each group's metadata (kept for :meth:`load_groups`), later records and
-        tombstones winning, transactional commits only once their COMMIT marker follows (a
-        directory written by a Kafka broker has them; this server writes commits only at
-        EndTxn). The same replay as ``kafkalog groups`` (:mod:`kafkalog.log.internal_replay`)."""
+        (returned), each group's metadata (kept for :meth:`load_groups`) and the transactional
+        offsets still waiting for their marker (kept for :meth:`load_pending`). Later records
+        and tombstones win; a transactional offset takes effect at its producer's COMMIT marker
+        in the same partition, unless a later record of the partition is already in effect
+        (Kafka's ``olderThan``), and an ABORT drops it. ``kafkalog groups`` applies the same
+        markers (:mod:`kafkalog.log.internal_replay`)."""
         groups: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         metadata: dict[str, dict[str, Any]] = {}
+        open_txns: dict[str, PendingOffsets] = {}
         for batches in self._read_all():
-            for entry in in_effect(entries_of(batches)):
+            # producer id -> the (group, partition)s its open transaction wrote here
+            held: dict[int, list[tuple[str, TopicPartition]]] = {}
+            for entry in entries_of(batches):
+                if entry.control is not None:
+                    for group, tp in held.pop(entry.producer_id, []):
+                        waiting = open_txns.get(group, {}).get(entry.producer_id, {})
+                        committed = waiting.pop(tp, None)
+                        if committed is None or entry.control != COMMIT_MARKER:
+                            continue
+                        current = groups.setdefault(group, {}).get(tp)
+                        if current is None or current.older_than(committed):
+                            groups[group][tp] = committed
+                    continue
                 if entry.key is None:
                     continue
                 found = self.codec.decode_record(entry.key, entry.value)
                 if isinstance(found, OffsetCommitRecord):
                     group, tp, committed = found
-                    if committed is None:
+                    if committed is not None:
+                        committed = replace(committed, log_offset=entry.log_offset)
+                    if entry.transactional:
+                        pending = open_txns.setdefault(group, {}).setdefault(entry.producer_id, {})
+                        if committed is None:
+                            pending.pop(tp, None)
+                        else:
+                            pending[tp] = committed
+                            held.setdefault(entry.producer_id, []).append((group, tp))
+                    elif committed is None:
                         groups.get(group, {}).pop(tp, None)
                     else:
                         groups.setdefault(group, {})[tp] = committed
@@ -206,6 +260,11 @@ class ConsumerOffsetsTopic:
                     else:
                         metadata[name] = value
         self._metadata = metadata
+        self._pending = {
+            group: {pid: offsets for pid, offsets in by_pid.items() if offsets}
+            for group, by_pid in open_txns.items()
+            if any(by_pid.values())
+        }
         return groups
 
     def load_groups(self) -> dict[str, dict[str, Any]]:
@@ -213,7 +272,34 @@ class ConsumerOffsetsTopic:
             self.load()
         return dict(self._metadata or {})
 
-    def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+    def load_pending(self) -> dict[str, PendingOffsets]:
+        if self._pending is None:
+            self.load()
+        return {group: dict(by_pid) for group, by_pid in (self._pending or {}).items()}
+
+    def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> int | None:
+        return self._commit(group, offsets, {})
+
+    def commit_transactional(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, CommittedOffset],
+    ) -> int | None:
+        # as Kafka's coordinator writes a TxnOffsetCommit: the producer's id and epoch, the
+        # transactional bit, sequence 0 (a coordinator's append is not checked for sequences)
+        batch = {
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "base_sequence": 0,
+            "is_transactional": True,
+        }
+        return self._commit(group, offsets, batch)
+
+    def _commit(
+        self, group: str, offsets: dict[TopicPartition, CommittedOffset], batch: dict[str, Any]
+    ) -> int | None:
         now = int(self.clock() * 1000)
         records = [
             Record.of(
@@ -223,8 +309,11 @@ class ConsumerOffsetsTopic:
             )
             for (topic, partition), c in offsets.items()
         ]
-        if records:
-            self._append(partition_for_group(group, self.partitions), encode_batch(records))
+        if not records:
+            return None
+        return self._append(
+            partition_for_group(group, self.partitions), encode_batch(records, **batch)
+        )
 
     def store_group(self, group: str, value: dict[str, Any] | None) -> None:
         key, data = group_metadata_record(group, value)

@@ -10,6 +10,7 @@ only what the directory cannot say (per-topic config overrides, the next produce
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -94,6 +95,9 @@ class TopicRegistry:
         self._record_topic_ids(logdir.partitions())
         self._epochs: dict[tuple[str, int], int] = {}
         self._led: set[tuple[str, int]] = set()  # the partitions whose logs were opened
+        #: partitions whose log could not be opened (damage, the disk): offline until the
+        #: broker restarts, as Kafka keeps a failed replica offline, with the reason
+        self.offline: dict[tuple[str, int], str] = {}
         self._next_pid = int(self._state.get("next_producer_id", 0))
         self._pid_limit = self._next_pid
 
@@ -194,14 +198,41 @@ class TopicRegistry:
         if not 0 <= partition < topic.partitions:
             raise TopicError(3, f"{topic.name} has no partition {partition}")
         directory = os.path.join(self.logdir.path, f"{topic.name}-{partition}")
+        key = (topic.name, partition)
+        failed = self.offline.get(key)
+        if failed is not None:
+            raise TopicError(56, f"{topic.name}-{partition} is offline: {failed}")
         existed = os.path.isdir(directory)
-        opened = (topic.name, partition) in self._led
-        log = self.logdir.log(topic.name, partition, create=True, config=self.config(topic))
+        opened = key in self._led
+        try:
+            log = self.logdir.log(topic.name, partition, create=True, config=self.config(topic))
+        except (KafkalogError, OSError) as e:
+            # one partition that cannot open is offline; the broker and the rest serve on
+            self.offline[key] = str(e)
+            raise
         if not existed:
             PartitionMetadata.write(os.path.join(directory, "partition.metadata"), topic.topic_id)
         if not opened:
             self._lead(log, topic.name, partition)
         return log
+
+    def online(self, topic: Topic, partition: int) -> bool:
+        """Whether the partition serves: an existing partition's log is opened now if it was
+        not yet (as a Kafka broker has every log loaded before it answers), so that one that
+        cannot open is known offline from the first Metadata that names it."""
+        key = (topic.name, partition)
+        if key in self.offline:
+            return False
+        if key in self._led or not self.exists(topic, partition):
+            return True  # opened already, or made when first used
+        try:
+            self.log(topic, partition)
+        except (KafkalogError, OSError) as e:  # recorded in offline, with the reason
+            logging.getLogger("kafkalog.server").error(
+                "cannot open %s-%d, offline: %s", topic.name, partition, e
+            )
+            return False
+        return True
 
     def _lead(self, log: Log, topic: str, partition: int) -> None:
         """Become the partition's leader as Kafka's ``Partition.makeLeader`` does: its leader
@@ -318,6 +349,7 @@ class TopicRegistry:
             self.logdir.remove_partition(topic.name, p)
             self._epochs.pop((topic.name, p), None)
             self._led.discard((topic.name, p))
+            self.offline.pop((topic.name, p), None)
         del self.topics[topic.name]
         self._write_state()
         self.logdir.checkpoint()

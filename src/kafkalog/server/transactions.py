@@ -1,11 +1,23 @@
 """The transaction coordinator: transactional ids, their producer ids and epochs, the partitions
-and groups of each open transaction, and the COMMIT/ABORT markers that end it.
+of each open transaction (its groups' ``__consumer_offsets`` partitions among them), and the
+COMMIT/ABORT markers that end it.
 
 Each transactional id's state is a record of ``__transaction_state`` in Kafka's format
 (``TransactionLogKey`` v0, ``TransactionLogValue`` v0, through the codec generated from Kafka's
 message definitions that ``kafkalog dump`` reads with), so a restart keeps its producer id and
-bumps its epoch (fencing a zombie producer). Offsets committed inside a transaction
-(TxnOffsetCommit) are held until EndTxn and then committed to the group, or dropped on abort.
+bumps its epoch (fencing a zombie producer).
+
+Offsets sent to a transaction go where Kafka puts them: AddOffsetsToTxn adds the group's
+``__consumer_offsets`` partition to the transaction's partitions (so it is in the state record),
+TxnOffsetCommit is written there as the producer's transactional batch before it is answered
+(the group coordinator holds it as pending), and EndTxn's markers reach that partition like any
+other, which makes the offsets committed or drops them. Ending a transaction writes
+PREPARE_COMMIT/PREPARE_ABORT, the markers, then COMPLETE_COMMIT/COMPLETE_ABORT; a restart after a
+crash between the first and the last finishes it as decided (:meth:`TransactionCoordinator.recover`,
+run once every coordinator is loaded and before the listener opens, as Kafka's coordinator
+re-sends the markers of a transaction it loads in a PREPARE state). A transaction left ONGOING
+is aborted by its producer's next InitProducerId or by its timeout, counted from its start
+time in the state record.
 """
 
 from __future__ import annotations
@@ -18,7 +30,12 @@ from typing import Any
 from kafkalog.records import ControlType, Record, RecordBatch, encode_batch, encode_control_batch
 from kafkalog.records.internal_topics import TRANSACTION_STATE, UnknownRecordType
 from kafkalog.server import errors as E
-from kafkalog.server.offset_store import CommittedOffset, TopicPartition, partition_for_group
+from kafkalog.server.offset_store import (
+    OFFSETS_TOPIC,
+    CommittedOffset,
+    TopicPartition,
+    partition_for_group,
+)
 
 # TransactionState as Kafka numbers it in the transaction log
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = range(6)
@@ -36,7 +53,6 @@ class TxnMetadata:
     timeout_ms: int
     state: int = EMPTY
     partitions: set[TopicPartition] = field(default_factory=set)
-    groups: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     started_ms: int = -1
 
 
@@ -90,31 +106,38 @@ def decode_txn(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | None
         v["transactionTimeoutMs"],
         v["transactionStatus"],
         partitions,
-        {},
         v["transactionStartTimestampMs"],
     )
     return txn_id, meta
 
 
 class TransactionCoordinator:
-    """Runs on the event loop with the rest of the broker (no locking needed)."""
+    """Runs on the event loop with the rest of the broker (no locking needed).
+
+    Building it reads ``__transaction_state`` and writes nothing; :meth:`recover` then finishes
+    what the last run left half-ended, through the callbacks, so the broker calls it once
+    everything those callbacks reach is built."""
 
     def __init__(
         self,
         *,
         partitions: int,
+        offsets_partitions: int,
         append_state: Callable[[int, bytes], None],
         read_state: Callable[[], Iterable[RecordBatch]],
         append_marker: Callable[[str, int, bytes], None],
         partition_exists: Callable[[str, int], bool],
-        commit_offsets: Callable[[str, dict[TopicPartition, CommittedOffset]], None],
+        store_offsets: Callable[[str, int, int, dict[TopicPartition, CommittedOffset]], None],
+        complete_offsets: Callable[[int, int, bool], None],
         next_producer_id: Callable[[], int],
     ) -> None:
         self.partitions = partitions
+        self.offsets_partitions = offsets_partitions
         self._append_state = append_state
         self._append_marker = append_marker
         self._partition_exists = partition_exists
-        self._commit_offsets = commit_offsets
+        self._store_offsets = store_offsets
+        self._complete_offsets = complete_offsets
         self._next_producer_id = next_producer_id
         self.txns: dict[str, TxnMetadata] = {}
         for batch in read_state():
@@ -131,15 +154,18 @@ class TransactionCoordinator:
                     self.txns.pop(txn_id, None)
                 else:
                     self.txns[txn_id] = meta
+
+    def recover(self) -> list[str]:
+        """Finish each transaction the last run left half-ended, as it was decided: its markers
+        written again (a partition that already has one gets a second, which ends nothing) and
+        its COMPLETE state stored. One left ONGOING stays open until its producer's next
+        InitProducerId or its timeout aborts it. Returns the transactional ids finished."""
+        finished = []
         for meta in self.txns.values():
-            # a transaction the last run left half-ended is finished as it was decided; one
-            # left open stays open until its producer is re-initialised (which aborts it)
-            if meta.state == PREPARE_COMMIT:
-                meta.state = ONGOING
-                self._end(meta, commit=True)
-            elif meta.state == PREPARE_ABORT:
-                meta.state = ONGOING
-                self._end(meta, commit=False)
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                self._write_markers(meta, commit=meta.state == PREPARE_COMMIT)
+                finished.append(meta.transactional_id)
+        return finished
 
     def _persist(self, meta: TxnMetadata) -> None:
         now = int(time.time() * 1000)
@@ -184,7 +210,6 @@ class TransactionCoordinator:
             meta.timeout_ms = timeout_ms
         meta.state = EMPTY
         meta.partitions.clear()
-        meta.groups.clear()
         self._persist(meta)
         return {
             "error_code": E.NONE,
@@ -233,11 +258,13 @@ class TransactionCoordinator:
     def add_offsets(self, txn_id: str, pid: int, epoch: int, group: str) -> int:
         code, meta = self._check(txn_id, pid, epoch)
         if code == E.NONE and meta is not None:
-            # the offsets are committed to the group when the transaction commits (not written
-            # to __consumer_offsets as transactional records), so no marker goes there
-            self._begin(meta, [])
-            meta.groups.setdefault(group, {})
+            # the group's __consumer_offsets partition joins the transaction: its TxnOffsetCommit
+            # records go there, and so do the markers that end them
+            self._begin(meta, [self.offsets_partition(group)])
         return code
+
+    def offsets_partition(self, group: str) -> TopicPartition:
+        return OFFSETS_TOPIC, partition_for_group(group, self.offsets_partitions)
 
     def txn_offset_commit(
         self,
@@ -250,9 +277,9 @@ class TransactionCoordinator:
         code, meta = self._check(txn_id, pid, epoch)
         if code != E.NONE or meta is None:
             return code
-        if group not in meta.groups:
+        if meta.state != ONGOING or self.offsets_partition(group) not in meta.partitions:
             return E.INVALID_TXN_STATE  # AddOffsetsToTxn first, as Kafka requires
-        meta.groups[group].update(offsets)
+        self._store_offsets(group, pid, epoch, offsets)
         return E.NONE
 
     def end_txn(self, txn_id: str, pid: int, epoch: int, commit: bool) -> int:
@@ -281,6 +308,11 @@ class TransactionCoordinator:
     def _end(self, meta: TxnMetadata, commit: bool) -> None:
         meta.state = PREPARE_COMMIT if commit else PREPARE_ABORT
         self._persist(meta)
+        self._write_markers(meta, commit)
+
+    def _write_markers(self, meta: TxnMetadata, commit: bool) -> None:
+        """The markers of a decided transaction (its PREPARE state stored), then its COMPLETE
+        state: a crash anywhere in between leaves the PREPARE state for :meth:`recover`."""
         kind = ControlType.COMMIT if commit else ControlType.ABORT
         for topic, partition in sorted(meta.partitions):
             marker = encode_control_batch(
@@ -291,11 +323,8 @@ class TransactionCoordinator:
                 producer_epoch=meta.producer_epoch,
             )
             self._append_marker(topic, partition, marker)
-        if commit:
-            for group, offsets in meta.groups.items():
-                if offsets:
-                    self._commit_offsets(group, offsets)
+            if topic == OFFSETS_TOPIC:
+                self._complete_offsets(meta.producer_id, partition, commit)
         meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         meta.partitions.clear()
-        meta.groups.clear()
         self._persist(meta)

@@ -7,6 +7,8 @@
 - :mod:`~kafkalog.log.cleaner.txn` — aborted transactions and markers while walking;
 - :mod:`~kafkalog.log.cleaner.batch_filter` — what a batch keeps, and its bytes;
 - :mod:`~kafkalog.log.cleaner.cleaning` — one round: map, groups, ``.cleaned``, swap;
+- :mod:`~kafkalog.log.cleaner.manager` — partitions being cleaned, and those given up on
+  (uncleanable: damaged);
 - :mod:`~kafkalog.log.cleaner.api` — :func:`clean_log`, :func:`clean_filthiest`, the
   ``cleaner-offset-checkpoint``.
 """
@@ -21,6 +23,7 @@ from kafkalog.log.cleaner.api import (
 from kafkalog.log.cleaner.batch_filter import FilterStats
 from kafkalog.log.cleaner.cleaning import CleaningAborted
 from kafkalog.log.cleaner.dirty import DirtySection
+from kafkalog.log.cleaner.manager import CleanerManager, CleaningInProgress, Uncleanable
 from kafkalog.log.cleaner.offset_map import OffsetMap
 from kafkalog.log.cleaner_checkpoint import (
     checkpoint_path,
@@ -31,11 +34,14 @@ from kafkalog.log.cleaner_checkpoint import (
 
 __all__ = [
     "CleanResult",
+    "CleanerManager",
     "CleanerOptions",
     "CleaningAborted",
+    "CleaningInProgress",
     "DirtySection",
     "FilterStats",
     "OffsetMap",
+    "Uncleanable",
     "checkpoint_path",
     "clean_filthiest",
     "clean_log",

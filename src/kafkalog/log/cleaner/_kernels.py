@@ -184,6 +184,33 @@ def scan_records(  # type: ignore[no-untyped-def]
     return count
 
 
+@njit(cache=True, nogil=True, inline="always")
+def slot_of(a, slots):  # type: ignore[no-untyped-def]
+    """The home slot of digest word ``a`` in a table of ``slots`` (any count below 2**32, as
+    Kafka's ``SkimpyOffsetMap`` sizes its table: memory / 24, no power of two): the top 32
+    bits of the digest scaled to the table (a multiply and a shift, not a division)."""
+    return np.int64(((a >> np.uint64(32)) * np.uint64(slots)) >> np.uint64(32))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def table_get(slot_h1, slot_h2, slot_offset, a, b):  # type: ignore[no-untyped-def]
+    """The offset held for a digest, -1 when absent: at the first empty slot probed, or
+    after every slot was probed (a full table, as Kafka's ``SkimpyOffsetMap.get`` stops after
+    ``slots`` attempts)."""
+    slots = len(slot_offset)
+    idx = slot_of(a, slots)
+    for _ in range(slots):
+        o = slot_offset[idx]
+        if o < 0:
+            return np.int64(-1)
+        if slot_h1[idx] == a and slot_h2[idx] == b:
+            return o
+        idx += 1
+        if idx == slots:
+            idx = 0
+    return np.int64(-1)
+
+
 @njit(cache=True, nogil=True)
 def map_put(  # type: ignore[no-untyped-def]
     slot_h1, slot_h2, slot_offset, state, h1s, h2s, offsets, keyed, first, n
@@ -193,7 +220,7 @@ def map_put(  # type: ignore[no-untyped-def]
     an empty slot, and the latest offset becomes the put's. ``state`` is [entries, latest
     offset, max entries]; stops before a put once ``entries`` reaches the max (the map is
     full) and returns the index of the record it stopped at, else ``n``."""
-    mask = np.uint64(len(slot_offset) - 1)
+    slots = len(slot_offset)
     for i in range(first, n):
         if not keyed[i]:
             continue
@@ -201,7 +228,8 @@ def map_put(  # type: ignore[no-untyped-def]
             return i
         a = h1s[i]
         b = h2s[i]
-        idx = np.int64(a & mask)
+        idx = slot_of(a, slots)
+        probes = 0
         while True:
             if slot_offset[idx] < 0:
                 slot_h1[idx] = a
@@ -212,7 +240,12 @@ def map_put(  # type: ignore[no-untyped-def]
             if slot_h1[idx] == a and slot_h2[idx] == b:
                 slot_offset[idx] = offsets[i]
                 break
-            idx = np.int64((np.uint64(idx) + np.uint64(1)) & mask)
+            probes += 1
+            if probes == slots:
+                return i
+            idx += 1
+            if idx == slots:
+                idx = 0
         state[1] = offsets[i]
     return n
 
@@ -220,34 +253,26 @@ def map_put(  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def map_get(slot_h1, slot_h2, slot_offset, h1s, h2s, keyed, n, out):  # type: ignore[no-untyped-def]
     """The offset the map holds for each keyed record's digest (-1 when absent)."""
-    mask = np.uint64(len(slot_offset) - 1)
     for i in range(n):
         if not keyed[i]:
             out[i] = -1
             continue
-        a = h1s[i]
-        b = h2s[i]
-        idx = np.int64(a & mask)
-        found = -1
-        while slot_offset[idx] >= 0:
-            if slot_h1[idx] == a and slot_h2[idx] == b:
-                found = slot_offset[idx]
-                break
-            idx = np.int64((np.uint64(idx) + np.uint64(1)) & mask)
-        out[i] = found
+        out[i] = table_get(slot_h1, slot_h2, slot_offset, h1s[i], h2s[i])
 
 
 @njit(cache=True, nogil=True)
 def map_rehash(old_h1, old_h2, old_offset, new_h1, new_h2, new_offset):  # type: ignore[no-untyped-def]
     """Move every entry into a larger table (the map grows up to its memory bound)."""
-    mask = np.uint64(len(new_offset) - 1)
+    slots = len(new_offset)  # larger than the old table: an empty slot is always found
     for j in range(len(old_offset)):
         if old_offset[j] < 0:
             continue
         a = old_h1[j]
-        idx = np.int64(a & mask)
+        idx = slot_of(a, slots)
         while new_offset[idx] >= 0:
-            idx = np.int64((np.uint64(idx) + np.uint64(1)) & mask)
+            idx += 1
+            if idx == slots:
+                idx = 0
         new_h1[idx] = a
         new_h2[idx] = old_h2[j]
         new_offset[idx] = old_offset[j]

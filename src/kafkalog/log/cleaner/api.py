@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -19,14 +20,32 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log.cleaner import cleaning
 from kafkalog.log.cleaner.batch_filter import FilterStats
 from kafkalog.log.cleaner.chunk_walk import ReadBuffers
-from kafkalog.log.cleaner.cleaning import CleanableLog, OnStep, Progress, Round
+from kafkalog.log.cleaner.cleaning import (
+    CleanableLog,
+    CleaningAborted,
+    OnStep,
+    Progress,
+    Round,
+    SegmentsSplit,
+)
 from kafkalog.log.cleaner.dirty import DirtySection, dirty_section
+from kafkalog.log.cleaner.manager import (
+    DEFAULT_MANAGER,
+    CleanerManager,
+    CleaningInProgress,
+    in_progress,
+)
+from kafkalog.log.cleaner.manager import (
+    cleaning as cleaning_partition,
+)
 from kafkalog.log.cleaner.offset_map import OffsetMap
 from kafkalog.log.cleaner_checkpoint import (
     _write_checkpoint,
     checkpoint_path,
     read_checkpoint,
 )
+
+_log = logging.getLogger("kafkalog.log.cleaner")
 
 DEFAULT_DEDUPE_BUFFER = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
@@ -99,7 +118,12 @@ def clean_log(
     ``lock`` is held while the cleaning reads the log's state and for each swap; give the
     lock your threads take around the log's writes (a :class:`SharedLog`'s ``lock``) to
     clean while they append. ``dry_run`` writes nothing and reports the first round.
-    ``now`` (ms) stands for the clock (delete horizons, compaction lags)."""
+    ``now`` (ms) stands for the clock (delete horizons, compaction lags).
+
+    Any error (damage, named by file and byte) leaves the log as it was; a log being cleaned
+    already by another thread raises :class:`CleaningInProgress`. Segments below the log
+    start go after the cleaning whatever the policy (``compact,delete`` also runs its
+    retention), as Kafka's cleaner thread deletes them."""
     if not log.config.compact:
         raise KafkalogError(
             f"{log.directory}: cleanup.policy={','.join(log.config.cleanup_policy)} has no "
@@ -107,6 +131,32 @@ def clean_log(
         )
     if not log.writable and not dry_run:
         raise KafkalogError(f"cannot clean {log.directory}: the log was opened read-only")
+    with contextlib.nullcontext() if dry_run else cleaning_partition(log.directory):
+        return _clean_log(
+            log,
+            now=now,
+            options=options,
+            lock=lock,
+            progress=progress,
+            dry_run=dry_run,
+            max_rounds=max_rounds,
+            record_removed=record_removed,
+            on_step=on_step,
+        )
+
+
+def _clean_log(
+    log: Any,
+    *,
+    now: int | None,
+    options: CleanerOptions | None,
+    lock: Any,
+    progress: Progress | None,
+    dry_run: bool,
+    max_rounds: int | None,
+    record_removed: bool,
+    on_step: OnStep | None,
+) -> CleanResult:
     options = options or CleanerOptions()
     now = int(log.clock() * 1000) if now is None else now
     guard = lock if lock is not None else contextlib.nullcontext()
@@ -130,8 +180,9 @@ def clean_log(
     offset_map = OffsetMap(options.dedupe_buffer_size, options.load_factor)
     key = (log.topic, log.partition)
     buffers = ReadBuffers()  # one set for every round: memory bounded whatever the log's size
+    splits = 0
     while section.first_dirty < section.first_uncleanable:
-        one = Round(
+        this_round = Round(
             log,
             offset_map,
             now=now,
@@ -141,7 +192,17 @@ def clean_log(
             record_removed=record_removed,
             on_step=on_step,
             buffers=buffers,
-        ).run(section.first_dirty, section.first_uncleanable)
+        )
+        try:
+            one = this_round.run(section.first_dirty, section.first_uncleanable)
+        except SegmentsSplit as split:
+            # Kafka aborts the cleaning after a split and cleans the pieces next time: here
+            # the next round starts now (a split happens once per segment: bounded)
+            splits += 1
+            if splits > len(_local(log).segments):
+                raise
+            _log.info("%s", split)
+            continue
         result.rounds += 1
         result.stats.add(one.stats)
         result.end_offset = one.end_offset
@@ -165,7 +226,9 @@ def clean_log(
             section = dirty_section_of(log, now)
             if section.first_uncleanable > bound:
                 section = dataclasses.replace(section, first_uncleanable=bound)
-    if log.config.delete and not dry_run:
+    if not dry_run:
+        # Kafka's cleaner runs deleteOldSegments on every compacted log after cleaning: for
+        # compact,delete its retention, for compact alone the segments below the log start
         with guard:
             result.deleted_segments = log.delete_old_segments(now)
     with guard:
@@ -181,35 +244,86 @@ def clean_filthiest(
     options: CleanerOptions | None = None,
     lock_of: Callable[[Any], Any] | None = None,
     progress: Progress | None = None,
+    manager: CleanerManager | None = None,
 ) -> CleanResult | None:
     """One pass of Kafka's cleaner thread over ``logs`` (the writable logs of one data
     directory): the compacted log with the highest dirty ratio among those past their
     ``min.cleanable.dirty.ratio`` (or overdue by ``max.compaction.lag.ms``) gets one cleaning
-    round; then every ``compact,delete`` log runs retention. None when no log qualified.
-    ``lock_of(log)`` gives the lock its writers hold (see :func:`clean_log`)."""
+    round; then every other compacted log runs retention (``compact,delete``) or loses its
+    segments below the log start (``compact``). None when no log was cleaned.
+    ``lock_of(log)`` gives the lock its writers hold (see :func:`clean_log`).
+
+    As Kafka's ``LogCleanerManager``: a log whose checkpoint is out of range has it rewritten
+    (picked or not); a log being cleaned already is passed by; a log whose dirty section or
+    cleaning fails (damage) is marked uncleanable in ``manager`` (default: the process's
+    :data:`~kafkalog.log.cleaner.manager.DEFAULT_MANAGER`) with an ERROR log line naming it
+    and the error, and no later pass of that manager touches it, so one damaged partition
+    never keeps the others from being cleaned."""
+    manager = manager if manager is not None else DEFAULT_MANAGER
+    logs = list(logs)
+    manager.maintain(logs)
+
+    def locked(log: Any) -> Any:
+        lock = lock_of(log) if lock_of is not None else None
+        return lock if lock is not None else contextlib.nullcontext()
+
     best: tuple[float, Any] | None = None
     compacted = []
     for log in logs:
-        if not log.config.compact:
+        if not log.config.compact or manager.is_uncleanable(log) or in_progress(log.directory):
             continue
         compacted.append(log)
-        lock = lock_of(log) if lock_of is not None else None
-        with lock if lock is not None else contextlib.nullcontext():
-            section = dirty_section_of(log, now)
+        try:
+            with locked(log):
+                section = dirty_section_of(log, now)
+            if section.checkpoint_reset:
+                # Kafka's forceUpdateCheckpoint: written now, whether the log is picked or not
+                _write_checkpoint(log.directory, (log.topic, log.partition), section.first_dirty)
+        except (KafkalogError, OSError) as e:
+            report_uncleanable(manager, log, e)
+            continue
         if section.is_cleanable(log.config.min_cleanable_dirty_ratio) and (
             best is None or section.dirty_ratio > best[0]
         ):
             best = (section.dirty_ratio, log)
     result = None
-    if best is not None:
-        log = best[1]
-        lock = lock_of(log) if lock_of is not None else None
-        result = clean_log(
-            log, now=now, options=options, lock=lock, progress=progress, max_rounds=1
-        )
+    cleaned = best[1] if best is not None else None
+    if cleaned is not None:
+        try:
+            result = clean_log(
+                cleaned,
+                now=now,
+                options=options,
+                lock=lock_of(cleaned) if lock_of is not None else None,
+                progress=progress,
+                max_rounds=1,
+            )
+        except CleaningAborted:
+            raise  # the log changed under the round (retention, truncation): not damage
+        except CleaningInProgress:
+            pass  # another thread began cleaning it since: its turn
+        except (KafkalogError, OSError) as e:
+            report_uncleanable(manager, cleaned, e)
     for log in compacted:
-        if log.config.delete and (result is None or log is not best[1]):  # type: ignore[index]
-            lock = lock_of(log) if lock_of is not None else None
-            with lock if lock is not None else contextlib.nullcontext():
+        if log is cleaned or manager.is_uncleanable(log) or in_progress(log.directory):
+            continue
+        try:
+            with locked(log):
                 log.delete_old_segments(now)
+        except (KafkalogError, OSError) as e:
+            report_uncleanable(manager, log, e)
     return result
+
+
+def report_uncleanable(manager: CleanerManager, log: Any, error: BaseException) -> None:
+    """Mark ``log`` uncleanable in ``manager`` and say so at ERROR, with the error (file and
+    byte): Kafka's "Marking its partition as uncleanable" line."""
+    manager.mark_uncleanable(log, str(error))
+    _log.error(
+        "error while cleaning %s-%d (%s); marking the partition uncleanable (the cleaner "
+        "passes it by until it is repaired and the cleaner restarted): %s",
+        log.topic,
+        log.partition,
+        log.directory,
+        error,
+    )

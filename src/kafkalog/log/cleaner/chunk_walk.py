@@ -9,7 +9,9 @@ an entry larger than it, up to ``Limits.max_batch_bytes``), the header fields of
 :data:`MAX_ENTRIES` entries and one batch's record scratch.
 
 Every check of the segment's walk is made here too (entry sizes, magic, offsets that grow, CRC
-of every v2 batch, a legacy entry's own checks), and this walk never raises: at the first
+of every v2 batch, a legacy entry's own checks), and this walk raises only for a file cut
+short under the open log (a read that returns fewer bytes than the log holds: an error naming
+the byte, where waiting for them would spin for ever); otherwise at the first
 entry that fails one, or a cut-off entry at the segment's end, it stops and names the position
 (:attr:`ChunkWalk.fallback_at`) from which the caller hands over to the segment's own walk,
 which raises (or, for a torn tail, ends) exactly as a cleaning always did.
@@ -164,7 +166,9 @@ class ChunkWalk:
             data = bufs.data
             want = min(len(data), size - pos)
             got = file.read_into(data.data[:want], pos)
-            at_end = got < want or pos + got >= size
+            if got < want:  # the file was cut under the open log: name the byte, never spin
+                raise file.cut_short(pos + got)
+            at_end = pos + got >= size
             q = 0
             while True:
                 code, n, reached, _ = scan_entries(

@@ -29,10 +29,11 @@ from kafkalog.log.cleaner.chunk_walk import ChunkWalk, ReadBuffers
 from kafkalog.log.cleaner.dirty import group_by_size, segments_between
 from kafkalog.log.cleaner.filter_pass import FilterPass
 from kafkalog.log.cleaner.offset_map import OffsetMap
+from kafkalog.log.cleaner.split import overflows, split_overflowed
 from kafkalog.log.cleaner.txn import CleanedTransactions
 from kafkalog.log.layout import CLEANED_SUFFIX, SEGMENT_SUFFIXES, segment_file
 from kafkalog.log.local_log import LocalLog
-from kafkalog.log.segment import LogSegment
+from kafkalog.log.segment import LogSegment, SegmentOverflowError
 from kafkalog.records import RecordBatch
 from kafkalog.records.reader import LogEntry
 
@@ -58,6 +59,12 @@ def step(name: str) -> None:
 
 class CleaningAborted(KafkalogError):
     """The log changed under a cleaning (segments deleted or truncated): nothing swapped."""
+
+
+class SegmentsSplit(CleaningAborted):
+    """A segment of the group had offsets overflowing its 32-bit relative offsets: it was
+    split (Kafka's ``splitOverflowedSegment``) and the round ends; the next round cleans the
+    pieces (:func:`~kafkalog.log.cleaner.clean_log` starts it at once)."""
 
 
 class CleanableLog(Protocol):
@@ -302,7 +309,19 @@ class Round:
                 upper = group[k + 1].base_offset if k + 1 < len(group) else seg.read_next_offset()
                 txns.add_aborted(self.local.aborted_transactions(seg.base_offset, upper))
                 retain_legacy = seg.last_modified > legacy_horizon
-                self._clean_into(seg, cleaned, filt, retain_legacy, done)
+                try:
+                    self._clean_into(seg, cleaned, filt, retain_legacy, done)
+                except SegmentOverflowError:
+                    if self.dry_run or not overflows(seg):
+                        raise
+                    if cleaned is not None:
+                        cleaned.delete_if_exists()
+                        cleaned = None
+                    pieces = split_overflowed(log, seg, self.lock)
+                    raise SegmentsSplit(
+                        f"segment {seg.log.path} held offsets past its base + 2^31-1 (a legacy "
+                        f"log): split into {len(pieces)} segments, to be cleaned next"
+                    ) from None
             if cleaned is None:
                 return
             cleaned.on_become_inactive()

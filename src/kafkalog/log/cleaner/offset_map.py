@@ -2,10 +2,15 @@
 ``SkimpyOffsetMap`` under ``log.cleaner.dedupe.buffer.size``).
 
 Each slot holds a 16-byte key digest and an 8-byte offset, 24 bytes as in Kafka, in numpy
-arrays searched by open addressing (linear probing) in compiled loops. The table starts small
-and doubles while the dirty section needs it, never past the slots the dedupe buffer holds: a
-log of any size is cleaned within that memory, in several rounds when its dirty keys do not
-fit (Kafka's "the map is full": entries reach slots x load factor).
+arrays searched by open addressing (linear probing) in compiled loops. The slots are Kafka's:
+the dedupe buffer / 24, not rounded to a power of two (a digest finds its home slot by a
+multiply and a shift, :func:`._kernels.slot_of`), with the buffer capped at ``Int.MaxValue``
+bytes as Kafka's ``LogCleaner`` caps it, so a round holds as many keys as a broker's (128 MiB:
+5,592,405 slots, 5,033,164 keys at load factor 0.9). The table starts small and grows while
+the dirty section needs it, never past those slots: a log of any size is cleaned within that
+memory, in several rounds when its dirty keys do not fit (Kafka's "the map is full": entries
+reach slots x load factor). Every probe loop is bounded by the table's slots: a lookup in a
+full table (load factor 1.0) of a key it lacks answers "absent", as Kafka's does.
 
 A digest stands for its key: two keys with the same 128-bit digest would be taken for one
 (Kafka accepts the same of MD5). The digest is seeded afresh for each map, so no fixed set of
@@ -22,11 +27,9 @@ import numpy as np
 from kafkalog.log.cleaner import _kernels as K
 
 BYTES_PER_ENTRY = 24
+#: Kafka's LogCleaner gives its map at most Int.MaxValue bytes of the dedupe buffer
+MAX_MEMORY = 2**31 - 1
 _FIRST_SLOTS = 1 << 12
-
-
-def _floor_pow2(n: int) -> int:
-    return 1 << (n.bit_length() - 1) if n > 0 else 0
 
 
 class OffsetMap:
@@ -35,7 +38,7 @@ class OffsetMap:
     def __init__(self, memory: int, load_factor: float = 0.9) -> None:
         if not 0 < load_factor <= 1:
             raise ValueError(f"load factor {load_factor} is not in (0, 1]")
-        self.max_slots = _floor_pow2(memory // BYTES_PER_ENTRY)
+        self.max_slots = min(memory, MAX_MEMORY) // BYTES_PER_ENTRY
         self.load_factor = load_factor
         if int(self.max_slots * load_factor) < 1:
             raise ValueError(
