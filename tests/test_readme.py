@@ -210,3 +210,24 @@ def test_every_spark_option_is_in_the_guides_tables() -> None:
     documented |= {m.lower() for m in re.findall(r"`([A-Za-z.]+)`", tables)}
     assert not KNOWN_OPTIONS - documented
     assert not WRITE_OPTIONS - documented
+
+
+def test_a_block_that_imports_what_it_does_not_state_fails() -> None:
+    """The check can fail: kafka-python is installed here, but a block stating only kafkalog
+    cannot import it, directly or by a probe, as if it were absent."""
+    source = (
+        "import importlib.util\n"
+        "assert importlib.util.find_spec('kafka') is None\n"
+        "assert importlib.util.find_spec('pyarrow') is not None\n"
+        "import kafka\n"
+    )
+    unit = {"label": "probe", "source": source, "blocked": blocked_modules(["kafkalog"])}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "doc_blocks.py")],
+        input=json.dumps([unit]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "No module named 'kafka' (probe does not state what installs it)" in result.stderr
