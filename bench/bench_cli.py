@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-FIXTURE = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 PARTITION = FIXTURE / "kafka-4.0-snapshot-javacode" / "v2-none-0"
 TARGET = 0.3
 

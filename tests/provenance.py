@@ -69,8 +69,8 @@ def _default_fixtures() -> Path:
     env = os.environ.get("KAFKALOG_FIXTURES")
     if env:
         return Path(env).resolve()
-    # /work/main/tests/provenance.py -> /work/main -> /work -> /work/shared/fixtures
-    return Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+    # the real writers' files live in the repository, beside this module: a clone has them
+    return Path(__file__).resolve().parent / "fixtures"
 
 
 FIXTURES: Path = _default_fixtures()

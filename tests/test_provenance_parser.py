@@ -70,7 +70,7 @@ def _facts(rel: str) -> prov.FileFacts:
 
 
 def test_fixtures_root_default() -> None:
-    expected = Path(prov.__file__).resolve().parents[1].parent / "shared" / "fixtures"
+    expected = Path(prov.__file__).resolve().parent / "fixtures"
     if not os.environ.get("KAFKALOG_FIXTURES"):
         assert expected == FIX
     assert prov.PROVENANCE_MD == FIX / "PROVENANCE.md"

@@ -10,7 +10,7 @@ decoding every segment file from byte 0 gives (``read_shapes.truth``):
 - the Spark planner without Spark (``plan_read`` + ``read_split``, as ``spark/source.py`` calls
   them): offset ranges, timestamps, pushed-down filters, ``read_committed``,
   ``maxRecordsPerPartition``, ``minPartitions``/``maxBytesPerSplit``, small read chunks; the
-  same over every partition of ``../shared/fixtures``;
+  same over every partition of ``tests/fixtures``;
 - Spark itself (batch queries, a stream with ``maxOffsetsPerTrigger`` restarted from its
   checkpoint), ``kafkalog cat``, and a Fetch from kafka-python through ``kafkalog serve``.
 

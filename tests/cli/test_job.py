@@ -2,29 +2,52 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: written by the test tools themselves (pytest, hypothesis, mypy, ruff), not by ``kafkalog
+#: job``: other workers of the same run may create them meanwhile
+TOOL_FILES = (".hypothesis/", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/")
+
+
+def _clone_state() -> list[str]:
+    """Every file of the checkout git does not already track as it is, ignored ones included."""
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    # __pycache__: Python's bytecode, and numba's compiled kernels that the other workers of the
+    # run compile meanwhile (the job's own go to the cache directory: checked by the test)
+    return [
+        line
+        for line in status
+        if "__pycache__/" not in line and not line[3:].startswith(TOOL_FILES)
+    ]
+
 
 def test_job_seeks_one_hour_through_the_indexes(tmp_path: Path) -> None:
+    """Run from the clone's root, as README command 1 runs it: the sample and the Parquet go to
+    the user's cache directory ($XDG_CACHE_HOME honoured) and the clone is left as it was."""
+    cache = tmp_path / "cache"
+    before = _clone_state()
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kafkalog",
-            "job",
-            "--records",
-            "80000",
-            "--data",
-            str(tmp_path / "data"),
-            "--out",
-            str(tmp_path / "out"),
-        ],
+        [sys.executable, "-m", "kafkalog", "job", "--records", "80000"],
         capture_output=True,
         text=True,
         timeout=600,
-        cwd=tmp_path,
+        cwd=ROOT,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"},
+            "XDG_CACHE_HOME": str(cache),
+        },
     )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     lines = result.stdout.splitlines()
@@ -39,7 +62,8 @@ def test_job_seeks_one_hour_through_the_indexes(tmp_path: Path) -> None:
     seek_rows, seek_bytes = row("index seek")
     assert seek_rows == scan_rows == pushed_rows > 0
     # bytes actually read by the tasks: the full scan reads the whole topic, every byte of it
-    topic_bytes = sum(f.stat().st_size for f in (tmp_path / "data").glob("clicks-*/*.log"))
+    sample = cache / "kafkalog" / "sample"
+    topic_bytes = sum(f.stat().st_size for f in sample.glob("clicks-*/*.log"))
     assert scan_bytes == topic_bytes
     assert seek_bytes * 5 < scan_bytes  # one hour of a day reads a small part of the topic
     assert seek_bytes <= pushed_bytes < scan_bytes  # a where's lower bound is sought too
@@ -47,8 +71,24 @@ def test_job_seeks_one_hour_through_the_indexes(tmp_path: Path) -> None:
     takeaway = next(line for line in lines if line.startswith("takeaway: "))
     assert "x fewer bytes" in takeaway
     assert any(word in takeaway for word in ("x faster", "about as fast", "x slower"))
-    assert list((tmp_path / "out").glob("*.parquet"))
-    assert (tmp_path / "data" / "clicks-0" / "00000000000000000000.index").exists()
+    assert list((cache / "kafkalog" / "job-out").glob("*.parquet"))
+    assert (sample / "clicks-0" / "00000000000000000000.index").exists()
+    # where the sample is and how to remove it, and nothing new in the clone
+    assert f"rm -r {sample}" in result.stdout
+    assert _clone_state() == before
+    assert list((cache / "kafkalog" / "numba").rglob("*.nbi"))  # numba's kernels: not the clone
+
+
+def test_the_cache_directory_honours_xdg_cache_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafkalog.cli.job import cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere/cache")
+    assert cache_dir() == "/somewhere/cache/kafkalog"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the XDG rule says
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert cache_dir() == "/home/someone/.cache/kafkalog"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache_dir() == "/home/someone/.cache/kafkalog"
 
 
 def test_the_takeaway_says_slower_when_it_was_slower() -> None:
@@ -66,5 +106,5 @@ def test_job_help_names_the_sample_its_size_and_the_flag_that_removes_it() -> No
     )
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
-    assert "kafkalog-sample" in text and "430 MB" in text and "--remove-sample" in text
-    assert "kafkalog-job-out" in text
+    assert "~/.cache/kafkalog" in text and "XDG_CACHE_HOME" in text
+    assert "430 MB" in text and "--remove-sample" in text and "job-out" in text

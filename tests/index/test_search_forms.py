@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kafkalog.index import _kernels, _search
 from kafkalog.index._search import SUB
 
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _offset_entries(keys: list[int], values: list[int]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Compacted partitions a real broker wrote (``../shared/fixtures``: Kafka 0.9's v0 compacted
+"""Compacted partitions a real broker wrote (``tests/fixtures``: Kafka 0.9's v0 compacted
 topics and its cleaner's output, ``__consumer_offsets`` of Kafka 2.x-4.x brokers) cleaned
 again by kafkalog: with the broker's own ``cleaner-offset-checkpoint`` nothing is left to clean
 and no byte changes; cleaned from scratch, every key keeps its latest value, no record is made
@@ -13,10 +13,7 @@ import pytest
 
 from kafkalog.log import Log, TopicConfig
 from kafkalog.log.layout import segment_logs
-
-FIXTURES = Path("/work/shared/fixtures")
-if not FIXTURES.exists():  # the CI checkout keeps them beside the repository
-    FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+from provenance import FIXTURES
 
 PARTITIONS = sorted(
     p

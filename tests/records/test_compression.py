@@ -40,7 +40,6 @@ from provenance import FIXTURES
 
 JAVACODE = FIXTURES / "kafka-4.0-snapshot-javacode"
 BROKER_090 = FIXTURES / "kafka-0.9.0.1-broker"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not present")
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 GZIP, SNAPPY, LZ4, ZSTD, NONE = (
@@ -397,7 +396,6 @@ def _inner_message_count(data: bytes) -> int:
     return count
 
 
-@needs_fixtures
 @pytest.mark.parametrize("topic", ["v2-gzip-0", "v2-snappy-0", "v2-lz4-0", "v2-zstd-0"])
 def test_java_v2_batches_recompress_byte_identical(topic: str) -> None:
     """Decompress each Java batch, recompress, compare bytes.
@@ -417,7 +415,6 @@ def test_java_v2_batches_recompress_byte_identical(topic: str) -> None:
         assert compress(codec, data) == packed, (topic, base)
 
 
-@needs_fixtures
 def test_java_v2_recompressed_zstd_and_txn_zstd() -> None:
     for path in (
         JAVACODE / "v2-recompress-zstd-0" / "00000000000000000000.log",
@@ -428,7 +425,6 @@ def test_java_v2_recompressed_zstd_and_txn_zstd() -> None:
                 assert compress(ZSTD, decompress(ZSTD, packed, limit=BIG)) == packed
 
 
-@needs_fixtures
 @pytest.mark.parametrize(
     ("root", "topic"),
     [
@@ -454,7 +450,6 @@ def test_java_legacy_wrappers(root: Path, topic: str) -> None:
         assert compress(codec, data, magic=magic) == packed, (topic, offset)
 
 
-@needs_fixtures
 def test_broken_v0_lz4_header_checksum_from_real_090_broker() -> None:
     entries = _legacy_payloads(BROKER_090 / "v0-lz4-0" / "00000000000000000000.log")
     assert len(entries) == 4

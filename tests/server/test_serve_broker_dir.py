@@ -31,10 +31,8 @@ from kafkalog.log.checkpoints import (
 )
 from kafkalog.log.dir_identity import DirectoryIdentityError
 from kafkalog.server import ServerThread
+from provenance import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-if not FIXTURES.is_dir():
-    FIXTURES = Path("/work/shared/fixtures")
 CP_KRAFT = FIXTURES / "real-cp7.6.0-kafka3.6-kraft-lz4-flink-on-prem"
 KRAFT_3_7 = FIXTURES / "real-kraft-ronem123"
 ZK_2020 = FIXTURES / "volodymyrzee-kafka-2020"

@@ -5,12 +5,17 @@ spread over one simulated day) through kafkalog's log layer, then on local Spark
 of it three ways (a real full scan with pushdown off, a pushed-down ``where``, and
 ``startingTimestamp``/``endingTimestamp`` through the indexes), aggregates, writes Parquet, and
 prints rows, the bytes the tasks actually read and the time of each.
+
+The sample and the Parquet output go to the user's cache directory (``~/.cache/kafkalog``, or
+``$XDG_CACHE_HOME/kafkalog``), never into the current directory: the README's first command is
+run inside a clone, which must stay as ``git clone`` left it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -43,14 +48,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--data",
-        default="kafkalog-sample",
-        help="sample data directory (default: %(default)s in the current directory, about 430 "
-        "MB for the default 9.6 million records; kept for the next run, which reuses it)",
+        help="sample data directory (default: sample in kafkalog's cache directory, "
+        "~/.cache/kafkalog or $XDG_CACHE_HOME/kafkalog; about 430 MB for the default 9.6 "
+        "million records; kept for the next run, which reuses it)",
     )
     p.add_argument(
         "--out",
-        default="kafkalog-job-out",
-        help="Parquet output directory (default: %(default)s in the current directory, a few KB)",
+        help="Parquet output directory (default: job-out in kafkalog's cache directory, a few KB)",
     )
     p.add_argument(
         "--remove-sample",
@@ -60,6 +64,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--records", type=int, default=9_600_000, help="records in the sample")
     p.add_argument("--hour", type=int, default=12, help="hour of the day to read (0-23)")
     p.set_defaults(run=run)
+
+
+def cache_dir() -> str:
+    """kafkalog's directory in the user's cache: ``$XDG_CACHE_HOME/kafkalog`` when that is set
+    to an absolute path (the XDG Base Directory rule: a relative one is ignored), else
+    ``~/.cache/kafkalog``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kafkalog")
 
 
 def write_sample(directory: str, records: int) -> int:
@@ -151,8 +165,16 @@ class Measured:
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
-    data = os.path.abspath(args.data)
+    # numba keeps compiled kernels beside their source when it can write there, which for an
+    # editable install is the clone: this process (and Spark's workers, which inherit its
+    # environment) keep them in the cache directory instead, unless the user chose a place
+    if "numba" not in sys.modules:
+        os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(cache_dir(), "numba"))
+    data = os.path.abspath(args.data or os.path.join(cache_dir(), "sample"))
+    parquet = os.path.abspath(args.out or os.path.join(cache_dir(), "job-out"))
     t = time.perf_counter()
+    if not os.path.exists(os.path.join(data, ".kafkalog-sample")):
+        print(f"writing the sample data directory to {data} ...", file=out, flush=True)
     written = write_sample(data, args.records)
     if written:
         print(f"wrote {written:,} records to {data} in {time.perf_counter() - t:.1f} s", file=out)
@@ -225,11 +247,8 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         # 3. Spark Kafka source's own options: startingTimestamp/endingTimestamp
         df, stats = load("seek", startingTimestamp=str(hour_start), endingTimestamp=str(hour_end))
         seek, seek_result = measure("index seek", "startingTimestamp", df, stats)
-        aggregate(df).orderBy("page").write.mode("overwrite").parquet(os.path.abspath(args.out))
-        parquet_rows = [
-            tuple(r)
-            for r in spark.read.parquet(os.path.abspath(args.out)).orderBy("page").collect()
-        ]
+        aggregate(df).orderBy("page").write.mode("overwrite").parquet(parquet)
+        parquet_rows = [tuple(r) for r in spark.read.parquet(parquet).orderBy("page").collect()]
     finally:
         shutil.rmtree(stats_root, ignore_errors=True)
     results = [scan, pushed, seek]
@@ -248,8 +267,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
             file=out,
         )
     print(
-        f"  same aggregate from all three: {'yes' if same else 'NO'}; Parquet written to "
-        f"{os.path.abspath(args.out)}",
+        f"  same aggregate from all three: {'yes' if same else 'NO'}; Parquet written to {parquet}",
         file=out,
     )
     for row in seek_result[:8]:
@@ -265,9 +283,17 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         file=out,
     )
     spark.stop()
+    print(file=out)
     if args.remove_sample:
         shutil.rmtree(data, ignore_errors=True)
         print(f"removed the sample in {data}", file=out)
+    else:
+        print(
+            f"the sample ({_megabytes(data)}) stays in {data} for the next run; remove it with\n"
+            f"  rm -r {shlex.quote(data)}\n"
+            "(or run kafkalog job --remove-sample; --data DIR writes it elsewhere)",
+            file=out,
+        )
     rows_agree = scan.rows == pushed.rows == seek.rows
     return 0 if same and rows_agree else 1
 
@@ -283,6 +309,15 @@ def speed_ratio(baseline_s: float, measured_s: float) -> str:
     if ratio > 1 / 1.05:
         return "about as fast"
     return f"{1 / ratio:.1f}x slower: the machine was busy, or the sample too small to show it"
+
+
+def _megabytes(directory: str) -> str:
+    total = sum(
+        os.path.getsize(os.path.join(root, name))
+        for root, _, names in os.walk(directory)
+        for name in names
+    )
+    return f"{total / 1e6:,.0f} MB" if total >= 1e6 else f"{total / 1e3:,.0f} KB"
 
 
 def _iso(ms: int) -> str:
