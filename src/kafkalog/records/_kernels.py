@@ -637,6 +637,30 @@ def decode_v2(  # type: ignore[no-untyped-def]
 # fmt: on
 
 
+@njit(cache=True, nogil=True)
+def min_timestamp(buf, start, end, count, base_ts):  # type: ignore[no-untyped-def]
+    """(walked, smallest timestamp) of the ``count`` records of a v2 records area
+    ``buf[start:end]`` (uncompressed), reading only each record's length and timestamp delta
+    (a batch's base timestamp is its first record's, not its smallest: later records may have
+    negative deltas). ``walked`` is False when the lengths do not hold together: the caller
+    then decodes the batch, and the decoder says what is wrong."""
+    pos = start
+    lo = _I64_MAX
+    for _ in range(count):
+        length, pos = scan_varint(buf, pos, end)
+        if pos < 0 or length < 6 or length > end - pos:
+            return False, lo
+        rend = pos + length
+        tsd, p = scan_varlong(buf, pos + 1, rend)
+        if p < 0:
+            return False, lo
+        ts = np.int64(np.uint64(base_ts) + np.uint64(tsd))
+        if ts < lo:
+            lo = ts
+        pos = rend
+    return pos == end, lo
+
+
 # ---------------------------------------------------------------------------------------------
 # Encoding
 

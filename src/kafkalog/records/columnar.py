@@ -35,6 +35,7 @@ from kafkalog.records import compression
 from kafkalog.records import record_codes as C
 from kafkalog.records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_RECORD_SIZE
 from kafkalog.records.crc import crc32c
+from kafkalog.records.header_prune import RowBounds, unmatched
 from kafkalog.records.reader import IncompleteTail, LogReader, bad_magic_reason
 from kafkalog.records.types import (
     DEFAULT_LIMITS,
@@ -144,6 +145,8 @@ class DecodedRange:
     next_position: int
     entries: int
     incomplete_tail: IncompleteTail | None
+    #: entries not decoded: their headers prove they hold no row within ``within``
+    skipped: int = 0
 
 
 def decode_arrow(
@@ -175,6 +178,7 @@ def decode_range(
     limits: Limits = DEFAULT_LIMITS,
     decompress_threads: int = 1,
     columns: Collection[str] | None = None,
+    within: RowBounds | None = None,
 ) -> DecodedRange:
     """Decode every complete log entry from ``start`` to ``end`` of ``buffer``.
 
@@ -188,6 +192,9 @@ def decode_range(
     runs a task, as under Spark.
     ``columns`` names the record columns wanted (of :data:`RECORD_COLUMNS`; default all): the
     others are not built, and keys or values left out are checked but never copied.
+    ``within`` names the rows wanted (offsets, timestamps): entries whose headers prove they
+    hold none are CRC-checked and skipped, not decoded (:mod:`kafkalog.records.header_prune`);
+    rows outside it may still be returned.
     """
     if (topic is None) != (partition is None):
         raise ValueError("give both topic and partition, or neither")
@@ -226,11 +233,17 @@ def decode_range(
     parts: list[pa.RecordBatch] = []
     magics = fields[:, F_MAGIC]
     n = len(positions)
+    skip = None
+    if within is not None and within.bounded:
+        skip = unmatched(data, positions, fields, within, limits, verify_crc=verify_crc)
     i = 0
     while i < n:
+        if skip is not None and skip[i]:
+            i += 1
+            continue
         j = i
         legacy = magics[i] < 2
-        while j < n and (magics[j] < 2) == legacy:
+        while j < n and (magics[j] < 2) == legacy and (skip is None or not skip[j]):
             j += 1
         decode = _decode_legacy if legacy else _decode_v2
         parts.append(decode(data, positions[i:j], fields[i:j], opts))
@@ -242,7 +255,8 @@ def decode_range(
         result = parts[0]
     else:
         result = pa.Table.from_batches(parts, schema=schema).combine_chunks().to_batches()[0]
-    return DecodedRange(result, next_pos, n, tail)
+    skipped = 0 if skip is None else int(skip.sum())
+    return DecodedRange(result, next_pos, n, tail, skipped)
 
 
 def _scan(

@@ -32,6 +32,8 @@ logger = logging.getLogger("kafkalog.spark")
 AbortedRange = tuple[int, int, int]
 #: the aborted transactions of each planned partition (by directory), for read_committed
 Aborted = dict[str, list[AbortedRange]]
+#: [lo, hi) in ms (None: unbounded): the timestamps a task keeps batches for
+TimestampBounds = tuple[int | None, int | None]
 
 
 class DataLossError(KafkalogError):
@@ -284,7 +286,7 @@ def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[Partit
             if bounds is not None and not bounds.allows_partition(topic, partition):
                 continue
             if bounds is not None:
-                r = _narrow(log, r, bounds, opts)
+                r = _narrow(log, r, bounds)
             yield r, log
         finally:
             log.close()
@@ -307,19 +309,28 @@ def _check_damage_at_end(log: Log, r: PartitionRange, opts: ReadOptions) -> None
     )
 
 
-def _narrow(log: Log, r: PartitionRange, b: Bounds, opts: ReadOptions) -> PartitionRange:
+def _narrow(log: Log, r: PartitionRange, b: Bounds) -> PartitionRange:
     start, end = max(r.start, b.offset_lo), min(r.end, b.offset_hi)
     if b.ts_lo is not None and b.ts_lo >= 0 and start < end:
         # every record before it is older than ts_lo; records without a timestamp (-1) are not
         # in the time index and may be anywhere, so negative bounds never prune
         found = log.first_offset_at_or_after(b.ts_lo)  # every record before it is older than ts_lo
         start = end if found is None else max(start, found)
-    if b.ts_hi is not None and opts.max_timestamp_lateness_ms is not None and start < end:
-        target = b.ts_hi + opts.max_timestamp_lateness_ms
-        found = log.first_offset_at_or_after(target) if target >= 0 else None
-        if found is not None:
-            end = min(end, found)
+    # An upper timestamp bound ends no range: records may come in any timestamp order, and
+    # no index holds a smallest timestamp. Tasks skip the batches it rules out instead, from
+    # their headers (task_timestamps).
     return PartitionRange(r.topic, r.partition, r.directory, start, max(start, end))
+
+
+def task_timestamps(bounds: Bounds | None) -> TimestampBounds:
+    """The timestamps [lo, hi) (ms) a read's tasks keep batches for: every batch whose header
+    proves all its records fall outside is skipped without being decoded, exactly for both
+    bounds (:mod:`kafkalog.records.header_prune` says what each kind of header proves; a
+    reader in another language applies the same rules). ``(None, None)`` without a
+    timestamp filter."""
+    if bounds is None:
+        return (None, None)
+    return (bounds.ts_lo, bounds.ts_hi)
 
 
 def _resolve_one(

@@ -108,10 +108,10 @@ class KafkaLogReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         from kafkalog.spark.partitions import pack
-        from kafkalog.spark.plan import plan_read
+        from kafkalog.spark.plan import plan_read, task_timestamps
 
         splits, aborted = plan_read(self.opts, self.bounds)
-        return pack(splits, self.opts, aborted)
+        return pack(splits, self.opts, aborted, task_timestamps(self.bounds))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from kafkalog.spark.partitions import SplitPartition

@@ -24,8 +24,9 @@ from kafkalog.log.arrow_read import (
 )
 from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.layout import DELETED_SUFFIX
+from kafkalog.records.header_prune import RowBounds
 from kafkalog.spark.columns import Columns
-from kafkalog.spark.plan import AbortedRange, DataLossError, Split
+from kafkalog.spark.plan import AbortedRange, DataLossError, Split, TimestampBounds
 from kafkalog.spark.stats import ReadStats
 
 _logger = logging.getLogger("kafkalog.spark")
@@ -46,10 +47,14 @@ def read_split(
     fail_on_data_loss: bool = True,
     columns: Columns | None = None,
     stats: ReadStats | None = None,
+    timestamps: TimestampBounds = (None, None),
 ) -> Iterator[pa.RecordBatch]:
     """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns, or
     in ``columns`` (a schema the user gave): only those are decoded, plus the offsets the
-    split's range is cut by. With ``stats``, the segment bytes read are counted there."""
+    split's range is cut by. With ``stats``, the segment bytes read are counted there.
+    ``timestamps`` ([lo, hi) ms, from :func:`~kafkalog.spark.plan.task_timestamps`): batches
+    whose headers prove no record falls inside are not decoded (other rows outside may still
+    be returned: Spark filters them)."""
     decoded_columns = None if columns is None else columns.sources | {"offset"}
     metadata = ["producerId", "isTransactional"] if aborted else []
     handle = _open_segment(split, fail_on_data_loss)  # a local file or a pyarrow.fs URI
@@ -81,6 +86,7 @@ def read_split(
             topic=split.topic,
             partition=split.partition,
             columns=decoded_columns,
+            within=RowBounds(split.start_offset, split.end_offset, *timestamps),
             last_segment=split.last_segment,
             first_offset=split.base_offset,
             # failOnDataLoss=false: damaged bytes are skipped and said, never an error or silent
