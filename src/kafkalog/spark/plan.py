@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,8 +18,15 @@ from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
 from kafkalog.log.local_log import SegmentRange
-from kafkalog.log.logdir import partition_directories as _partitions_under
 from kafkalog.spark.options import EARLIEST, LATEST, MIN_TASK_BYTES, OptionError, ReadOptions
+
+# the selection and load-time checks, here too for callers of the planner (a JVM front end)
+from kafkalog.spark.selection import INTERNAL_TOPICS as INTERNAL_TOPICS
+from kafkalog.spark.selection import UnknownPartitionError as UnknownPartitionError
+from kafkalog.spark.selection import check_at_load as check_at_load
+from kafkalog.spark.selection import check_partitions_named as check_partitions_named
+from kafkalog.spark.selection import partition_directories as partition_directories
+from kafkalog.spark.selection import select_partitions as select_partitions
 
 if TYPE_CHECKING:
     from kafkalog.spark.pushdown import Bounds
@@ -106,95 +112,6 @@ class Split:
         )
 
 
-def partition_directories(path: str) -> dict[tuple[str, int], str]:
-    """Every partition under ``path``: a data directory, or one partition directory."""
-    try:
-        return _partitions_under(path)
-    except FileNotFoundError:
-        raise OptionError(f"option path={path!r} is not a directory") from None
-
-
-def select_partitions(
-    found: dict[tuple[str, int], str], opts: ReadOptions
-) -> dict[tuple[str, int], str]:
-    if opts.subscribe is not None:
-        wanted = set(opts.subscribe)
-        chosen = {tp: d for tp, d in found.items() if tp[0] in wanted}
-        missing = wanted - {t for t, _ in chosen}
-        if missing and opts.fail_on_data_loss:
-            raise DataLossError(f"subscribed topic(s) {sorted(missing)} not found in {opts.path}")
-        if missing:  # failOnDataLoss=false: read what is there, but never in silence
-            logger.warning(
-                "kafkalog: subscribed topic(s) %s not found in %s: no rows from them "
-                "(failOnDataLoss=false)",
-                sorted(missing),
-                opts.path,
-            )
-        return chosen
-    if opts.subscribe_pattern is not None:
-        # Spark 4's Kafka source lists topics with its admin client (the default since 3.4,
-        # spark.sql.streaming.kafka.useDeprecatedOffsetFetching=false) and keeps those where
-        # the pattern is found anywhere in the name (ConsumerStrategy.SubscribePatternStrategy:
-        # ``findFirstIn``), never internal topics: the same here
-        rx = re.compile(opts.subscribe_pattern)
-        return {
-            tp: d for tp, d in found.items() if tp[0] not in INTERNAL_TOPICS and rx.search(tp[0])
-        }
-    if opts.assign is not None:
-        chosen = {}
-        for topic, parts in opts.assign.items():
-            for p in parts:
-                if (topic, p) not in found:
-                    if opts.fail_on_data_loss:
-                        raise DataLossError(f"assigned partition {topic}-{p} not found")
-                    logger.warning(
-                        "kafkalog: assigned partition %s-%d not found in %s: no rows from it "
-                        "(failOnDataLoss=false)",
-                        topic,
-                        p,
-                        opts.path,
-                    )
-                    continue
-                chosen[(topic, p)] = found[(topic, p)]
-        return chosen
-    return dict(found)
-
-
-#: topics a Kafka admin client does not list (internal ones, and KRaft's metadata log, which is
-#: no topic at all); a pattern never selects them, but subscribe and assign name them
-INTERNAL_TOPICS = frozenset(
-    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
-)
-
-
-def check_partitions_named(chosen: set[tuple[str, int]], opts: ReadOptions) -> None:
-    """Per-partition JSON must name exactly the partitions read, as Spark requires
-    (KafkaOffsetReaderAdmin.fetchPartitionOffsets and fetchSpecificTimestampBasedOffsets assert
-    it): a partition left out is an error there, not a silent earliest or latest here."""
-    specs = [
-        ("startingOffsetsByTimestamp", opts.starting_by_timestamp),
-        ("endingOffsetsByTimestamp", opts.ending_by_timestamp),
-    ]
-    if opts.starting_by_timestamp is None:
-        specs.append(("startingOffsets", opts.starting_offsets))
-    if opts.ending_by_timestamp is None:
-        specs.append(("endingOffsets", opts.ending_offsets))
-    for name, spec in specs:
-        if not isinstance(spec, dict):
-            continue
-        named = {(t, p) for t, parts in spec.items() for p in parts}
-        if named != chosen:
-            missing, extra = sorted(chosen - named), sorted(named - chosen)
-            raise OptionError(
-                f"option {name} must give every partition read, and no other (-2 earliest, "
-                f"-1 latest): missing {_names(missing)}; not read {_names(extra)}"
-            )
-
-
-def _names(tps: list[tuple[str, int]]) -> str:
-    return ", ".join(f"{t}-{p}" for t, p in tps) or "none"
-
-
 def spec_value(spec: object, topic: str, partition: int, default: int) -> int:
     if isinstance(spec, int):
         return spec
@@ -274,7 +191,7 @@ def _plan_range(
 
 def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[PartitionRange, Log]]:
     """Each selected partition's range, with its log open until the next one is asked for."""
-    chosen = select_partitions(partition_directories(opts.path), opts)
+    chosen = select_partitions(partition_directories(opts.path, opts.location), opts)
     check_partitions_named(set(chosen), opts)
     for (topic, partition), directory in sorted(chosen.items()):
         log = Log(directory, writable=False)

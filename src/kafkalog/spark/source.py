@@ -49,6 +49,9 @@ class KafkaLogDataSource(DataSource):
         opts = read_options(self.options, streaming=None)
         if isinstance(opts, OptionError):
             raise opts
+        problem = load_problem(opts)
+        if problem is not None:
+            raise problem
         return full_schema(opts.include_headers, opts.columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -85,6 +88,19 @@ def read_options(options: Any, *, streaming: bool | None) -> ReadOptions | Optio
         return parse_read_options(options, streaming=streaming)
     except OptionError as problem:
         return problem.with_traceback(None)
+
+
+def load_problem(opts: ReadOptions) -> OptionError | None:
+    """What ``load()`` finds wrong with the directory the options name (a missing path, one
+    holding no Kafka partitions, an unknown topic or partition, an incomplete offsets JSON;
+    ``selection.check_at_load``), stripped of its traceback as :func:`read_options` does."""
+    from kafkalog.spark.selection import check_at_load
+
+    try:
+        check_at_load(opts)
+    except OptionError as problem:
+        return problem.with_traceback(None)
+    return None
 
 
 class KafkaLogPushdownSource(KafkaLogDataSource):

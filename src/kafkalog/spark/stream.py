@@ -31,11 +31,13 @@ from kafkalog.spark.plan import (
     DataLossError,
     PartitionRange,
     Split,
+    plan_open,
+    start_by_timestamp,
+)
+from kafkalog.spark.selection import (
     check_partitions_named,
     partition_directories,
-    plan_open,
     select_partitions,
-    start_by_timestamp,
 )
 
 Offsets = dict[str, dict[str, int]]
@@ -50,7 +52,7 @@ def _ends(opts: ReadOptions, then: Any = None) -> Ends:
     out = {}
     logs: dict[tuple[str, int], Log] = {}
     chosen = select_partitions(
-        partition_directories(opts.path), replace(opts, fail_on_data_loss=False)
+        partition_directories(opts.path, opts.location), replace(opts, fail_on_data_loss=False)
     )
     try:
         for (topic, partition), directory in sorted(chosen.items()):
