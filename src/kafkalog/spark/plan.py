@@ -209,6 +209,23 @@ def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[Partit
             log.close()
 
 
+def warn_lost(topic: str, partition: int, lo: int, hi: int, why: str) -> None:
+    """Say that offsets [lo, hi) of a partition, asked for, are not in the result: what
+    failOnDataLoss=false does instead of failing, never in silence (Spark's Kafka source logs
+    a WARNING for each such skip too)."""
+    if hi <= lo:
+        return
+    logger.warning(
+        "kafkalog: %s-%d: offsets %d to %d were asked for but are not there (%s); they are not "
+        "in the result (failOnDataLoss=false)",
+        topic,
+        partition,
+        lo,
+        hi - 1,
+        why,
+    )
+
+
 def _check_damage_at_end(log: Log, r: PartitionRange, opts: ReadOptions) -> None:
     """A read to the end of a log whose last segment is damaged fails, or with
     failOnDataLoss=false says what it skips (the log ends before the damage)."""
@@ -286,6 +303,7 @@ def _resolve_one(
                 f"{topic}-{partition}: starting offset {start} is gone (the log starts at "
                 f"{first}); set failOnDataLoss=false to start at the earliest offset"
             )
+        warn_lost(topic, partition, start, min(end, first), f"the log starts at {first}")
         start = first
     if end > last:
         if opts.fail_on_data_loss:
@@ -294,6 +312,7 @@ def _resolve_one(
                 f"{topic}-{partition}: {what} offset {offset} is beyond the log end {last}; "
                 "set failOnDataLoss=false to read what is there"
             )
+        warn_lost(topic, partition, max(start, last), end, f"the log ends at {last}")
         start, end = min(start, last), last
     if opts.read_committed:
         end = min(end, latest)  # nothing of an open transaction is visible

@@ -26,7 +26,7 @@ from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.layout import DELETED_SUFFIX
 from kafkalog.records.header_prune import RowBounds
 from kafkalog.spark.columns import Columns
-from kafkalog.spark.plan import AbortedRange, DataLossError, Split, TimestampBounds
+from kafkalog.spark.plan import AbortedRange, DataLossError, Split, TimestampBounds, warn_lost
 from kafkalog.spark.stats import ReadStats
 
 _logger = logging.getLogger("kafkalog.spark")
@@ -71,6 +71,18 @@ def read_split(
                 f"{split.topic}-{split.partition}: segment {files.redacted(split.segment)} was "
                 f"cut from {split.planned_size} to {size} bytes after the query was planned, "
                 "taking planned records with it; set failOnDataLoss=false to read what is left"
+            )
+        if split.end_position > size and size < split.planned_size:
+            _logger.warning(
+                "kafkalog: %s-%d: segment %s was cut from %d to %d bytes after the query was "
+                "planned; the records of offsets up to %d planned past the cut are not in the "
+                "result (failOnDataLoss=false)",
+                split.topic,
+                split.partition,
+                files.redacted(split.segment),
+                split.planned_size,
+                size,
+                split.end_offset - 1,
             )
         end = size if split.end_position < 0 else min(split.end_position, size)
         for decoded in decode_file(
@@ -136,6 +148,13 @@ def _open_segment(split: Split, fail_on_data_loss: bool) -> files.ReadHandle | N
             f"{split.start_offset} to {split.end_offset - 1}; set failOnDataLoss=false to skip "
             "what is gone"
         )
+    warn_lost(
+        split.topic,
+        split.partition,
+        split.start_offset,
+        split.end_offset,
+        f"segment {files.redacted(split.segment)} was deleted after the query was planned",
+    )
     return None
 
 
