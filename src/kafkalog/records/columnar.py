@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
-from numba.typed import List
 
 from kafkalog.errors import (
     BatchTooLargeError,
@@ -348,8 +347,8 @@ def _decode_v2(
         return _decode_v2(data, positions, fields, opts, fuse=False)
 
     # other compressed payloads are inflated into buffers of their own, read in place
-    srcs = List()
-    srcs.append(_read_only(data))
+    # the kernel reads each source by address; this list keeps them alive until it returns
+    srcs: list[np.ndarray] = [data]
     compressed = [
         (k_i, k) for k_i, k in enumerate(idx.tolist()) if codecs[k] != 0 and zcap[k_i] < 0
     ]
@@ -381,7 +380,7 @@ def _decode_v2(
         src[k_i] = len(srcs)
         starts[k_i] = 0
         ends[k_i] = len(raw)
-        srcs.append(_read_only(np.frombuffer(raw, np.uint8)))
+        srcs.append(np.frombuffer(raw, np.uint8))
     sel_counts = counts[idx]
     room = ends - starts
     # A payload the kernel inflates is checked there against its real size; its bound already
@@ -419,7 +418,8 @@ def _decode_v2(
     max_ts = fields[idx, F_MAX_TS]
     threads = min(opts.decompress_threads, len(idx))
     # what the kernel takes first, threaded or not: the batches and their header fields
-    batches = (srcs, src, starts, ends, sel_counts, base_offsets, base_ts, max_ts, fixed)
+    src_addrs = np.array([a.ctypes.data for a in srcs], np.int64)
+    batches = (src_addrs, src, starts, ends, sel_counts, base_offsets, base_ts, max_ts, fixed)
     if fused and threads > 1 and not include_headers and want_key and want_value:
         done = _decode_chunks(
             threads,
@@ -512,7 +512,7 @@ def _decode_v2(
 
 def _decode_chunks(
     threads: int,
-    srcs: Any,
+    src_addrs: np.ndarray,
     src: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -547,7 +547,7 @@ def _decode_chunks(
         voff = np.empty(re - rs + 1, np.int32)
         dctx, scratch = _zstd_kernel_state(int(zcap[b0:b1].max()))
         res = K.decode_v2(
-            srcs,
+            src_addrs,
             src[b0:b1],
             starts[b0:b1],
             ends[b0:b1],
@@ -682,13 +682,6 @@ def _zstd_kernel_state(need: int) -> tuple[int, np.ndarray]:
         if need <= _SCRATCH_KEEP:
             state.scratch = scratch
     return state.dctx_address, scratch
-
-
-def _read_only(arr: np.ndarray) -> np.ndarray:
-    """A read-only view: every source handed to the kernel must have the same numba type."""
-    view = arr.view()
-    view.flags.writeable = False
-    return view
 
 
 def _alloc(n: int, dtype: type) -> np.ndarray:
