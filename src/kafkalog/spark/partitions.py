@@ -88,4 +88,23 @@ def pack(
     for split in splits:
         groups[min(count - 1, int((before + split.size / 2) // share))].append(split)
         before += split.size
+    if opts.min_partitions:
+        # minPartitions asks for Spark's Kafka source's tasks, and those never mix Kafka
+        # partitions: a task dealt the end of one and the start of the next is cut in two
+        # (so there may be more tasks than asked for, as Spark allows). Without it small
+        # partitions share tasks: a Python task costs ~0.1 s to start, whatever it reads.
+        groups = [run for g in groups for run in _by_partition(g)]
     return [task(g) for g in groups if g]
+
+
+def _by_partition(group: list[Split]) -> list[list[Split]]:
+    """``group`` cut where its splits pass from one Kafka partition to the next."""
+    runs: list[list[Split]] = []
+    for split in group:
+        if not runs or (runs[-1][-1].topic, runs[-1][-1].partition) != (
+            split.topic,
+            split.partition,
+        ):
+            runs.append([])
+        runs[-1].append(split)
+    return runs
