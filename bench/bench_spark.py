@@ -17,6 +17,7 @@ target leaves for it (two cores' worth of the time between the replay and ceilin
 
     python bench/bench_spark.py [--records 2400000]
     python bench/bench_spark.py --first-query [--rounds 3]   # time to the first answer
+    python bench/bench_spark.py --first-query --before OLD/src   # the same, old tree beside
 
 ``--first-query`` times a new process's first query instead, phase by phase, against a Parquet
 first query of the same rows (see ``bench/first_query.py``).
@@ -51,6 +52,10 @@ def main() -> None:
     )
     parser.add_argument("--first-query", action="store_true", help="time to the first answer")
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per side")
+    parser.add_argument(
+        "--before",
+        help="with --first-query: a kafkalog src tree to compare with, interleaved round by round",
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from kafkalog.cli.job import DAY_START, write_sample
@@ -62,7 +67,10 @@ def main() -> None:
 
         if not os.path.exists(parquet_path):
             _write_parquet(args.data, parquet_path)
-        first_query.run(args.data, parquet_path, args.rounds)
+        if args.before:
+            first_query.compare(args.data, parquet_path, args.rounds, args.before)
+        else:
+            first_query.run(args.data, parquet_path, args.rounds)
         return
     from pyspark.sql import SparkSession
 

@@ -132,10 +132,14 @@ def child(side: str, data: str, parquet: str, spawned: float) -> dict[str, float
     return {k: v - spawned for k, v in t.items()}
 
 
-def _run_child(side: str, data: str, parquet: str) -> dict[str, float]:
+def _run_child(side: str, data: str, parquet: str, src: str | None = None) -> dict[str, float]:
+    """One fresh process of ``side``; with ``src``, kafkalog imported from that tree (its
+    workers inherit the environment, so they import it too)."""
     with tempfile.NamedTemporaryFile("w", suffix=".marks", delete=False) as marks:
         path = marks.name
     env = {**os.environ, MARKS: path, "PYSPARK_PYTHON": sys.executable}
+    if src is not None:
+        env["PYTHONPATH"] = src
     spawned = time.time()
     out = subprocess.run(
         [sys.executable, __file__, "--child", side, data, parquet, repr(spawned)],
@@ -256,6 +260,48 @@ def phases(k: dict[str, float], p: dict[str, float]) -> list[tuple[str, float | 
         ),
     ]
     return rows
+
+
+def compare(data: str, parquet: str, rounds: int, before: str) -> None:
+    """kafkalog from the ``before`` source tree, from this one (``PYTHONPATH`` as given) and
+    Parquet, interleaved round by round (a loaded machine's load drifts: each round sees the
+    three under about the same load); medians of ``rounds`` after one discarded run of each."""
+    after = os.environ.get("PYTHONPATH", "")
+    sides = [
+        ("before", "kafkalog", before),
+        ("after", "kafkalog", after),
+        ("Parquet", "parquet", None),
+    ]
+    for _, side, src in sides:
+        _run_child(side, data, parquet, src)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in sides}
+    for _ in range(rounds):
+        for name, side, src in sides:
+            runs[name].append(_run_child(side, data, parquet, src))
+    med = {
+        name: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
+        for name, rs in runs.items()
+    }
+    b, a, p = med["before"], med["after"], med["Parquet"]
+    print(f"first query in a new process, before / after / Parquet interleaved, median of {rounds}")
+    print(f"{'phase':<54}{'before':>9}{'after':>9}{'Parquet':>9}")
+    for (name, old, peer), (_, new, _) in zip(phases(b, p), phases(a, p), strict=True):
+        assert old is not None and new is not None
+        tail = f"{peer:>8.2f}s" if peer >= 0 else ""
+        print(f"{name:<54}{old:>8.2f}s{new:>8.2f}s{tail}")
+    for name, k in (("before", b), ("after", a)):
+        query, peer = k["answered"] - k["registered"], p["answered"] - p["registered"]
+        print(
+            f"load() + first action, {name}: {query:.2f}s against Parquet's {peer:.2f}s "
+            f"({query / peer:.2f}x, {query - peer:+.2f}s)"
+        )
+    print(
+        "every round (load() + first action, s): "
+        + "; ".join(
+            f"{name} " + " ".join(f"{r['answered'] - r['registered']:.1f}" for r in rs)
+            for name, rs in runs.items()
+        )
+    )
 
 
 def run(data: str, parquet: str, rounds: int) -> None:

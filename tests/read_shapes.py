@@ -113,6 +113,8 @@ class V2:
     open_transaction: bool = False
     start: str | None = None  # None, "retention" or "delete-records"
     nested_aborts: bool = False  # aborts inside appends that end another open transaction
+    clock: str = "producer"  # record timestamps: "producer" or "scrambled" (see _Clock)
+    timestamp_type: str = "CreateTime"  # or "LogAppendTime": the log stamps every batch
 
 
 @dataclass(frozen=True)
@@ -125,26 +127,42 @@ class Legacy:
     index_interval_bytes: int = 4096
     segment_bytes: int = 1 << 30
     then_v2: int = 0  # v2 records appended after the legacy ones (a format upgrade)
+    clock: str = "producer"  # record timestamps: "producer" or "scrambled" (see _Clock)
 
 
-def _config(index_interval_bytes: int, segment_bytes: int) -> TopicConfig:
+def _config(
+    index_interval_bytes: int, segment_bytes: int, timestamp_type: str = "CreateTime"
+) -> TopicConfig:
     return TopicConfig(
         index_interval_bytes=index_interval_bytes,
         segment_bytes=segment_bytes,
         retention_ms=-1,  # the T0 timestamps are years old: only the rules asked for delete
         message_timestamp_before_max_ms=2**63 - 1,
+        message_timestamp_type=timestamp_type,
     )
 
 
-class _Clock:
-    """Record timestamps: mostly increasing, now and then a little out of order inside a batch,
-    as producers' clocks leave them."""
+#: how far a scrambled clock runs behind: the 51 minutes a user's data was out of order
+SCRAMBLE_MS = 51 * 60 * 1000
 
-    def __init__(self, rng: random.Random, start: int = T0) -> None:
+
+class _Clock:
+    """Record timestamps. ``producer``: mostly increasing, now and then a little out of order
+    inside a batch, as producers' clocks leave them. ``scrambled``: seconds apart, and half of
+    them up to 51 minutes behind, so that timestamps run far out of order inside batches and
+    across them (a batch's base timestamp, its first record's, is often not its smallest)."""
+
+    def __init__(self, rng: random.Random, start: int = T0, mode: str = "producer") -> None:
         self.rng = rng
         self.now = start
+        self.mode = mode
 
     def next(self) -> int:
+        if self.mode == "scrambled":
+            self.now += self.rng.randint(1_000, 12_000)
+            if self.rng.random() < 0.5:
+                return self.now - self.rng.randint(0, SCRAMBLE_MS)
+            return self.now
         self.now += self.rng.randint(0, 7)
         if self.rng.random() < 0.05:
             return max(T0, self.now - self.rng.randint(1, 40))
@@ -172,7 +190,7 @@ class _V2Writer:
         self.spec = spec
         self.rng = rng
         self.shape = shape
-        self.clock = _Clock(rng, max(T0, _max_timestamp(log)))
+        self.clock = _Clock(rng, max(T0, _max_timestamp(log)), spec.clock)
         self.next_offset = log.log_end_offset
         self.sequences: dict[int, int] = {}
         self.open: set[int] = set()
@@ -329,7 +347,7 @@ def write_v2(root: Path, name: str, spec: V2, seed: int) -> Shape:
             TOPIC,
             0,
             create=True,
-            config=_config(spec.index_interval_bytes, spec.segment_bytes),
+            config=_config(spec.index_interval_bytes, spec.segment_bytes, spec.timestamp_type),
         )
         writer = _V2Writer(log, spec, rng, shape)
         writer.write(spec.records)
@@ -364,7 +382,8 @@ def extend_v2(shape: Shape, spec: V2, records: int, seed: int) -> None:
     so nothing is recovered and the indexes stay as written), with producers of their own."""
     rng = random.Random(f"{shape.name}/more/{seed}")
     with LogDir(shape.data_dir, writable=True) as logdir:
-        log = logdir.log(TOPIC, 0, config=_config(spec.index_interval_bytes, spec.segment_bytes))
+        config = _config(spec.index_interval_bytes, spec.segment_bytes, spec.timestamp_type)
+        log = logdir.log(TOPIC, 0, config=config)
         writer = _V2Writer(log, dataclasses.replace(spec, open_transaction=False), rng, shape, 50)
         writer.write(records)
         writer.finish()
@@ -381,7 +400,7 @@ class _LegacyWriter:
         self.spec = spec
         self.rng = rng
         self.shape = shape
-        self.clock = _Clock(rng, max(T0, _max_timestamp(log)))
+        self.clock = _Clock(rng, max(T0, _max_timestamp(log)), spec.clock)
         self.written = 0
         self.serial = 0
 
@@ -499,11 +518,15 @@ def _describe(spec: V2 | Legacy) -> str:
             what += ", compaction gaps"
         if spec.nested_aborts:
             what += ", aborts inside appends that end another transaction"
+        if spec.timestamp_type != "CreateTime":
+            what += f", {spec.timestamp_type}"
         if spec.open_transaction:
             what += ", a transaction left open"
         if spec.start:
             what += f", log start moved by {spec.start}"
         interval, segment = spec.index_interval_bytes, spec.segment_bytes
+    if spec.clock != "producer":
+        what += f", timestamps {spec.clock} (up to {SCRAMBLE_MS // 60_000} minutes behind)"
     what += f"; index.interval.bytes={interval}"
     if segment < 1 << 30:
         what += f", segment.bytes={segment}"
@@ -608,6 +631,25 @@ SHAPES: dict[str, V2 | Legacy] = {
         magic=1, records=700, index_interval_bytes=HUGE_INTERVAL, segment_bytes=5000
     ),
     "v1-then-v2-i1": Legacy(magic=1, records=400, index_interval_bytes=1, then_v2=400),
+    # timestamps far out of order, inside batches and across them; the log's own clock
+    "v2-scrambled-multi-i1-codecs-roll": V2(
+        records=1200,
+        batches_per_append=(1, 4),
+        records_per_batch=(1, 25),
+        codecs=V2_CODECS,
+        index_interval_bytes=1,
+        segment_bytes=12000,
+        clock="scrambled",
+    ),
+    "v1-scrambled-i4096-roll": Legacy(magic=1, records=600, segment_bytes=8000, clock="scrambled"),
+    "v2-logappendtime-multi-i1-roll": V2(
+        records=700,
+        batches_per_append=(1, 4),
+        codecs=("none", "zstd"),
+        index_interval_bytes=1,
+        segment_bytes=8000,
+        timestamp_type="LogAppendTime",
+    ),
 }
 
 

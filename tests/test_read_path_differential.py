@@ -331,11 +331,53 @@ def data(t: Truth, start: int, end: int, *, committed: bool = False) -> list[Row
     return rows(t.data(start, end, committed=committed))
 
 
+def windows(t: Truth, rng: random.Random, k: int) -> list[tuple[int, int]]:
+    """``k`` one-percent windows [lo, hi) (ms) of the span of the log's timestamps: at its
+    two ends, starting at a record's timestamp, and anywhere; none for a log without
+    timestamps."""
+    stamped = sorted(r[1] for r in data(t, t.log_start, t.log_end) if r[1] >= 0)
+    if not stamped:
+        return []
+    first, last = stamped[0], stamped[-1]
+    width = max(1, (last - first) // 100)
+    out = [(first, first + width), (last + 1 - width, last + 1)]
+    for _ in range(k):
+        lo = rng.choice(stamped) if rng.random() < 0.5 else rng.randint(first - width, last)
+        out.append((lo, lo + width))
+    return out
+
+
+def window_filters(lo: int, hi: int) -> list[Any]:
+    """``where timestamp >= lo and timestamp < hi`` as PySpark pushes it down."""
+    from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
+
+    def at(ms: int) -> dt.datetime:
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
+
+    return [GreaterThanOrEqual(("timestamp",), at(lo)), LessThan(("timestamp",), at(hi))]
+
+
+def window_sweep(m: Mismatches, t: Truth, directory: Path, rng: random.Random, k: int) -> None:
+    """One-percent timestamp windows pushed down: every row of each window, whatever the order
+    of the timestamps, with and without the retired ``maxTimestampLatenessMs`` (ignored: a
+    lateness of one second once lost most of a window of data 51 minutes out of order)."""
+    everything = data(t, t.log_start, t.log_end)
+    for lo, hi in windows(t, rng, k):
+        want = [r for r in everything if lo <= r[1] < hi]
+        for extra in ({}, {"maxTimestampLatenessMs": "1000"}):
+            found = planner_rows(
+                _planner_opts(directory, None, None, **extra), filters=window_filters(lo, hi)
+            )
+            got = [r for r in found if lo <= r[1] < hi]
+            m.check(f"where timestamp in [{lo}, {hi}) (pushed down) {extra or ''}", got, want)
+
+
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_planner_on_shapes(shapes: Shapes, name: str) -> None:
     shape, t = shapes.get(name)
     m = Mismatches(f"{name} ({shape.description}): Spark planner (plan_read + read_split)")
     planner_sweep(m, t, shape.directory, shape, random.Random(f"planner/{name}"), 150)
+    window_sweep(m, t, shape.directory, random.Random(f"windows/{name}"), 8)
     m.verify()
 
 
@@ -366,6 +408,7 @@ def test_planner_on_fixtures(directory: Path) -> None:
         # without an .index every planning scans the segment from byte 0: fewer ranges there
         indexed = any(directory.glob("*.index"))
         planner_sweep(m, t, directory, None, rng, 100 if indexed else 15)
+    window_sweep(m, t, directory, rng, 4)
     m.verify()
 
 
@@ -476,8 +519,19 @@ def test_spark_batch(spark: Any, shapes: Shapes, name: str) -> None:
                 [r for r in data(t, t.log_start, b0) if r[1] >= ts],
             ),
         ]
+    everything = data(t, t.log_start, t.log_end)
+    for lo, hi in windows(t, rng, 1)[-2:]:
+        where = f"timestamp >= timestamp_millis({lo}) and timestamp < timestamp_millis({hi})"
+        want = [r for r in everything if lo <= r[1] < hi]
+        queries.append((f"where timestamp in [{lo}, {hi}) (pushed down)", where, want))
+        label = f"where timestamp in [{lo}, {hi}), maxTimestampLatenessMs=1000 (ignored)"
+        queries.append((label, ({"maxTimestampLatenessMs": "1000"}, where), want))
     frames = [
-        read(label).where(query) if isinstance(query, str) else read(label, **query)
+        read(label).where(query)
+        if isinstance(query, str)
+        else read(label, **query[0]).where(query[1])
+        if isinstance(query, tuple)
+        else read(label, **query)
         for label, query, _ in queries
     ]
     union = frames[0]

@@ -176,3 +176,18 @@ def test_a_batch_warns_of_stream_only_options(caplog: pytest.LogCaptureFixture) 
         "option maxOffsetsPerTrigger is ignored in batch queries",
         "option maxTriggerDelay is ignored in batch queries",
     ]
+
+
+def test_the_retired_lateness_option_is_warned_about_and_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """maxTimestampLatenessMs once let an upper timestamp bound end a read early, and lost
+    the rows later than it; batches are now skipped by their headers, exactly (issue 34 §2)."""
+    with caplog.at_level(logging.WARNING, logger="kafkalog.spark"):
+        opts = parse_read_options({"path": str(JAVA), "maxTimestampLatenessMs": "1000"})
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "maxTimestampLatenessMs is deprecated and ignored" in said[0]
+    assert "no row is lost" in said[0]
+    with pytest.raises(OptionError, match="maxTimestampLatenessMs"):
+        parse_read_options({"path": str(JAVA), "maxTimestampLatenessMs": "soon"})
+    assert opts.max_timestamp_lateness_ms == 1000  # parsed, used nowhere

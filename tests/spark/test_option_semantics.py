@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kafkalog.spark.options import OptionError, parse_read_options
-from kafkalog.spark.plan import DataLossError, resolve_ranges
+from kafkalog.spark.plan import DataLossError, UnknownPartitionError, resolve_ranges
 from provenance import FIXTURES
 
 JAVA = FIXTURES / "kafka-4.0-snapshot-javacode"
@@ -232,5 +232,6 @@ def test_a_missing_topic_without_fail_on_data_loss_is_said_not_silent(
         assert ranges(assign='{"v2-none": [7]}', failOnDataLoss="false") == []
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "no-such-topic" in said and "v2-none-7" in said
-    with pytest.raises(DataLossError, match="no-such-topic"):
+    # not data loss: nothing of it was ever there (issue 34 §3)
+    with pytest.raises(UnknownPartitionError, match="no topic no-such-topic"):
         ranges(subscribe="no-such-topic")

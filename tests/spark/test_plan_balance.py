@@ -64,3 +64,23 @@ def test_tasks_carry_equal_bytes_and_every_split_once(min_partitions: str) -> No
         by_segment.setdefault(s.segment, []).append((s.start_position, s.end_position))
     for ranges in by_segment.values():
         assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+
+
+def test_min_partitions_never_mixes_kafka_partitions() -> None:
+    """As Spark's Kafka source: with minPartitions every task reads one Kafka partition
+    (issue 34 §5: 16 tasks, one of them reading two partitions); every split once, in order."""
+    path = FIXTURES / "kafka-4.0-snapshot-javacode"
+    for wanted in ("2", "16", "40"):
+        opts = parse_read_options({"path": str(path), "minPartitions": wanted})
+        splits = make_splits(resolve_ranges(opts), opts)
+        tasks = pack(splits, opts, {})
+        dealt = [s for t in tasks for s in t.splits]  # type: ignore[attr-defined]
+        assert dealt == splits
+        partitions = {(s.topic, s.partition) for s in splits}
+        assert len(tasks) >= min(int(wanted), len(partitions))
+        for task in tasks:
+            assert len({(s.topic, s.partition) for s in task.splits}) == 1  # type: ignore[attr-defined]
+    # without it, small partitions share tasks (a Python task costs ~0.1 s to start)
+    opts = parse_read_options({"path": str(path)})
+    tasks = pack(make_splits(resolve_ranges(opts), opts), opts, {})
+    assert len(tasks) == 1

@@ -89,12 +89,21 @@ def test_pruning_reads_less(pushdown: Any, data: Path) -> None:
     assert sorted(r.offset for r in narrow.collect()) == list(range(1000, 1010))
 
 
-def test_lateness_allowance_prunes_upper_bounds(pushdown: Any, data: Path) -> None:
+def test_timestamp_windows_skip_batches_exactly(pushdown: Any, data: Path, tmp_path: Path) -> None:
+    """A timestamp window skips every batch its headers rule out, for both bounds: the rows
+    of no pushdown, while the tasks yield a fraction of the topic's rows. The retired
+    ``maxTimestampLatenessMs`` changes nothing (a lateness below the data's once lost rows)."""
+    from kafkalog.spark.stats import collect
+
     lo, hi = T0 + 1_000_000, T0 + 1_100_000
     where = f"timestamp >= {_ts(lo)} and timestamp < {_ts(hi)}"
     exact = rows_where(pushdown, data, where, False)
-    allowed = rows_where(pushdown, data, where, True, maxTimestampLatenessMs="60000")
-    assert allowed == exact  # lateness in this data is at most 60 s
+    assert exact and rows_where(pushdown, data, where, True) == exact
+    assert rows_where(pushdown, data, where, True, maxTimestampLatenessMs="1") == exact
+    stats = tmp_path / "stats"
+    rows_where(pushdown, data, where, True, statsDir=str(stats))
+    yielded = collect(str(stats)).records
+    assert len(exact) <= yielded < 3 * 3000 // 10, yielded  # of 15,000 rows in all
 
 
 def test_register_follows_the_pushdown_setting(spark: Any, data: Path) -> None:

@@ -109,3 +109,42 @@ def new_partition_dir_name(topic: str, partition: int) -> str:
     if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
         raise InvalidTopicError(f"partition {partition!r} of topic {topic!r} is not >= 0")
     return partition_dir_name(topic, partition)
+
+
+#: directories of a data directory that are never partitions
+_SKIPPED_DIRS = {"remote-log-index-cache"}
+
+
+def partitions_in(path: str) -> list[tuple[str, int]]:
+    """(topic, partition) of every partition directory of the data directory ``path``."""
+    out = []
+    for name, is_dir in sorted(files.scandir(path)):
+        if name in _SKIPPED_DIRS or not is_dir:
+            continue
+        if name.endswith(("-delete", "-future", "-stray")):
+            continue
+        try:
+            out.append(parse_partition_dir(name))
+        except ValueError:
+            continue
+    return out
+
+
+def partition_directories(path: str | os.PathLike[str]) -> dict[tuple[str, int], str]:
+    """Every partition a tool was pointed at: ``path`` itself when it is a partition directory
+    holding segments, else the partition directories of the data directory ``path`` (a local
+    path or a URI ``kafkalog.files`` resolves). Lists names only; nothing is opened (here, not
+    in ``logdir``, so that a caller checking a path, as Spark's ``load()`` does, imports no
+    more than names: see ``kafkalog.log.__init__``)."""
+    path = os.fspath(path)
+    if not files.is_remote(path):
+        path = os.path.abspath(path)
+    if not files.isdir(path):
+        raise FileNotFoundError(f"no directory {path}")
+    try:
+        here = parse_partition_dir(os.path.basename(path))
+        if any(is_segment_log(n) for n in files.listdir(path)):
+            return {here: path}
+    except ValueError:
+        pass
+    return {tp: os.path.join(path, partition_dir_name(*tp)) for tp in partitions_in(path)}

@@ -16,18 +16,17 @@ from kafkalog import files
 from kafkalog.errors import InvalidTopicError, ReadOnlyError
 from kafkalog.log.checkpoints import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.log.layout import (
-    is_segment_log,
     new_partition_dir_name,
-    parse_partition_dir,
     partition_dir_name,
+    partitions_in,
 )
+from kafkalog.log.layout import partition_directories as partition_directories  # moved there
 from kafkalog.log.log import Log
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-_SKIPPED_DIRS = {"remote-log-index-cache"}
 
 
 class LogDir:
@@ -95,7 +94,7 @@ class LogDir:
 
     def partitions(self) -> list[tuple[str, int]]:
         """Every ``topic-partition`` directory (``-delete``/``-future``/``-stray`` excluded)."""
-        return _partitions_in(self.path)
+        return partitions_in(self.path)
 
     def topics(self) -> list[str]:
         return sorted({t for t, _ in self.partitions()})
@@ -339,35 +338,3 @@ def _lock_data_directory(path: str, wait: float) -> Any:
                     broker=e.broker,
                 ) from e
         time.sleep(0.05)
-
-
-def _partitions_in(path: str) -> list[tuple[str, int]]:
-    out = []
-    for name, is_dir in sorted(files.scandir(path)):
-        if name in _SKIPPED_DIRS or not is_dir:
-            continue
-        if name.endswith(("-delete", "-future", "-stray")):
-            continue
-        try:
-            out.append(parse_partition_dir(name))
-        except ValueError:
-            continue
-    return out
-
-
-def partition_directories(path: str | os.PathLike[str]) -> dict[tuple[str, int], str]:
-    """Every partition a tool was pointed at: ``path`` itself when it is a partition directory
-    holding segments, else the partition directories of the data directory ``path`` (a local
-    path or a URI ``kafkalog.files`` resolves). Lists names only; nothing is opened."""
-    path = os.fspath(path)
-    if not files.is_remote(path):
-        path = os.path.abspath(path)
-    if not files.isdir(path):
-        raise FileNotFoundError(f"no directory {path}")
-    try:
-        here = parse_partition_dir(os.path.basename(path))
-        if any(is_segment_log(n) for n in files.listdir(path)):
-            return {here: path}
-    except ValueError:
-        pass
-    return {tp: os.path.join(path, partition_dir_name(*tp)) for tp in _partitions_in(path)}

@@ -449,15 +449,18 @@ def scan_entries(buf, start, end, max_entry, out_pos, out_fields):  # type: igno
 # measured 4x slower (numba/LLVM keep the hot path tight only with early returns).
 @njit(cache=True, nogil=True)
 def decode_v2(  # type: ignore[no-untyped-def]
-    srcs, b_src, b_start, b_end, b_count, b_base_offset, b_base_ts, b_fixed_ts, b_use_fixed_ts,
+    src_addrs, b_src, b_start, b_end, b_count, b_base_offset, b_base_ts, b_fixed_ts, b_use_fixed_ts,
     want_headers, want_key, want_value, out_offset, out_ts, key_off, key_data, key_valid, val_off,
     val_data, val_valid, hl_off, hk_off, hk_data, hv_off, hv_data, hv_valid, dctx, scratch, b_zcap,
 ):
     """Decode the records of many batches straight into Arrow-shaped buffers.
 
-    Each batch's records area lies in ``srcs[b_src[b]]`` (the file is ``srcs[0]``, payloads
-    decompressed by the caller follow, so nothing is copied twice) between ``b_start`` and
-    ``b_end``. A batch with ``b_zcap[b] >= 0`` holds a zstd payload there instead, inflated here
+    Each batch's records area lies in the source at address ``src_addrs[b_src[b]]`` (the file
+    is source 0, payloads decompressed by the caller follow, so nothing is copied twice; the
+    caller keeps them alive) between ``b_start`` and ``b_end``. Addresses in an int64 array,
+    not a ``numba.typed.List`` of arrays: a typed list's methods are compiled afresh in every
+    process (no cache), which cost each new Spark task worker seconds before its first batch.
+    A batch with ``b_zcap[b] >= 0`` holds a zstd payload there instead, inflated here
     with the libzstd context ``dctx`` into the buffer at address ``scratch`` (at most
     ``b_zcap[b]`` bytes, which it has room for) and decoded from it; a payload libzstd refuses
     is ERR_INFLATE, too many declared records for its output ERR_RECORD_COUNT. Header buffers
@@ -478,7 +481,7 @@ def decode_v2(  # type: ignore[no-untyped-def]
     hk_off[0] = 0
     hv_off[0] = 0
     for b in range(b_start.shape[0]):
-        buf = np.int64(srcs[b_src[b]].ctypes.data)
+        buf = src_addrs[b_src[b]]
         kaddr = np.int64(key_data.ctypes.data)
         vaddr = np.int64(val_data.ctypes.data)
         pos = b_start[b]
@@ -635,6 +638,30 @@ def decode_v2(  # type: ignore[no-untyped-def]
                     hk_off, hk_data, hv_off, hv_data, hv_valid)
     return (OK, -1, -1, n, kp, vp, h, hkp, hvp, hk_off, hk_data, hv_off, hv_data, hv_valid)
 # fmt: on
+
+
+@njit(cache=True, nogil=True)
+def min_timestamp(buf, start, end, count, base_ts):  # type: ignore[no-untyped-def]
+    """(walked, smallest timestamp) of the ``count`` records of a v2 records area
+    ``buf[start:end]`` (uncompressed), reading only each record's length and timestamp delta
+    (a batch's base timestamp is its first record's, not its smallest: later records may have
+    negative deltas). ``walked`` is False when the lengths do not hold together: the caller
+    then decodes the batch, and the decoder says what is wrong."""
+    pos = start
+    lo = _I64_MAX
+    for _ in range(count):
+        length, pos = scan_varint(buf, pos, end)
+        if pos < 0 or length < 6 or length > end - pos:
+            return False, lo
+        rend = pos + length
+        tsd, p = scan_varlong(buf, pos + 1, rend)
+        if p < 0:
+            return False, lo
+        ts = np.int64(np.uint64(base_ts) + np.uint64(tsd))
+        if ts < lo:
+            lo = ts
+        pos = rend
+    return pos == end, lo
 
 
 # ---------------------------------------------------------------------------------------------

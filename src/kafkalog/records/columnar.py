@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
-from numba.typed import List
 
 from kafkalog.errors import (
     BatchTooLargeError,
@@ -35,6 +34,7 @@ from kafkalog.records import compression
 from kafkalog.records import record_codes as C
 from kafkalog.records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_RECORD_SIZE
 from kafkalog.records.crc import crc32c
+from kafkalog.records.header_prune import RowBounds, unmatched
 from kafkalog.records.reader import IncompleteTail, LogReader, bad_magic_reason
 from kafkalog.records.types import (
     DEFAULT_LIMITS,
@@ -144,6 +144,8 @@ class DecodedRange:
     next_position: int
     entries: int
     incomplete_tail: IncompleteTail | None
+    #: entries not decoded: their headers prove they hold no row within ``within``
+    skipped: int = 0
 
 
 def decode_arrow(
@@ -175,6 +177,7 @@ def decode_range(
     limits: Limits = DEFAULT_LIMITS,
     decompress_threads: int = 1,
     columns: Collection[str] | None = None,
+    within: RowBounds | None = None,
 ) -> DecodedRange:
     """Decode every complete log entry from ``start`` to ``end`` of ``buffer``.
 
@@ -188,6 +191,9 @@ def decode_range(
     runs a task, as under Spark.
     ``columns`` names the record columns wanted (of :data:`RECORD_COLUMNS`; default all): the
     others are not built, and keys or values left out are checked but never copied.
+    ``within`` names the rows wanted (offsets, timestamps): entries whose headers prove they
+    hold none are CRC-checked and skipped, not decoded (:mod:`kafkalog.records.header_prune`);
+    rows outside it may still be returned.
     """
     if (topic is None) != (partition is None):
         raise ValueError("give both topic and partition, or neither")
@@ -226,11 +232,17 @@ def decode_range(
     parts: list[pa.RecordBatch] = []
     magics = fields[:, F_MAGIC]
     n = len(positions)
+    skip = None
+    if within is not None and within.bounded:
+        skip = unmatched(data, positions, fields, within, limits, verify_crc=verify_crc)
     i = 0
     while i < n:
+        if skip is not None and skip[i]:
+            i += 1
+            continue
         j = i
         legacy = magics[i] < 2
-        while j < n and (magics[j] < 2) == legacy:
+        while j < n and (magics[j] < 2) == legacy and (skip is None or not skip[j]):
             j += 1
         decode = _decode_legacy if legacy else _decode_v2
         parts.append(decode(data, positions[i:j], fields[i:j], opts))
@@ -242,7 +254,8 @@ def decode_range(
         result = parts[0]
     else:
         result = pa.Table.from_batches(parts, schema=schema).combine_chunks().to_batches()[0]
-    return DecodedRange(result, next_pos, n, tail)
+    skipped = 0 if skip is None else int(skip.sum())
+    return DecodedRange(result, next_pos, n, tail, skipped)
 
 
 def _scan(
@@ -334,8 +347,8 @@ def _decode_v2(
         return _decode_v2(data, positions, fields, opts, fuse=False)
 
     # other compressed payloads are inflated into buffers of their own, read in place
-    srcs = List()
-    srcs.append(_read_only(data))
+    # the kernel reads each source by address; this list keeps them alive until it returns
+    srcs: list[np.ndarray] = [data]
     compressed = [
         (k_i, k) for k_i, k in enumerate(idx.tolist()) if codecs[k] != 0 and zcap[k_i] < 0
     ]
@@ -367,7 +380,7 @@ def _decode_v2(
         src[k_i] = len(srcs)
         starts[k_i] = 0
         ends[k_i] = len(raw)
-        srcs.append(_read_only(np.frombuffer(raw, np.uint8)))
+        srcs.append(np.frombuffer(raw, np.uint8))
     sel_counts = counts[idx]
     room = ends - starts
     # A payload the kernel inflates is checked there against its real size; its bound already
@@ -405,7 +418,8 @@ def _decode_v2(
     max_ts = fields[idx, F_MAX_TS]
     threads = min(opts.decompress_threads, len(idx))
     # what the kernel takes first, threaded or not: the batches and their header fields
-    batches = (srcs, src, starts, ends, sel_counts, base_offsets, base_ts, max_ts, fixed)
+    src_addrs = np.array([a.ctypes.data for a in srcs], np.int64)
+    batches = (src_addrs, src, starts, ends, sel_counts, base_offsets, base_ts, max_ts, fixed)
     if fused and threads > 1 and not include_headers and want_key and want_value:
         done = _decode_chunks(
             threads,
@@ -498,7 +512,7 @@ def _decode_v2(
 
 def _decode_chunks(
     threads: int,
-    srcs: Any,
+    src_addrs: np.ndarray,
     src: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -533,7 +547,7 @@ def _decode_chunks(
         voff = np.empty(re - rs + 1, np.int32)
         dctx, scratch = _zstd_kernel_state(int(zcap[b0:b1].max()))
         res = K.decode_v2(
-            srcs,
+            src_addrs,
             src[b0:b1],
             starts[b0:b1],
             ends[b0:b1],
@@ -668,13 +682,6 @@ def _zstd_kernel_state(need: int) -> tuple[int, np.ndarray]:
         if need <= _SCRATCH_KEEP:
             state.scratch = scratch
     return state.dctx_address, scratch
-
-
-def _read_only(arr: np.ndarray) -> np.ndarray:
-    """A read-only view: every source handed to the kernel must have the same numba type."""
-    view = arr.view()
-    view.flags.writeable = False
-    return view
 
 
 def _alloc(n: int, dtype: type) -> np.ndarray:

@@ -108,6 +108,8 @@ class ReadOptions:
     #: local[2]: 16 tasks of 100 MB read 24 M records at 5.7 M/s, 8 of 200 MB at 6.7 M/s)
     max_bytes_per_split: int = DEFAULT_MAX_BYTES_PER_SPLIT
     max_offsets_per_trigger: int | None = None
+    #: the retired ``maxTimestampLatenessMs``: parsed (a malformed value is still an error),
+    #: warned about and ignored; upper timestamp bounds prune exactly without it
     max_timestamp_lateness_ms: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
     #: ``path`` as given (a URI keeps its query string): executors resolve its filesystem again
@@ -334,6 +336,12 @@ def parse_read_options(
         raise OptionError(
             f"option minOffsetsPerTrigger={min_per_trigger} is above "
             f"maxOffsetsPerTrigger={max_per_trigger}"
+        )
+    if "maxtimestamplatenessms" in opts:
+        logger.warning(
+            "option maxTimestampLatenessMs is deprecated and ignored: a timestamp filter's "
+            "upper bound now skips exactly the record batches whose headers rule it out, "
+            "whatever the timestamps' order, so no lateness is assumed and no row is lost"
         )
     return ReadOptions(
         path=read_location(opts["path"]),

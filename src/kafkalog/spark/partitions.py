@@ -15,7 +15,7 @@ from pyspark.sql.datasource import InputPartition
 from kafkalog import files
 from kafkalog.spark.columns import Columns
 from kafkalog.spark.options import ReadOptions
-from kafkalog.spark.plan import Aborted, Split, task_count
+from kafkalog.spark.plan import Aborted, Split, TimestampBounds, task_count
 from kafkalog.spark.stats import ReadStats
 
 
@@ -29,12 +29,14 @@ class SplitPartition(InputPartition):
         aborted: Aborted,
         location: str = "",
         fail_on_data_loss: bool = True,
+        timestamps: TimestampBounds = (None, None),
     ) -> None:
         super().__init__(len(splits))
         self.splits = splits
         self.aborted = aborted
         self.location = location
         self.fail_on_data_loss = fail_on_data_loss
+        self.timestamps = timestamps
 
     def read(
         self,
@@ -56,17 +58,28 @@ class SplitPartition(InputPartition):
                 aborted=self.aborted.get(split.directory, []),
                 fail_on_data_loss=self.fail_on_data_loss,
                 stats=stats,
+                timestamps=self.timestamps,
             )
 
 
-def pack(splits: list[Split], opts: ReadOptions, aborted: Aborted) -> list[InputPartition]:
+def pack(
+    splits: list[Split],
+    opts: ReadOptions,
+    aborted: Aborted,
+    timestamps: TimestampBounds = (None, None),
+) -> list[InputPartition]:
     """Splits, in order, dealt into :func:`~kafkalog.spark.plan.task_count` tasks of about equal
     bytes: each split goes to the task its middle byte falls in, so every task is within half a
-    split (a quarter task at most, see ``make_splits``) of the even share."""
+    split (a quarter task at most, see ``make_splits``) of the even share. ``timestamps`` are
+    the bounds the tasks skip batches by (:func:`~kafkalog.spark.plan.task_timestamps`)."""
     if not splits:
         return [SplitPartition([], {})]
+
+    def task(group: list[Split]) -> SplitPartition:
+        return SplitPartition(group, aborted, opts.location, opts.fail_on_data_loss, timestamps)
+
     if opts.max_records_per_partition:
-        return [SplitPartition([s], aborted, opts.location, opts.fail_on_data_loss) for s in splits]
+        return [task([s]) for s in splits]
     total = sum(s.size for s in splits)
     count = task_count(total, opts)
     share = total / count if total else 1.0
@@ -75,4 +88,23 @@ def pack(splits: list[Split], opts: ReadOptions, aborted: Aborted) -> list[Input
     for split in splits:
         groups[min(count - 1, int((before + split.size / 2) // share))].append(split)
         before += split.size
-    return [SplitPartition(g, aborted, opts.location, opts.fail_on_data_loss) for g in groups if g]
+    if opts.min_partitions:
+        # minPartitions asks for Spark's Kafka source's tasks, and those never mix Kafka
+        # partitions: a task dealt the end of one and the start of the next is cut in two
+        # (so there may be more tasks than asked for, as Spark allows). Without it small
+        # partitions share tasks: a Python task costs ~0.1 s to start, whatever it reads.
+        groups = [run for g in groups for run in _by_partition(g)]
+    return [task(g) for g in groups if g]
+
+
+def _by_partition(group: list[Split]) -> list[list[Split]]:
+    """``group`` cut where its splits pass from one Kafka partition to the next."""
+    runs: list[list[Split]] = []
+    for split in group:
+        if not runs or (runs[-1][-1].topic, runs[-1][-1].partition) != (
+            split.topic,
+            split.partition,
+        ):
+            runs.append([])
+        runs[-1].append(split)
+    return runs

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,8 +18,15 @@ from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
 from kafkalog.log.local_log import SegmentRange
-from kafkalog.log.logdir import partition_directories as _partitions_under
 from kafkalog.spark.options import EARLIEST, LATEST, MIN_TASK_BYTES, OptionError, ReadOptions
+
+# the selection and load-time checks, here too for callers of the planner (a JVM front end)
+from kafkalog.spark.selection import INTERNAL_TOPICS as INTERNAL_TOPICS
+from kafkalog.spark.selection import UnknownPartitionError as UnknownPartitionError
+from kafkalog.spark.selection import check_at_load as check_at_load
+from kafkalog.spark.selection import check_partitions_named as check_partitions_named
+from kafkalog.spark.selection import partition_directories as partition_directories
+from kafkalog.spark.selection import select_partitions as select_partitions
 
 if TYPE_CHECKING:
     from kafkalog.spark.pushdown import Bounds
@@ -32,6 +38,8 @@ logger = logging.getLogger("kafkalog.spark")
 AbortedRange = tuple[int, int, int]
 #: the aborted transactions of each planned partition (by directory), for read_committed
 Aborted = dict[str, list[AbortedRange]]
+#: [lo, hi) in ms (None: unbounded): the timestamps a task keeps batches for
+TimestampBounds = tuple[int | None, int | None]
 
 
 class DataLossError(KafkalogError):
@@ -102,95 +110,6 @@ class Split:
             self.identity,
             self.last_segment,
         )
-
-
-def partition_directories(path: str) -> dict[tuple[str, int], str]:
-    """Every partition under ``path``: a data directory, or one partition directory."""
-    try:
-        return _partitions_under(path)
-    except FileNotFoundError:
-        raise OptionError(f"option path={path!r} is not a directory") from None
-
-
-def select_partitions(
-    found: dict[tuple[str, int], str], opts: ReadOptions
-) -> dict[tuple[str, int], str]:
-    if opts.subscribe is not None:
-        wanted = set(opts.subscribe)
-        chosen = {tp: d for tp, d in found.items() if tp[0] in wanted}
-        missing = wanted - {t for t, _ in chosen}
-        if missing and opts.fail_on_data_loss:
-            raise DataLossError(f"subscribed topic(s) {sorted(missing)} not found in {opts.path}")
-        if missing:  # failOnDataLoss=false: read what is there, but never in silence
-            logger.warning(
-                "kafkalog: subscribed topic(s) %s not found in %s: no rows from them "
-                "(failOnDataLoss=false)",
-                sorted(missing),
-                opts.path,
-            )
-        return chosen
-    if opts.subscribe_pattern is not None:
-        # Spark 4's Kafka source lists topics with its admin client (the default since 3.4,
-        # spark.sql.streaming.kafka.useDeprecatedOffsetFetching=false) and keeps those where
-        # the pattern is found anywhere in the name (ConsumerStrategy.SubscribePatternStrategy:
-        # ``findFirstIn``), never internal topics: the same here
-        rx = re.compile(opts.subscribe_pattern)
-        return {
-            tp: d for tp, d in found.items() if tp[0] not in INTERNAL_TOPICS and rx.search(tp[0])
-        }
-    if opts.assign is not None:
-        chosen = {}
-        for topic, parts in opts.assign.items():
-            for p in parts:
-                if (topic, p) not in found:
-                    if opts.fail_on_data_loss:
-                        raise DataLossError(f"assigned partition {topic}-{p} not found")
-                    logger.warning(
-                        "kafkalog: assigned partition %s-%d not found in %s: no rows from it "
-                        "(failOnDataLoss=false)",
-                        topic,
-                        p,
-                        opts.path,
-                    )
-                    continue
-                chosen[(topic, p)] = found[(topic, p)]
-        return chosen
-    return dict(found)
-
-
-#: topics a Kafka admin client does not list (internal ones, and KRaft's metadata log, which is
-#: no topic at all); a pattern never selects them, but subscribe and assign name them
-INTERNAL_TOPICS = frozenset(
-    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
-)
-
-
-def check_partitions_named(chosen: set[tuple[str, int]], opts: ReadOptions) -> None:
-    """Per-partition JSON must name exactly the partitions read, as Spark requires
-    (KafkaOffsetReaderAdmin.fetchPartitionOffsets and fetchSpecificTimestampBasedOffsets assert
-    it): a partition left out is an error there, not a silent earliest or latest here."""
-    specs = [
-        ("startingOffsetsByTimestamp", opts.starting_by_timestamp),
-        ("endingOffsetsByTimestamp", opts.ending_by_timestamp),
-    ]
-    if opts.starting_by_timestamp is None:
-        specs.append(("startingOffsets", opts.starting_offsets))
-    if opts.ending_by_timestamp is None:
-        specs.append(("endingOffsets", opts.ending_offsets))
-    for name, spec in specs:
-        if not isinstance(spec, dict):
-            continue
-        named = {(t, p) for t, parts in spec.items() for p in parts}
-        if named != chosen:
-            missing, extra = sorted(chosen - named), sorted(named - chosen)
-            raise OptionError(
-                f"option {name} must give every partition read, and no other (-2 earliest, "
-                f"-1 latest): missing {_names(missing)}; not read {_names(extra)}"
-            )
-
-
-def _names(tps: list[tuple[str, int]]) -> str:
-    return ", ".join(f"{t}-{p}" for t, p in tps) or "none"
 
 
 def spec_value(spec: object, topic: str, partition: int, default: int) -> int:
@@ -272,7 +191,7 @@ def _plan_range(
 
 def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[PartitionRange, Log]]:
     """Each selected partition's range, with its log open until the next one is asked for."""
-    chosen = select_partitions(partition_directories(opts.path), opts)
+    chosen = select_partitions(partition_directories(opts.path, opts.location), opts)
     check_partitions_named(set(chosen), opts)
     for (topic, partition), directory in sorted(chosen.items()):
         log = Log(directory, writable=False)
@@ -284,10 +203,27 @@ def _resolved(opts: ReadOptions, bounds: Bounds | None) -> Iterator[tuple[Partit
             if bounds is not None and not bounds.allows_partition(topic, partition):
                 continue
             if bounds is not None:
-                r = _narrow(log, r, bounds, opts)
+                r = _narrow(log, r, bounds)
             yield r, log
         finally:
             log.close()
+
+
+def warn_lost(topic: str, partition: int, lo: int, hi: int, why: str) -> None:
+    """Say that offsets [lo, hi) of a partition, asked for, are not in the result: what
+    failOnDataLoss=false does instead of failing, never in silence (Spark's Kafka source logs
+    a WARNING for each such skip too)."""
+    if hi <= lo:
+        return
+    logger.warning(
+        "kafkalog: %s-%d: offsets %d to %d were asked for but are not there (%s); they are not "
+        "in the result (failOnDataLoss=false)",
+        topic,
+        partition,
+        lo,
+        hi - 1,
+        why,
+    )
 
 
 def _check_damage_at_end(log: Log, r: PartitionRange, opts: ReadOptions) -> None:
@@ -307,19 +243,28 @@ def _check_damage_at_end(log: Log, r: PartitionRange, opts: ReadOptions) -> None
     )
 
 
-def _narrow(log: Log, r: PartitionRange, b: Bounds, opts: ReadOptions) -> PartitionRange:
+def _narrow(log: Log, r: PartitionRange, b: Bounds) -> PartitionRange:
     start, end = max(r.start, b.offset_lo), min(r.end, b.offset_hi)
     if b.ts_lo is not None and b.ts_lo >= 0 and start < end:
         # every record before it is older than ts_lo; records without a timestamp (-1) are not
         # in the time index and may be anywhere, so negative bounds never prune
         found = log.first_offset_at_or_after(b.ts_lo)  # every record before it is older than ts_lo
         start = end if found is None else max(start, found)
-    if b.ts_hi is not None and opts.max_timestamp_lateness_ms is not None and start < end:
-        target = b.ts_hi + opts.max_timestamp_lateness_ms
-        found = log.first_offset_at_or_after(target) if target >= 0 else None
-        if found is not None:
-            end = min(end, found)
+    # An upper timestamp bound ends no range: records may come in any timestamp order, and
+    # no index holds a smallest timestamp. Tasks skip the batches it rules out instead, from
+    # their headers (task_timestamps).
     return PartitionRange(r.topic, r.partition, r.directory, start, max(start, end))
+
+
+def task_timestamps(bounds: Bounds | None) -> TimestampBounds:
+    """The timestamps [lo, hi) (ms) a read's tasks keep batches for: every batch whose header
+    proves all its records fall outside is skipped without being decoded, exactly for both
+    bounds (:mod:`kafkalog.records.header_prune` says what each kind of header proves; a
+    reader in another language applies the same rules). ``(None, None)`` without a
+    timestamp filter."""
+    if bounds is None:
+        return (None, None)
+    return (bounds.ts_lo, bounds.ts_hi)
 
 
 def _resolve_one(
@@ -358,6 +303,7 @@ def _resolve_one(
                 f"{topic}-{partition}: starting offset {start} is gone (the log starts at "
                 f"{first}); set failOnDataLoss=false to start at the earliest offset"
             )
+        warn_lost(topic, partition, start, min(end, first), f"the log starts at {first}")
         start = first
     if end > last:
         if opts.fail_on_data_loss:
@@ -366,6 +312,7 @@ def _resolve_one(
                 f"{topic}-{partition}: {what} offset {offset} is beyond the log end {last}; "
                 "set failOnDataLoss=false to read what is there"
             )
+        warn_lost(topic, partition, max(start, last), end, f"the log ends at {last}")
         start, end = min(start, last), last
     if opts.read_committed:
         end = min(end, latest)  # nothing of an open transaction is visible

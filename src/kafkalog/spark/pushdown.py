@@ -2,11 +2,11 @@
 
 Every filter is still handed back to Spark, which evaluates it on the rows read, so pruning only
 has to be safe (never drop a matching row), not exact. Offsets, partitions and topics prune
-exactly. A lower timestamp bound prunes exactly through the time index (Kafka's
-``offsetsForTimes``: every record before that offset is older). An upper timestamp bound cannot
-be proved from Kafka's indexes (records may arrive out of timestamp order), so it prunes only
-when the reader allows a lateness (``maxTimestampLatenessMs``): records more than that much
-older than a record before them may then be missed.
+exactly. A lower timestamp bound starts the read through the time index (Kafka's
+``offsetsForTimes``: every record before that offset is older). Neither index proves where an
+upper timestamp bound ends a read (records may arrive in any timestamp order), so both bounds
+go to the tasks, which skip every batch whose header proves it holds no record between them
+(``plan.task_timestamps``, ``records/header_prune.py``): exact, whatever the order.
 """
 
 from __future__ import annotations

@@ -49,6 +49,9 @@ class KafkaLogDataSource(DataSource):
         opts = read_options(self.options, streaming=None)
         if isinstance(opts, OptionError):
             raise opts
+        problem = load_problem(opts)
+        if problem is not None:
+            raise problem
         return full_schema(opts.include_headers, opts.columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -87,6 +90,19 @@ def read_options(options: Any, *, streaming: bool | None) -> ReadOptions | Optio
         return problem.with_traceback(None)
 
 
+def load_problem(opts: ReadOptions) -> OptionError | None:
+    """What ``load()`` finds wrong with the directory the options name (a missing path, one
+    holding no Kafka partitions, an unknown topic or partition, an incomplete offsets JSON;
+    ``selection.check_at_load``), stripped of its traceback as :func:`read_options` does."""
+    from kafkalog.spark.selection import check_at_load
+
+    try:
+        check_at_load(opts)
+    except OptionError as problem:
+        return problem.with_traceback(None)
+    return None
+
+
 class KafkaLogPushdownSource(KafkaLogDataSource):
     """``format("kafkalog")`` for a session with ``spark.sql.python.filterPushdown.enabled``:
     its batch reader takes Spark's filters (PySpark refuses, at planning, a reader that
@@ -108,10 +124,10 @@ class KafkaLogReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         from kafkalog.spark.partitions import pack
-        from kafkalog.spark.plan import plan_read
+        from kafkalog.spark.plan import plan_read, task_timestamps
 
         splits, aborted = plan_read(self.opts, self.bounds)
-        return pack(splits, self.opts, aborted)
+        return pack(splits, self.opts, aborted, task_timestamps(self.bounds))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from kafkalog.spark.partitions import SplitPartition

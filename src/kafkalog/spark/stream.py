@@ -8,6 +8,7 @@ only looked at); partitions that appear later start at their earliest offset.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -31,14 +32,18 @@ from kafkalog.spark.plan import (
     DataLossError,
     PartitionRange,
     Split,
+    plan_open,
+    start_by_timestamp,
+)
+from kafkalog.spark.selection import (
     check_partitions_named,
     partition_directories,
-    plan_open,
     select_partitions,
-    start_by_timestamp,
 )
 
 Offsets = dict[str, dict[str, int]]
+
+logger = logging.getLogger("kafkalog.spark")
 
 
 Ends = dict[tuple[str, int], tuple[str, int, int]]
@@ -50,7 +55,7 @@ def _ends(opts: ReadOptions, then: Any = None) -> Ends:
     out = {}
     logs: dict[tuple[str, int], Log] = {}
     chosen = select_partitions(
-        partition_directories(opts.path), replace(opts, fail_on_data_loss=False)
+        partition_directories(opts.path, opts.location), replace(opts, fail_on_data_loss=False)
     )
     try:
         for (topic, partition), directory in sorted(chosen.items()):
@@ -116,12 +121,14 @@ def _nest(flat: dict[tuple[str, int], int]) -> Offsets:
 
 def _data_lost(opts: ReadOptions, what: str) -> None:
     """Spark's Kafka source fails a stream whose next offsets are gone, unless
-    ``failOnDataLoss=false``, when it goes on from what is there."""
+    ``failOnDataLoss=false``, when it goes on from what is there, with a WARNING saying what
+    it skipped (as Spark's does)."""
     if opts.fail_on_data_loss:
         raise DataLossError(
             f"{what}; some data may have been lost. Set failOnDataLoss=false to go on from the "
             "earliest offset still there"
         )
+    logger.warning("kafkalog: %s; the stream goes on without them (failOnDataLoss=false)", what)
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -156,6 +163,12 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             spec = opts.starting_offsets
             value = spec.get(topic, {}).get(partition, LATEST) if isinstance(spec, dict) else spec
+            if 0 <= value < first:
+                _data_lost(
+                    opts,
+                    f"{topic}-{partition}: starting offsets {value} to {first - 1} are gone "
+                    f"(the log starts at {first})",
+                )
             flat[(topic, partition)] = (
                 first if value == EARLIEST else last if value == LATEST else max(first, value)
             )

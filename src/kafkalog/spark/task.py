@@ -24,8 +24,9 @@ from kafkalog.log.arrow_read import (
 )
 from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.layout import DELETED_SUFFIX
+from kafkalog.records.header_prune import RowBounds
 from kafkalog.spark.columns import Columns
-from kafkalog.spark.plan import AbortedRange, DataLossError, Split
+from kafkalog.spark.plan import AbortedRange, DataLossError, Split, TimestampBounds, warn_lost
 from kafkalog.spark.stats import ReadStats
 
 _logger = logging.getLogger("kafkalog.spark")
@@ -46,10 +47,14 @@ def read_split(
     fail_on_data_loss: bool = True,
     columns: Columns | None = None,
     stats: ReadStats | None = None,
+    timestamps: TimestampBounds = (None, None),
 ) -> Iterator[pa.RecordBatch]:
     """Records of ``split`` with offsets in [start_offset, end_offset), in Spark's columns, or
     in ``columns`` (a schema the user gave): only those are decoded, plus the offsets the
-    split's range is cut by. With ``stats``, the segment bytes read are counted there."""
+    split's range is cut by. With ``stats``, the segment bytes read are counted there.
+    ``timestamps`` ([lo, hi) ms, from :func:`~kafkalog.spark.plan.task_timestamps`): batches
+    whose headers prove no record falls inside are not decoded (other rows outside may still
+    be returned: Spark filters them)."""
     decoded_columns = None if columns is None else columns.sources | {"offset"}
     metadata = ["producerId", "isTransactional"] if aborted else []
     handle = _open_segment(split, fail_on_data_loss)  # a local file or a pyarrow.fs URI
@@ -67,6 +72,18 @@ def read_split(
                 f"cut from {split.planned_size} to {size} bytes after the query was planned, "
                 "taking planned records with it; set failOnDataLoss=false to read what is left"
             )
+        if split.end_position > size and size < split.planned_size:
+            _logger.warning(
+                "kafkalog: %s-%d: segment %s was cut from %d to %d bytes after the query was "
+                "planned; the records of offsets up to %d planned past the cut are not in the "
+                "result (failOnDataLoss=false)",
+                split.topic,
+                split.partition,
+                files.redacted(split.segment),
+                split.planned_size,
+                size,
+                split.end_offset - 1,
+            )
         end = size if split.end_position < 0 else min(split.end_position, size)
         for decoded in decode_file(
             handle,
@@ -81,6 +98,7 @@ def read_split(
             topic=split.topic,
             partition=split.partition,
             columns=decoded_columns,
+            within=RowBounds(split.start_offset, split.end_offset, *timestamps),
             last_segment=split.last_segment,
             first_offset=split.base_offset,
             # failOnDataLoss=false: damaged bytes are skipped and said, never an error or silent
@@ -130,6 +148,13 @@ def _open_segment(split: Split, fail_on_data_loss: bool) -> files.ReadHandle | N
             f"{split.start_offset} to {split.end_offset - 1}; set failOnDataLoss=false to skip "
             "what is gone"
         )
+    warn_lost(
+        split.topic,
+        split.partition,
+        split.start_offset,
+        split.end_offset,
+        f"segment {files.redacted(split.segment)} was deleted after the query was planned",
+    )
     return None
 
 
