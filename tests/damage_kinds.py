@@ -53,6 +53,13 @@ def absurd_last(d: Path) -> None:
     seg.write_bytes(bytes(data))
 
 
+def absurd_tail(d: Path) -> None:
+    """20 bytes after the last batch of the last segment whose size field reads ~2 GB: what a
+    crash can leave (the torn page of an append), nothing valid after them."""
+    with open(segments(d)[-1], "ab") as f:
+        f.write(struct.pack(">qi", 0x1122334455667788, 0x7FFFFFF0) + bytes(range(1, 9)))
+
+
 def cut_last(d: Path) -> None:
     seg = segments(d)[-1]
     data = seg.read_bytes()
@@ -93,7 +100,8 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     "flip first segment base offset": (flip(7, "first"), False),
     "hole of 60 bytes": (hole, False),
     "garbage .log": (garbage, False),
-    "absurd last length": (absurd_last, False),
+    "absurd last length": (absurd_last, True),
+    "absurd bytes after the last batch": (absurd_tail, True),
     "last batch cut off": (cut_last, True),
     "zero tail": (zero_tail, True),
     "earlier segment cut off": (cut_middle_segment, False),

@@ -18,6 +18,7 @@ next start (``.deleted``, ``.cleaned``, ``.swap``, an index without its ``.log``
 from __future__ import annotations
 
 import argparse
+import bisect
 import itertools
 import json
 import os
@@ -316,7 +317,7 @@ def _verify_segment(
         try:
             for entry in reader:
                 report.batches += 1
-                first = entry.base_offset if isinstance(entry, RecordBatch) else entry.offset
+                first = _first_offset(entry)
                 name = _entry_name(entry)
                 if not entry.is_valid():
                     report.problem(
@@ -367,6 +368,16 @@ def _verify_segment(
         break
     scan.last = previous_last
     return scan
+
+
+def _first_offset(entry: LogEntry) -> int:
+    """The first offset ``entry`` holds: a v0/v1 wrapper's own offset is its last inner
+    message's, so the first is read from the wrapper (its inner offsets), as Kafka's
+    ``baseOffset()`` does; when that fails (the CRC check reports it), the entry's own."""
+    try:
+        return entry.base_offset
+    except KafkalogError:
+        return entry.last_offset
 
 
 def _reason_at(e: KafkalogError) -> str:
@@ -460,7 +471,8 @@ def _verify_offset_index(
         if scan is None:
             return  # the .log could not be read (reported): nothing to hold the entries to
         starts = scan.starts
-        position_of_last = {last: pos for pos, (_, last) in starts.items()}
+        ordered = sorted(starts)
+        entries = [index.entry(n) for n in range(index.entries)]
         for n in range(index.entries):
             offset, position = index.entry(n)
             if position >= scan.size:
@@ -480,8 +492,14 @@ def _verify_offset_index(
                 )
                 continue
             first, _ = found
-            # an entry keys the last offset of an append (one or more batches) starting here
-            if first > offset or position_of_last.get(offset, -1) < position:
+            # an entry names the append (one or more batches) starting here by an offset it
+            # holds: its last since Kafka 0.10.1, its first before (a 0.9 broker's); the
+            # append's batches are those before the next entry's position
+            following = entries[n + 1][1] if n + 1 < len(entries) else scan.size
+            lo = bisect.bisect_left(ordered, position)
+            hi = max(lo + 1, bisect.bisect_left(ordered, following))
+            last_of_append = max(starts[p][1] for p in ordered[lo:hi])
+            if not first <= offset <= last_of_append:
                 report.problem(
                     path,
                     n * 8,

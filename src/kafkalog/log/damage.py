@@ -14,11 +14,13 @@ the file and the byte, and leaves the bytes where they are for ``kafkalog repair
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kafkalog.errors import BatchTooLargeError, CorruptRecordError, DamagedLogError
-from kafkalog.log.segment import LogSegment, offset_order_problem
+from kafkalog.log.segment import LogSegment, offset_order_problem, torn_absurd_entry
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.resync import next_valid_entry
@@ -78,13 +80,20 @@ def first_problem(
             position = entry.position + entry.size_in_bytes
             expected = entry.last_offset + 1
     except CorruptRecordError as e:
-        return Problem(
-            seg.log.path,
-            position,
-            e.reason,
-            expected,
-            absurd=isinstance(e, BatchTooLargeError),
-        )
+        absurd = isinstance(e, BatchTooLargeError)
+        if absurd and torn_absurd_entry(
+            seg.log.read, seg.size, position, expected, seg.is_last, seg.limits, True
+        ):
+            claimed = int.from_bytes(seg.log.read(position + 8, 4), "big", signed=True) + 12
+            return Problem(
+                seg.log.path,
+                position,
+                f"incomplete entry of {claimed} bytes (a size no batch has): only "
+                f"{seg.size - position} bytes before the end of the file",
+                expected,
+                declared_size=claimed,
+            )
+        return Problem(seg.log.path, position, e.reason, expected, absurd=absurd)
     cut = tail[0] if tail else None
     if cut is None:
         return None
@@ -107,7 +116,8 @@ def check_tail(seg: LogSegment, problem: Problem, *, is_last: bool, directory: s
     elif not is_last:
         why = "in a segment that is not the last one (later segments follow it)"
     else:
-        why = seg.cut_off_damage(problem.position, problem.expected_offset)
+        # a Problem comes from first_problem's walk, every CRC checked
+        why = seg.cut_off_damage(problem.position, problem.expected_offset, crc_checked=True)
     if why is not None:
         raise damaged(problem, directory, why)
 
@@ -297,12 +307,45 @@ def first_offset(entry: LogEntry) -> int:
     return entry.base_offset if isinstance(entry, RecordBatch) else entry.last_offset
 
 
-def log_cut(problem: Problem, size: int) -> None:
-    """Every byte recovery cuts is said, with the file, where and why."""
+def log_cut(problem: Problem, seg: LogSegment) -> str | None:
+    """Every byte recovery cuts is said, with the file, where and why, and kept: the bytes
+    after ``problem.position`` are copied first to ``<segment>.log.torn-<byte>-<UTC time>``
+    beside the segment (a name Kafka's and kafkalog's loaders leave alone), unless they are
+    all zeros (a preallocating writer's space: nothing is lost). Returns the copy's path."""
+    size = seg.size
+    copy: str | None = None
+    chunk = 1 << 20
+    position, zeros = problem.position, True
+    while position < size and zeros:
+        data = seg.log.read(position, min(chunk, size - position))
+        if not data:
+            break
+        zeros = not any(data)
+        position += len(data)
+    if not zeros:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        copy = f"{seg.log.path}.torn-{problem.position}-{stamp}"
+        with open(copy, "wb") as out:
+            position = problem.position
+            while position < size:
+                data = seg.log.read(position, min(chunk, size - position))
+                if not data:
+                    break
+                out.write(data)
+                position += len(data)
+            out.flush()
+            os.fsync(out.fileno())
+        fd = os.open(os.path.dirname(copy) or ".", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     logger.warning(
-        "cutting the torn tail of %s: %d bytes from byte %d (%s)",
+        "cutting the torn tail of %s: %d bytes from byte %d (%s); %s",
         problem.path,
         size - problem.position,
         problem.position,
         problem.describe(),
+        "all zeros, nothing kept" if copy is None else f"the cut bytes are copied to {copy}",
     )
+    return copy

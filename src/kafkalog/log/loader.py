@@ -396,7 +396,7 @@ class LogLoader:
         it cuts in a WARNING."""
         log = self.log
         if torn_tail is not None:
-            log_cut(torn_tail, seg.size)
+            log_cut(torn_tail, seg)
         state = ProducerStateManager(log.directory, writable=log.writable)
         rebuild_producer_state(log, state, self.log_start_checkpoint, seg.base_offset)
         truncated = seg.recover(self.leader_epochs, state)

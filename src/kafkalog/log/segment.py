@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from kafkalog import files
 from kafkalog.errors import (
+    BatchTooLargeError,
     ClosedError,
     CorruptRecordError,
     DamagedLogError,
@@ -422,6 +423,7 @@ def cut_off_damage(
     expected_offset: int | None,
     is_last: bool,
     limits: Limits,
+    crc_checked: bool = False,
 ) -> str | None:
     """Why bytes of a ``.log`` (read by ``read(position, length)``, ``size`` long) that stop
     being whole, valid batches at ``position`` are damage, or None when they are the end of
@@ -433,7 +435,12 @@ def cut_off_damage(
     if not is_last:
         return "in a segment that is not its log's last (later segments follow it)"
     head = read(position, 4096)
-    if len(head) >= 8 and any(head) and expected_offset is not None:
+    # after whole batches whose CRCs were checked a crash can leave any bytes (the page of a
+    # torn write holds what was there before); at a segment's first byte, or after batches
+    # read without their CRCs (a damaged one may have put the walk out of step), a header
+    # that is neither zeros nor the next offset is no append's
+    strict = position == 0 or not crc_checked
+    if strict and len(head) >= 8 and any(head) and expected_offset is not None:
         offset = int.from_bytes(head[:8], "big", signed=True)
         if not expected_offset <= offset < expected_offset + 2**31:
             return "with a header no append can have left (neither zeros nor the next offset)"
@@ -441,6 +448,30 @@ def cut_off_damage(
     if after is not None:
         return f"with a valid batch after it at byte {after}"
     return None
+
+
+def torn_absurd_entry(
+    read: Callable[[int, int], bytes],
+    size: int,
+    position: int,
+    expected_offset: int | None,
+    is_last: bool,
+    limits: Limits,
+    crc_checked: bool = False,
+) -> bool:
+    """Whether the entry at ``position``, whose size field reads larger than any batch, is a
+    torn tail: it claims more bytes than the file holds (a size that fits in the file is a
+    batch no writer can have written, damage) and :func:`cut_off_damage` finds nothing against
+    it (the last segment, nothing valid after it). A crash can leave any bytes after the last
+    whole batch, a size field reading 2 GB among them (Kafka's recovery cuts them)."""
+    head = read(position, 12)
+    if len(head) < 12:
+        return False
+    declared = int.from_bytes(head[8:12], "big", signed=True) + 12
+    if position + declared <= size:
+        return False
+    why = cut_off_damage(read, size, position, expected_offset, is_last, limits, crc_checked)
+    return why is None
 
 
 class LogSegment:
@@ -786,6 +817,16 @@ class LogSegment:
         except DamagedLogError:
             raise
         except CorruptRecordError as e:
+            if isinstance(e, BatchTooLargeError) and torn_absurd_entry(
+                self.log.read,
+                self.log.size,
+                position,
+                previous + 1,
+                self.is_last,
+                self.limits,
+                verify_crc,
+            ):
+                return  # the end of the log: a torn tail whose size field reads absurd
             # named at the batch's first byte, with the offset it should start at
             raise self._damaged(
                 f"{batch_at(self.log.read(position, 27))}: {e.reason} (at byte {e.position}; "
@@ -795,7 +836,7 @@ class LogSegment:
         cut = tail[-1] if tail else None
         if cut is None:
             return
-        why = self.cut_off_damage(cut.position, previous + 1)
+        why = self.cut_off_damage(cut.position, previous + 1, crc_checked=verify_crc)
         if why is None:
             return  # the end of the log: an append in flight, or a torn tail
         what = (
@@ -808,10 +849,18 @@ class LogSegment:
             what, path=self.log.path, position=position, partition=self.directory
         )
 
-    def cut_off_damage(self, position: int, expected_offset: int | None) -> str | None:
+    def cut_off_damage(
+        self, position: int, expected_offset: int | None, *, crc_checked: bool = False
+    ) -> str | None:
         """:func:`cut_off_damage` for this segment's ``.log``."""
         return cut_off_damage(
-            self.log.read, self.log.size, position, expected_offset, self.is_last, self.limits
+            self.log.read,
+            self.log.size,
+            position,
+            expected_offset,
+            self.is_last,
+            self.limits,
+            crc_checked,
         )
 
     def scan_start(self, offset: int) -> int:

@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterator
 
-from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
+from kafkalog.errors import BatchTooLargeError, CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.log.layout import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
@@ -34,7 +34,7 @@ from kafkalog.log.layout import (
     segment_file,
 )
 from kafkalog.log.log import Log
-from kafkalog.log.segment import cut_off_damage, offset_order_problem
+from kafkalog.log.segment import cut_off_damage, offset_order_problem, torn_absurd_entry
 from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
 
 _CHUNK = 1 << 20  # bytes read per pread when that many are there
@@ -164,9 +164,19 @@ class TailReader:
                     self._pos = entry.position + entry.size_in_bytes
                     if len(out) >= max_records:
                         return
-            except CorruptRecordError:
+            except CorruptRecordError as e:
                 if _zeros(data, self._pos - reader.base_position):
                     return  # preallocated space after the last batch: nothing more yet
+                if isinstance(e, BatchTooLargeError) and torn_absurd_entry(
+                    lambda p, n: os.pread(fd, n, p),
+                    os.fstat(fd).st_size,
+                    self._pos,
+                    self._last_in_segment + 1,
+                    not self._later_segment_exists(),
+                    self.limits,
+                    True,
+                ):
+                    return  # a torn tail whose size field reads absurd: the end of the log
                 raise
             tail = reader.incomplete_tail
             if tail is None:
@@ -196,6 +206,7 @@ class TailReader:
                 self._last_in_segment + 1,
                 not later,
                 self.limits,
+                True,
             )
             if why is not None:
                 raise DamagedLogError.found(
