@@ -94,6 +94,16 @@ def first_problem(
                 declared_size=claimed,
             )
         return Problem(seg.log.path, position, e.reason, expected, absurd=absurd)
+    upper = seg.next_base
+    if before is not None and upper is not None and previous >= upper:
+        at, _, was_expected = before
+        return Problem(
+            seg.log.path,
+            at,
+            f"non-consecutive offsets: the batch at byte {at} holds offsets up to {previous}, "
+            f"at or past the next segment's base offset {upper}",
+            was_expected,
+        )
     cut = tail[0] if tail else None
     if cut is None:
         return None

@@ -107,6 +107,7 @@ def plan_repair(directory: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairRep
         upper = bases[k + 1] if k + 1 < len(bases) else None
         seg = LogSegment(directory, base, TopicConfig(), writable=False, limits=limits)
         seg.is_last = upper is None
+        seg.next_base = upper
         try:
             problem = first_problem(seg)
             if problem is not None:

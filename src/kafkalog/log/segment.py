@@ -450,6 +450,16 @@ def cut_off_damage(
     return None
 
 
+def _jumped_ahead(held: LogEntry, entry: LogEntry) -> str:
+    first = held.base_offset if isinstance(held, RecordBatch) else held.last_offset
+    then = entry.base_offset if isinstance(entry, RecordBatch) else entry.last_offset
+    return (
+        f"non-consecutive offsets: the batch at byte {held.position} holds offsets "
+        f"{first}..{held.last_offset}, past the batch after it at byte {entry.position} "
+        f"(offsets from {then}): its base offset (outside the batch CRC) is wrong"
+    )
+
+
 def torn_absurd_entry(
     read: Callable[[int, int], bytes],
     size: int,
@@ -532,6 +542,9 @@ class LogSegment:
         # whether this is its log's last segment (kept by the SegmentSet that holds it): only
         # there may the bytes end in a batch cut off (an append in flight, a crash's torn tail)
         self.is_last = True
+        # the next segment's base offset (None for the last): every offset here is below it
+        # (kept by the segment set, as ``is_last``)
+        self.next_base: int | None = None
         self._max_ts_and_offset = _UNKNOWN
         self.rolling_based_timestamp: int | None = None
         self.created = self._now_ms()
@@ -799,21 +812,38 @@ class LogSegment:
         log's last segment does (an append in flight, or a torn tail a crash left), and only
         with nothing valid after it: anywhere else the records after it would be lost in
         silence, so it raises :class:`~kafkalog.errors.DamagedLogError` naming the byte.
+
         Offsets must grow (unless ``check_order`` is false: a caller that checks them itself,
-        see :class:`~kafkalog.log.damage.OffsetOrder`)."""
+        see :class:`~kafkalog.log.damage.OffsetOrder`). A base offset is outside the batch CRC,
+        and a flipped one that is too high shows only at the batch after it: so each entry is
+        handed out once the next one (or, for the last, the next segment's base, or the batch
+        after the range) shows its offsets are in line, and the error names the batch whose
+        offsets disagree with both neighbours, never a record at an offset never written."""
         tail = [] if tail is None else tail
-        previous = self.base_offset - 1
+        previous = self.base_offset - 1  # the last offset of the entries accepted so far
+        before_held = previous  # ... and of those before ``held``
+        held: LogEntry | None = None  # accepted, not yet handed out (see above)
         position = start
         try:
             for entry in self.log.entries(
                 start, end, limits=self.limits, verify_crc=verify_crc, tail=tail
             ):
-                wrong = check_order and offset_order_problem(entry, previous, self.base_offset)
-                if wrong:
-                    raise self._damaged(wrong, entry.position)
+                if check_order:
+                    wrong = offset_order_problem(entry, previous, self.base_offset)
+                    if wrong:
+                        if (
+                            held is not None
+                            and offset_order_problem(entry, before_held, self.base_offset) is None
+                        ):
+                            raise self._damaged(_jumped_ahead(held, entry), held.position)
+                        raise self._damaged(wrong, entry.position)
+                    if held is not None:
+                        yield held
+                    held, before_held = entry, previous
+                else:
+                    yield entry
                 previous = entry.last_offset
                 position = entry.position + entry.size_in_bytes
-                yield entry
         except DamagedLogError:
             raise
         except CorruptRecordError as e:
@@ -826,6 +856,8 @@ class LogSegment:
                 self.limits,
                 verify_crc,
             ):
+                if held is not None:
+                    yield held
                 return  # the end of the log: a torn tail whose size field reads absurd
             # named at the batch's first byte, with the offset it should start at
             raise self._damaged(
@@ -833,6 +865,9 @@ class LogSegment:
                 f"expected a batch from offset {previous + 1})",
                 position,
             ) from e
+        if held is not None:
+            self._check_last_held(held, position, end)
+            yield held
         cut = tail[-1] if tail else None
         if cut is None:
             return
@@ -843,6 +878,32 @@ class LogSegment:
             "entry header" if cut.declared_size is None else f"entry of {cut.declared_size} bytes"
         )
         raise self._damaged(f"incomplete {what} ({cut.available} bytes there) {why}", cut.position)
+
+    def _check_last_held(self, held: LogEntry, after: int, end: int | None) -> None:
+        """The last entry a walk read must hold offsets below where the next one starts: the
+        next batch in the file when the walk stopped before the end, else the next segment's
+        base offset (:attr:`next_base`)."""
+        upper: int | None
+        what: str
+        if end is not None and after < self.log.size:
+            head = self.log.read(after, 17)
+            if len(head) < 17:
+                return
+            upper = int.from_bytes(head[:8], "big", signed=True)
+            if head[16] < 2:
+                upper += 1  # a v0/v1 entry's offset is its last: only below it is certain
+            what = f"the batch at byte {after} (offset field {upper})"
+        else:
+            upper = self.next_base
+            what = f"the next segment (base offset {upper})"
+        if upper is not None and held.last_offset >= upper:
+            first = held.base_offset if isinstance(held, RecordBatch) else held.last_offset
+            raise self._damaged(
+                f"non-consecutive offsets: the batch at byte {held.position} holds offsets "
+                f"{first}..{held.last_offset}, at or past {what}: its base offset (outside the "
+                "batch CRC) is wrong",
+                held.position,
+            )
 
     def _damaged(self, what: str, position: int) -> DamagedLogError:
         return DamagedLogError.found(
