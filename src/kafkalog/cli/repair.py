@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import IO, Any
 
@@ -61,6 +62,10 @@ def _print(report: Any, out: IO[str]) -> None:
         print(f"{report.directory}: no damage found, nothing to do", file=out)
         return
     verb = "would move" if report.dry_run else "moved"
+    for gone in report.lost:
+        print(f"{report.directory}: {gone.what}", file=out)
+        names = ", ".join(os.path.basename(p) for p in gone.leftovers)
+        print(f"  {verb} the leftover index files to the quarantine: {names}", file=out)
     for seg in report.segments:
         print(f"{seg.segment}: damage at byte {seg.damage_position}: {seg.damage}", file=out)
         print(

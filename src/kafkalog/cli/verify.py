@@ -71,8 +71,12 @@ class Report:
     entries: list[dict[str, Any]] = field(default_factory=list)
 
     def problem(self, path: str | None, position: int | None, text: str) -> None:
-        self.problems.append(_where(path, position, text))
-        self.entries.append(_entry("problem", path, position, text))
+        """A problem, with the command that deals with it (every problem line names one)."""
+        step = next_step(path, text)
+        self.problems.append(_where(path, position, f"{text}; next: {step}"))
+        entry = _entry("problem", path, position, f"{text}; next: {step}")
+        entry["next"] = step
+        self.entries.append(entry)
 
     def warning(self, path: str | None, position: int | None, text: str) -> None:
         self.warnings.append(_where(path, position, text))
@@ -84,10 +88,41 @@ class Report:
         position = getattr(e, "position", None)
         reason = getattr(e, "reason", None)
         if reason is None or path is None:
-            self.problems.append(f"{e}{suffix}")
-            self.entries.append(_entry("problem", path, position, f"{e}{suffix}"))
+            step = next_step(path, str(e))
+            self.problems.append(f"{e}{suffix}; next: {step}")
+            entry = _entry("problem", path, position, f"{e}{suffix}; next: {step}")
+            entry["next"] = step
+            self.entries.append(entry)
         else:
             self.problem(path, position, f"{reason}{suffix}")
+
+
+def next_step(path: str | None, text: str) -> str:
+    """The command (or action) that deals with a problem found in ``path``."""
+    if path is None:
+        return "`kafkalog repair --dry-run DIR` shows what a repair would move aside"
+    name = os.path.basename(path)
+    directory = os.path.dirname(path) or "."
+    if "no partition here" in text:
+        return "point kafkalog at a partition directory (topic-N) or a data directory"
+    if "cannot read it" in text:
+        return f"make it readable (permissions, the disk), then `kafkalog verify {directory}`"
+    if "misnamed" in text or "where Kafka keeps a file" in text:
+        return "rename it as Kafka names it, or move it out of the partition directory"
+    if "records lost" in text or name.endswith(".log") or ".log." in name:
+        return (
+            f"`kafkalog repair {directory}` (moves the damaged bytes or leftovers into a "
+            "quarantine folder; nothing is deleted)"
+        )
+    if name.endswith((".index", ".timeindex", ".txnindex")):
+        return f"`kafkalog rebuild-index {directory}` (rewrites the index from the .log)"
+    if name.endswith(".snapshot"):
+        return (
+            f"move it out of {directory}: a writable open rebuilds the producer state from the .log"
+        )
+    if name == "meta.properties":
+        return "restore it from a backup or fix the line named (Kafka refuses to start on it)"
+    return f"`kafkalog dump --files {path}` shows it; restore it from a backup or fix it"
 
 
 def _where(path: str | None, position: int | None, text: str) -> str:
@@ -127,6 +162,7 @@ def verify_partition(
     logs = _verify_names(directory, listing, report)
     directories = {name for name, is_dir in listing if is_dir}
     previous_last = -1
+    ends: dict[int, int] = {}  # base offset -> the last offset read up to its segment's end
     for i, name in enumerate(logs):
         base = offset_from_filename(name)
         log_path = os.path.join(directory, name)
@@ -139,6 +175,7 @@ def verify_partition(
             if previous_last >= 0 and scan.first is not None and scan.first > previous_last + 1:
                 _offset_gap(report, log_path, directory, previous_last, scan.first)
             previous_last = scan.last
+            ends[base] = scan.last
         except OSError as e:
             _unreadable(report, log_path, e)
         for path, check in (
@@ -153,7 +190,36 @@ def verify_partition(
             except OSError as e:
                 _unreadable(report, path, e)
         done(scan.size if scan is not None else 0)
+    _verify_lost_segments(directory, {name for name, _ in listing}, ends, report)
     _verify_checkpoints(directory, report)
+
+
+def _verify_lost_segments(
+    directory: str, names: set[str], ends: dict[int, int], report: Report
+) -> None:
+    """An index left without its ``.log`` after a segment that ends before it: a segment
+    lost (the readers refuse to read across it, see ``kafkalog.log.damage.LostSegment``)."""
+    from kafkalog.log.damage import LostSegment
+    from kafkalog.log.layout import is_offset_prefix
+
+    bases = sorted(ends)
+    seen: set[int] = set()
+    for name in sorted(names):
+        stem, _, suffix = name.partition(".")
+        if suffix not in ("index", "timeindex", "txnindex") or not is_offset_prefix(stem):
+            continue
+        base = int(stem)
+        if base in seen or f"{stem}.log" in names:
+            continue
+        if any(f"{stem}.log{s}" in names for s in (".deleted", ".cleaned", ".swap")):
+            continue
+        floor = [b for b in bases if b <= base]
+        if not floor or ends[floor[-1]] >= base:
+            continue  # before the first segment (retention), or covered (a cleaned segment)
+        seen.add(base)
+        later = [b for b in bases if b > base]
+        lost = LostSegment(base, later[0] - 1 if later else None, os.path.join(directory, name))
+        report.problem(lost.evidence, None, lost.describe())
 
 
 def _offset_gap(report: Report, log_path: str, directory: str, last: int, first: int) -> None:

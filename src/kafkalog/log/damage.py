@@ -18,12 +18,21 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kafkalog.errors import BatchTooLargeError, CorruptRecordError, DamagedLogError
+from kafkalog.errors import (
+    BatchTooLargeError,
+    CorruptRecordError,
+    DamagedLogError,
+    KafkalogError,
+)
 from kafkalog.log.segment import LogSegment, offset_order_problem, torn_absurd_entry
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.resync import next_valid_entry
+
+if TYPE_CHECKING:
+    from kafkalog.log.local_log import LocalLog
 
 logger = logging.getLogger("kafkalog.log")
 
@@ -359,3 +368,71 @@ def log_cut(problem: Problem, seg: LogSegment) -> str | None:
         "all zeros, nothing kept" if copy is None else f"the cut bytes are copied to {copy}",
     )
     return copy
+
+
+@dataclass(frozen=True)
+class LostSegment:
+    """Offsets no segment holds, though a segment held them: an index file is left at
+    ``base`` without its ``.log`` (deleted by hand, lost), after a segment that ends before
+    it. Not a gap compaction leaves (a cleaned segment covers the offsets of the segments
+    it replaced, and removes their index files), nor retention's or DeleteRecords' (they
+    delete from the front: an index below the first segment is ignored)."""
+
+    first: int  # the lost segment's base offset
+    last: int | None  # the offset before the next segment's base (None: the log's end)
+    evidence: str  # the index file left
+
+    def describe(self) -> str:
+        upper = "the end of the log" if self.last is None else str(self.last)
+        return (
+            f"records lost: offsets {self.first} to {upper} are in no segment, but "
+            f"{os.path.basename(self.evidence)} is left of the segment that held them (its "
+            ".log is missing: deleted by hand, or lost)"
+        )
+
+    def error(self, directory: str) -> DamagedLogError:
+        return DamagedLogError(
+            f"{self.describe()}; `kafkalog repair {directory}` moves the leftover index files "
+            "into a quarantine folder once the loss is accepted (nothing is deleted)",
+            path=self.evidence,
+            position=0,
+        )
+
+    def skipped(self) -> SkippedBytes:
+        return SkippedBytes(self.evidence, 0, 0, self.describe(), self.first, self.last)
+
+    def overlaps(self, lo: int, hi: int) -> bool:
+        return self.first < hi and (self.last is None or self.last >= lo)
+
+
+def lost_segments(
+    log: LocalLog, orphans: dict[int, list[str]], names: set[str]
+) -> list[LostSegment]:
+    """The segments lost from ``log`` (see :class:`LostSegment`), from the index files left
+    without their ``.log`` (``orphans``: base offset -> names), given every name in the
+    directory. An orphan beside a ``.deleted``, ``.cleaned`` or ``.swap`` file of its
+    ``.log`` is a deletion or swap under way (the loader finishes it), not a loss."""
+    out: list[LostSegment] = []
+    bases = log.segments.bases
+    for base in sorted(orphans):
+        stem = orphans[base][0].partition(".")[0]
+        if any(stem + ".log" + s in names for s in (".deleted", ".cleaned", ".swap")):
+            continue
+        floor = log.segments.floor(base)
+        if floor is None:
+            continue  # before the first segment: deleted from the front (retention)
+        try:
+            end = floor.read_next_offset()
+        except KafkalogError:
+            continue  # a damaged segment: its own error says so
+        if end > base:
+            continue  # a segment covers the offsets (a cleaned one, say)
+        later = [b for b in bases if b > base]
+        out.append(
+            LostSegment(
+                base,
+                later[0] - 1 if later else None,
+                os.path.join(log.directory, orphans[base][0]),
+            )
+        )
+    return out

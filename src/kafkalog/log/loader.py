@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 
 from kafkalog import files
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, DamagedLogError, KafkalogError
-from kafkalog.log.damage import Problem, check_tail, end_past_damage, first_problem, log_cut
+from kafkalog.log.damage import (
+    Problem,
+    check_tail,
+    end_past_damage,
+    first_problem,
+    log_cut,
+    lost_segments,
+)
 from kafkalog.log.layout import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -110,12 +117,12 @@ class LogLoader:
         else:
             names, swapped = self._swapped_view(names, sizes)
         logs = sorted((offset_from_filename(n), n) for n in names if is_segment_log(n))
-        if self.log.writable:
-            for n in names:
-                stem, _, suffix = n.partition(".")
-                index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-                if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
-                    os.remove(os.path.join(self.log.directory, n))  # orphaned index
+        orphans: dict[int, list[str]] = {}
+        for n in names:
+            stem, _, suffix = n.partition(".")
+            index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+            if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
+                orphans.setdefault(int(stem), []).append(n)
         for k, (base, name) in enumerate(logs):
             suffix = SWAP_SUFFIX if name in swapped else ""
             seg = self.log.open_segment(
@@ -130,6 +137,13 @@ class LogLoader:
             elif damage is not None:
                 self.recover_segment(seg, self.checked_problem(seg, is_last=k == len(logs) - 1))
             self.log.segments.add(seg)
+        self.log.lost = lost_segments(self.log, orphans, set(names))
+        if self.log.writable:
+            if self.log.lost:
+                raise self.log.lost[0].error(self.log.directory)
+            for leftovers in orphans.values():
+                for n in leftovers:  # an index whose segment lies behind the log start
+                    os.remove(os.path.join(self.log.directory, n))
         self._load_leader_epochs()
         if self.log.writable:
             self._ensure_partition_metadata()

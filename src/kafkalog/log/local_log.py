@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from kafkalog import files
 from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.damage import (
+    LostSegment,
     SkippedBytes,
     check_tail,
     fetched_offsets_problem,
@@ -48,6 +50,8 @@ from kafkalog.log.segment_set import SegmentSet
 from kafkalog.records import Record
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.types import Limits, TimestampUnit
+
+logger = logging.getLogger("kafkalog.log")
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,9 @@ class LocalLog:
         # damage found in the last segment by a read-only open, which then ends the log after
         # its last valid batch: a read to the end raises it (see :meth:`ranges`)
         self.damage_at_end: DamagedLogError | None = None
+        # segments lost (an index left without its .log after a segment ending before it):
+        # a read across their offsets raises, or with ``on_damage`` says it skips them
+        self.lost: list[LostSegment] = []
         self.deleter = SegmentDeleter()  # segments renamed .deleted, removed after the delay
         # how many truncations the log has had: a cleaner's round that saw it change since it
         # read the log swaps nothing more in (what it drops may have been superseded by
@@ -304,6 +311,13 @@ class LocalLog:
         out: list[tuple[LogSegment, SegmentRange]] = []
         if lo >= hi:
             return out
+        for lost in self.lost:
+            if lost.overlaps(lo, hi):
+                if not past_damage:
+                    raise lost.error(self.directory)
+                logger.warning(
+                    "%s: skipped (the caller asked to read past damage)", lost.describe()
+                )
         for seg, nxt in self.segments.from_floor(lo):
             if seg.base_offset >= hi:
                 break
@@ -354,6 +368,9 @@ class LocalLog:
         the log end) begins: the bound is a byte position, so no batch is parsed to cut there.
         With ``include_aborted``, the aborted transactions overlapping what is returned."""
         self._check_in_range(start)
+        for lost in self.lost:
+            if lost.overlaps(start, start + 1):
+                raise lost.error(self.directory)
         bound = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         aborted: list[AbortedTxn] | None = [] if include_aborted else None
         segments = self.segments.from_floor(start)
@@ -425,6 +442,9 @@ class LocalLog:
             if self.damage_at_end is not None and end is None:
                 hi = 2**63  # valid batches may follow the damage: walk to the end of the files
             segments = self.segments.from_floor(lo) if lo < hi else []
+            for lost in self.lost:
+                if lost.overlaps(lo, hi):
+                    on_damage(lost.skipped())
             return self._batches_skipping(segments, lo, hi, check_crcs, on_damage)
         return _entries_of(self._segment_ranges(start, end), check_crcs)
 

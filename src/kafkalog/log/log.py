@@ -30,7 +30,7 @@ from kafkalog.errors import (
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.buffered import BufferedWriter
 from kafkalog.log.checkpoints import LogCleanShutdown, checkpointed_log_start
-from kafkalog.log.damage import SkippedBytes
+from kafkalog.log.damage import LostSegment, SkippedBytes
 from kafkalog.log.layout import (
     new_partition_dir_name,
     parse_partition_dir,
@@ -950,6 +950,13 @@ class Log:
         segment raises it, unless ``past_damage`` (the caller says it skipped
         :attr:`damage_at_end`)."""
         return self._local.ranges(start_offset, end_offset, past_damage=past_damage)
+
+    @property
+    def lost_segments(self) -> list[LostSegment]:
+        """Segments lost from the log: an index file left without its ``.log`` after a
+        segment that ends before it. A read across their offsets raises (or, with
+        ``on_damage``, reports them); ``kafkalog repair`` moves the leftovers aside."""
+        return list(self._local.lost)
 
     @property
     def damage_at_end(self) -> DamagedLogError | None:
