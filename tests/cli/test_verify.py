@@ -461,23 +461,41 @@ def test_stray_and_misnamed_files_are_named(copy: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["empty", "name-2020", "data"])
-def test_a_directory_holding_no_partition_is_a_problem(tmp_path: Path, name: str) -> None:
-    """It said "verified 0 partition(s) ...: OK" and exited 0: a mistyped path looked like a
-    healthy log."""
+def test_a_directory_holding_no_partition_is_one_error_for_every_command(
+    tmp_path: Path, name: str
+) -> None:
+    """verify said "verified 0 partition(s) ...: OK" (a mistyped path looked like a healthy
+    log); then retention, compact, rebuild-index and timeline exited 0, verify 1 and repair 2
+    (issue 32): one rule for all, an error naming the path, exit status 2."""
+    import contextlib
+    import io
+
+    from kafkalog.cli.main import main
+
     where = tmp_path / name
     where.mkdir()
     if name == "data":
         (where / "meta.properties").write_text("version=1\n")
         (where / "not-a-partition").mkdir()
-    result = kafkalog("verify", str(where))
-    assert result.returncode == 1, result.stdout
-    assert _problems(result) == [
-        f"PROBLEM {where}: no partition here: neither a partition directory (topic-partition "
-        "holding segment .log files) nor a data directory holding partition directories"
-    ]
-    _same_as_json(where, result.stdout)
-    summary = json.loads(kafkalog("verify", "--json", str(where)).stdout.splitlines()[-1])
-    assert summary["partitions"] == 0 and summary["ok"] is False
+    for command in (
+        ["verify"],
+        ["verify", "--json"],
+        ["repair"],
+        ["repair", "--dry-run"],
+        ["rebuild-index"],
+        ["retention"],
+        ["compact"],
+        ["timeline"],
+    ):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([*command, str(where)])
+        assert code == 2, (command, out.getvalue(), err.getvalue())
+        assert err.getvalue().strip() == (
+            f"kafkalog: error: no partition in {where}: neither a partition directory "
+            "(topic-partition holding segment .log files) nor a data directory holding "
+            "partition directories"
+        ), command
 
 
 def _two_partitions(tmp_path: Path) -> tuple[Path, Path, Path]:

@@ -45,9 +45,6 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
 
     out = out or sys.stdout
     partitions = [d for path in args.paths for d in partitions_under(path)]
-    if not partitions:
-        print(f"kafkalog repair: no partition found in {' '.join(args.paths)}", file=sys.stderr)
-        return 2
     for directory in partitions:
         report: RepairReport = repair(directory, dry_run=args.dry_run, quarantine=args.quarantine)
         if args.json:

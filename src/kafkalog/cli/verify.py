@@ -107,7 +107,9 @@ def next_step(path: str | None, text: str) -> str:
         return "point kafkalog at a partition directory (topic-N) or a data directory"
     if "cannot read it" in text:
         return f"make it readable (permissions, the disk), then `kafkalog verify {directory}`"
-    if "misnamed" in text or "where Kafka keeps a file" in text:
+    if any(
+        what in text for what in ("misnamed", "where Kafka keeps a file", "not a segment file name")
+    ) or text.startswith("a directory named like"):
         return "rename it as Kafka names it, or move it out of the partition directory"
     if "records lost" in text or name.endswith(".log") or ".log." in name:
         return (
@@ -136,9 +138,21 @@ def _entry(kind: str, path: str | None, position: int | None, text: str) -> dict
 
 def partitions_under(path: str) -> list[str]:
     """The partition directories a command was pointed at (a partition or a data directory)."""
+    return list(partitions_in(path).values())
+
+
+def partitions_in(path: str) -> dict[tuple[str, int], str]:
+    """The partitions under ``path`` (see :func:`partitions_under`); a path with none is an
+    error naming it, the same for every command (exit status 2)."""
     from kafkalog.log.logdir import partition_directories
 
-    return list(partition_directories(files.resolve(path)).values())
+    found = partition_directories(files.resolve(path))
+    if not found:
+        raise KafkalogError(
+            f"no partition in {path}: neither a partition directory (topic-partition holding "
+            "segment .log files) nor a data directory holding partition directories"
+        )
+    return found
 
 
 def _unreadable(report: Report, path: str, e: OSError) -> None:
@@ -724,13 +738,6 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         root = files.resolve(path).rstrip("/")
         if any(os.path.dirname(p.rstrip("/")) == root for p in found):
             _verify_data_directory(root, found, report)
-        if not found:
-            report.problem(
-                path,
-                None,
-                "no partition here: neither a partition directory (topic-partition holding "
-                "segment .log files) nor a data directory holding partition directories",
-            )
         partitions += found
     with progress.bar("verifying", sum(_log_bytes(p) for p in partitions)) as shown:
         for directory in partitions:

@@ -135,7 +135,16 @@ class LogLoader:
             if damage == "time index":
                 seg.rebuild_time_index()  # the offset and transaction indexes are right
             elif damage is not None:
-                self.recover_segment(seg, self.checked_problem(seg, is_last=k == len(logs) - 1))
+                below = k + 1 < len(logs) and logs[k + 1][0] <= (log_start or 0)
+                try:
+                    problem = self.checked_problem(seg, is_last=k == len(logs) - 1)
+                except DamagedLogError:
+                    if not below:
+                        raise
+                    # wholly below the log start: no record of it can be read, and Kafka
+                    # opens such a log; left as it is (retention deletes it)
+                else:
+                    self.recover_segment(seg, problem)
             self.log.segments.add(seg)
         self.log.lost = lost_segments(self.log, orphans, set(names))
         if self.log.writable:
@@ -374,7 +383,13 @@ class LogLoader:
         """Kafka's recoverLog: recover every segment from the one holding the recovery point;
         a truncated segment makes every later one go (spec §7.9)."""
         log = self.log
-        segments = log.segments.from_floor(recovery_point)
+        # a segment wholly below the log start holds no record a reader can get: its damage
+        # costs nothing, and Kafka opens such a log (only what is at or above it is checked)
+        segments = [
+            (seg, following)
+            for seg, following in log.segments.from_floor(recovery_point)
+            if following is None or following > self.log_start_checkpoint
+        ]
         # every segment to recover is checked before any is changed: damage anywhere stops the
         # open with the files as they were (Kafka's recoverLog would empty a segment whose
         # recovery fails, cut at the first invalid batch and delete every later segment; here
