@@ -545,6 +545,8 @@ class LogSegment:
         # the next segment's base offset (None for the last): every offset here is below it
         # (kept by the segment set, as ``is_last``)
         self.next_base: int | None = None
+        # the next base its last batch was found to end below (LocalLog's reads check it once)
+        self.end_checked_for: int | None = None
         self._max_ts_and_offset = _UNKNOWN
         self.rolling_based_timestamp: int | None = None
         self.created = self._now_ms()
