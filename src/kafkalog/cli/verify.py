@@ -186,6 +186,16 @@ def verify_partition(
         scan: _Scan | None = None
         try:
             scan = _verify_segment(base, log_path, active, previous_last, report)
+            following = offset_from_filename(logs[i + 1]) if i + 1 < len(logs) else None
+            if following is not None and scan.batch_max and scan.last >= following:
+                report.problem(
+                    log_path,
+                    scan.last_position,
+                    f"the segment's batches reach offset {scan.last}, at or past the next "
+                    f"segment's base offset {following}: a base offset (outside the batch "
+                    "CRC) is wrong",
+                )
+                scan.last = following - 1  # the next segment is checked on its own
             if previous_last >= 0 and scan.first is not None and scan.first > previous_last + 1:
                 _offset_gap(report, log_path, directory, previous_last, scan.first)
             previous_last = scan.last
@@ -376,6 +386,8 @@ class _Scan:
 
     #: positions of entries the reader refused (reported with the .log, not again)
     refused: set[int] = field(default_factory=set)
+    #: the position of the last entry read
+    last_position: int = 0
 
 
 def _verify_segment(
@@ -392,6 +404,8 @@ def _verify_segment(
     starts, batch_max = scan.starts, scan.batch_max
     running = -1
     position = 0
+    # the entry before: (position, the last offset before it, its name)
+    held: tuple[int, int, str] | None = None
     while True:
         reader = LogReader(data, path=log_path, start=position)
         try:
@@ -407,11 +421,24 @@ def _verify_segment(
                         f"{entry.compute_crc()})",
                     )
                 if entry.last_offset <= previous_last:
-                    report.problem(
-                        log_path,
-                        entry.position,
-                        f"{name}: offset {entry.last_offset} does not follow {previous_last}",
-                    )
+                    if held is not None and first > held[1]:
+                        # in line with the batches before the last one: the last one's base
+                        # offset (outside the CRC) jumped ahead; it is the damaged one
+                        report.problem(
+                            log_path,
+                            held[0],
+                            f"{held[2]}: its offsets run past the batch after it (offsets "
+                            f"from {first}): its base offset, outside the batch CRC, is wrong",
+                        )
+                        previous_last = held[1]
+                    else:
+                        report.problem(
+                            log_path,
+                            entry.position,
+                            f"{name}: offset {entry.last_offset} does not follow "
+                            f"{previous_last}",
+                        )
+                held = (entry.position, previous_last, name)
                 if isinstance(entry, RecordBatch) and entry.base_offset < base:
                     report.problem(
                         log_path,
@@ -424,10 +451,21 @@ def _verify_segment(
                 except KafkalogError as e:
                     report.problem(log_path, entry.position, f"{name}: {_reason_at(e)}")
                 previous_last = max(previous_last, entry.last_offset)
+                scan.last_position = entry.position
                 running = max(running, entry.max_timestamp)
                 starts[entry.position] = (first, entry.last_offset)
                 batch_max.append((first, entry.last_offset, running))
         except KafkalogError as e:
+            at = reader.end_position
+            if active and _torn_absurd(data, at, previous_last + 1):
+                report.warning(
+                    log_path,
+                    at,
+                    f"{len(data) - at} bytes after the last batch whose size field reads "
+                    "larger than any batch, nothing valid after them: a torn tail (a crash's "
+                    "leftovers); a writable open cuts them, keeping a copy beside the segment",
+                )
+                break
             scan.refused.add(reader.end_position)
             resume = _refused(data, log_path, reader.end_position, e, report)
             if resume is None:
@@ -458,6 +496,18 @@ def _first_offset(entry: LogEntry) -> int:
         return entry.base_offset
     except KafkalogError:
         return entry.last_offset
+
+
+def _torn_absurd(data: memoryview, position: int, expected: int) -> bool:
+    """Whether the entry at ``position`` of the last segment is a torn tail whose size field
+    reads absurd (the readers' rule, ``kafkalog.log.segment.torn_absurd_entry``)."""
+    from kafkalog.log.segment import torn_absurd_entry
+    from kafkalog.records import DEFAULT_LIMITS
+
+    def read(at: int, n: int) -> bytes:
+        return bytes(data[at : at + n])
+
+    return torn_absurd_entry(read, len(data), position, expected, True, DEFAULT_LIMITS, True)
 
 
 def _reason_at(e: KafkalogError) -> str:
