@@ -435,8 +435,7 @@ def _verify_segment(
                         report.problem(
                             log_path,
                             entry.position,
-                            f"{name}: offset {entry.last_offset} does not follow "
-                            f"{previous_last}",
+                            f"{name}: offset {entry.last_offset} does not follow {previous_last}",
                         )
                 held = (entry.position, previous_last, name)
                 if isinstance(entry, RecordBatch) and entry.base_offset < base:
