@@ -571,7 +571,8 @@ class LocalLog:
                     last_segment=r.last_segment,
                     first_offset=r.base_offset,
                 ):
-                    if r.end_position >= r.segment_size and batch.num_rows:
+                    nxt = seg.next_base  # (the last segment may grow under a live writer)
+                    if nxt is not None and r.end_offset >= nxt and batch.num_rows:
                         _check_below(seg, r, batch)
                     kept = keep_rows(batch, offsets_within(batch, r.start_offset, r.end_offset))
                     if kept.num_rows:
