@@ -71,8 +71,11 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def jvm_kafka() -> Iterator[str]:
-    """Yield ``host:port`` of a running Kafka 0.9.0.1 broker; both JVMs are stopped after."""
+def jvm_kafka(properties: str = "", keep: str | None = None) -> Iterator[str]:
+    """Yield ``host:port`` of a running Kafka 0.9.0.1 broker; both JVMs are stopped after.
+    ``properties`` are added to the broker's ``server.properties``; with ``keep``, the
+    broker's data directory is copied there once the broker has shut down cleanly (how the
+    test fixtures of a real 0.9.0.1 broker are made)."""
     home = kafka_home()
     work = tempfile.mkdtemp(prefix="kafka09-")
     zk_port, port = free_port(), free_port()
@@ -84,7 +87,7 @@ def jvm_kafka() -> Iterator[str]:
             f"broker.id=0\nhost.name=127.0.0.1\nport={port}\nadvertised.host.name=127.0.0.1\n"
             f"advertised.port={port}\nlog.dirs={work}/kafka\nnum.partitions=1\n"
             f"zookeeper.connect=127.0.0.1:{zk_port}\nauto.create.topics.enable=true\n"
-            "offsets.topic.replication.factor=1\ncontrolled.shutdown.enable=false\n"
+            "offsets.topic.replication.factor=1\ncontrolled.shutdown.enable=false\n" + properties
         )
     java = [
         "java",
@@ -134,4 +137,7 @@ def jvm_kafka() -> Iterator[str]:
             _stop(broker)
         _stop(zk)
         out.close()
+        data = os.path.join(work, "kafka")
+        if keep is not None and os.path.exists(os.path.join(data, ".kafka_cleanshutdown")):
+            shutil.copytree(data, keep)
         shutil.rmtree(work, ignore_errors=True)

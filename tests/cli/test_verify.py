@@ -77,7 +77,7 @@ def _damage_and_check(copy: Path, damage: str) -> list[str]:
     assert result.returncode == 1, (damage, result.stdout)
     problems = [line for line in result.stdout.splitlines() if line.startswith("PROBLEM")]
     _same_as_json(copy, result.stdout)
-    return problems
+    return [_without_next(line) for line in problems]
 
 
 def _same_as_json(path: Path, text: str) -> None:
@@ -352,8 +352,17 @@ def _batches(log: Path) -> list[dict[str, Any]]:
 
 
 def _problems(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """The PROBLEM lines, each checked to name its next step, without it."""
     lines = result.stdout.splitlines()
-    return [line for line in lines if line.startswith("PROBLEM")]
+    return [_without_next(line) for line in lines if line.startswith("PROBLEM")]
+
+
+def _without_next(line: str) -> str:
+    """A problem line without the next step it must name (issue 32: every problem line
+    names the command that deals with it)."""
+    text, sep, step = line.rpartition("; next: ")
+    assert sep and step, f"no next step named: {line}"
+    return text
 
 
 def test_a_crc_mismatch_is_named_at_the_first_byte_of_its_batch(copy: Path) -> None:
@@ -419,10 +428,16 @@ def test_stray_and_misnamed_files_are_named(copy: Path) -> None:
     shutil.copy(copy / "00000000000000000030.snapshot", copy / "30.snapshot")
     result = kafkalog("verify", str(copy))
     assert result.returncode == 1, result.stdout
+    end = _batches(copy / "00000000000000000020.log")[-1]["lastOffset"]
     assert _problems(result) == [
         f"PROBLEM {copy / '123.log'}: misnamed: Kafka names offset 123 "
-        "00000000000000000123.log and reads that name, never this file"
+        "00000000000000000123.log and reads that name, never this file",
+        # an index past the log's end without its .log: the segment holding it was lost
+        f"PROBLEM {copy / '00000000000000000099.index'}: records lost: offsets 99 to the end "
+        "of the log are in no segment, but 00000000000000000099.index is left of the segment "
+        "that held them (its .log is missing: deleted by hand, or lost)",
     ]
+    assert end < 99
     warnings = {
         line.split(": ", 1)[0].removeprefix("warning "): line.split(": ", 1)[1]
         for line in result.stdout.splitlines()
@@ -446,23 +461,41 @@ def test_stray_and_misnamed_files_are_named(copy: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["empty", "name-2020", "data"])
-def test_a_directory_holding_no_partition_is_a_problem(tmp_path: Path, name: str) -> None:
-    """It said "verified 0 partition(s) ...: OK" and exited 0: a mistyped path looked like a
-    healthy log."""
+def test_a_directory_holding_no_partition_is_one_error_for_every_command(
+    tmp_path: Path, name: str
+) -> None:
+    """verify said "verified 0 partition(s) ...: OK" (a mistyped path looked like a healthy
+    log); then retention, compact, rebuild-index and timeline exited 0, verify 1 and repair 2
+    (issue 32): one rule for all, an error naming the path, exit status 2."""
+    import contextlib
+    import io
+
+    from kafkalog.cli.main import main
+
     where = tmp_path / name
     where.mkdir()
     if name == "data":
         (where / "meta.properties").write_text("version=1\n")
         (where / "not-a-partition").mkdir()
-    result = kafkalog("verify", str(where))
-    assert result.returncode == 1, result.stdout
-    assert _problems(result) == [
-        f"PROBLEM {where}: no partition here: neither a partition directory (topic-partition "
-        "holding segment .log files) nor a data directory holding partition directories"
-    ]
-    _same_as_json(where, result.stdout)
-    summary = json.loads(kafkalog("verify", "--json", str(where)).stdout.splitlines()[-1])
-    assert summary["partitions"] == 0 and summary["ok"] is False
+    for command in (
+        ["verify"],
+        ["verify", "--json"],
+        ["repair"],
+        ["repair", "--dry-run"],
+        ["rebuild-index"],
+        ["retention"],
+        ["compact"],
+        ["timeline"],
+    ):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([*command, str(where)])
+        assert code == 2, (command, out.getvalue(), err.getvalue())
+        assert err.getvalue().strip() == (
+            f"kafkalog: error: no partition in {where}: neither a partition directory "
+            "(topic-partition holding segment .log files) nor a data directory holding "
+            "partition directories"
+        ), command
 
 
 def _two_partitions(tmp_path: Path) -> tuple[Path, Path, Path]:
@@ -529,6 +562,9 @@ def test_a_read_error_is_reported_and_the_run_goes_on(
     rows = [json.loads(line) for line in out.getvalue().splitlines()]
     assert status == 1
     problems = [r for r in rows if r["type"] == "problem"]
+    for r in problems:
+        assert "make it readable" in r.pop("next")
+        r["message"] = _without_next(r["message"])
     assert problems == [
         {
             "type": "problem",

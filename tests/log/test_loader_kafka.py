@@ -12,7 +12,7 @@ import pytest
 
 from kafkalog.errors import DamagedLogError, IndexOffsetOverflowError
 from kafkalog.log import EARLIEST_TIMESTAMP, Log, TopicConfig
-from kafkalog.records import Record, encode_batch
+from kafkalog.records import LogReader, Record, encode_batch
 
 T0 = 1_700_000_000_000
 
@@ -201,25 +201,60 @@ def test_read_only_reads_a_torn_tail_as_recovery_would_cut_it(tmp_path: Path) ->
 
 
 def test_garbage_after_the_last_batch_is_damage_not_a_torn_tail(tmp_path: Path) -> None:
-    # what no append can leave (a header that is neither zeros nor the next offset, or a
-    # batch cut off with valid batches after it) is not cut or hidden: an error naming it
+    # bytes after the last batch with a valid batch after them are no crash's leftovers: not
+    # cut or hidden, an error naming them
     directory = tmp_path / "t-0"
     build(directory)
     active = directory / sorted(n for n in os.listdir(directory) if n.endswith(".log"))[-1]
     whole = active.read_bytes()
-    for tail in (b"\xff" * 40, whole[-60:-20] + b"\x00" * 30, b"\x00" * 50 + whole[-70:]):
-        active.write_bytes(whole + tail)
-        before = snapshot(directory)
-        # a read-only open goes on (the log ends before the damage); a read to the end raises
-        with Log(directory, writable=False) as log:
-            assert log.damage_at_end is not None
-            with pytest.raises(DamagedLogError, match=f"byte {len(whole)}: damaged log"):
-                list(log.records())
-        with pytest.raises(DamagedLogError, match="kafkalog repair"):
-            Log(directory, TopicConfig(segment_bytes=600), had_clean_shutdown=False).close()
-        after = snapshot(directory)
-        after.pop(".kafkalog.lock"), before.pop(".kafkalog.lock", None)  # the writer's own
-        assert after == before
+    last = list(LogReader(whole))[-1]
+    active.write_bytes(whole + b"\xff" * 50 + whole[last.position :])  # a valid batch after
+    before = snapshot(directory)
+    # a read-only open goes on (the log ends before the damage); a read to the end raises
+    with Log(directory, writable=False) as log:
+        assert log.damage_at_end is not None
+        with pytest.raises(DamagedLogError, match=f"byte {len(whole)}: damaged log"):
+            list(log.records())
+    with pytest.raises(DamagedLogError, match="kafkalog repair"):
+        Log(directory, TopicConfig(segment_bytes=600), had_clean_shutdown=False).close()
+    after = snapshot(directory)
+    after.pop(".kafkalog.lock"), before.pop(".kafkalog.lock", None)  # the writer's own
+    assert after == before
+
+
+@pytest.mark.parametrize("tail", ["0xff", "a fragment", "absurd size"])
+def test_any_bytes_after_the_last_batch_with_nothing_valid_after_are_a_torn_tail(
+    tmp_path: Path, tail: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # issue 32: a crash can leave any bytes after the last whole batch (the torn page of an
+    # append), a size field reading 2 GB among them: reads stop before them, and a writable
+    # open after an unclean shutdown cuts them (Kafka's LogLoaderTest.testCorruptLog) after
+    # copying them beside the segment, and says so
+    directory = tmp_path / "t-0"
+    build(directory)
+    active = directory / sorted(n for n in os.listdir(directory) if n.endswith(".log"))[-1]
+    whole = active.read_bytes()
+    extra = {
+        "0xff": b"\xff" * 40,
+        "a fragment": whole[-60:-20] + b"\x00" * 30,
+        "absurd size": (10**12).to_bytes(8, "big") + b"\x7f\xff\xff\xf0" + b"\x01" * 8,
+    }[tail]
+    active.write_bytes(whole + extra)
+    with Log(directory, writable=False) as log:
+        assert log.damage_at_end is None
+        expected = [r.offset for r in log.records()]
+    assert expected == list(range(30))
+    (directory / ".kafkalog-clean-shutdown").unlink(missing_ok=True)
+    config = TopicConfig(segment_bytes=600)
+    with (
+        caplog.at_level("WARNING", logger="kafkalog.log"),
+        Log(directory, config, had_clean_shutdown=False) as log,
+    ):
+        assert [r.offset for r in log.records()] == expected
+    assert active.read_bytes() == whole
+    (copy,) = directory.glob(active.name + ".torn-*")
+    assert copy.read_bytes() == extra
+    assert any(str(copy) in r.getMessage() for r in caplog.records)
 
 
 def test_recovery_does_not_empty_a_segment_whose_offsets_overflow_it(tmp_path: Path) -> None:

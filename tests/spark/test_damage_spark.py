@@ -6,6 +6,7 @@ wrong; nothing on disk changes."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,13 @@ import pytest
 from clirun import tree_snapshot
 from damage_kinds import DAMAGES, segments, written
 
-CASES = ["flip records", "flip base offset", "hole of 60 bytes", "absurd last length"]
+CASES = [
+    "flip records",
+    "flip base offset",
+    "hole of 60 bytes",
+    "base offset +16.7M, last batch of a segment",
+    "segment .log missing, index left",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +36,10 @@ def _damaged_copy(source: Path, tmp_path: Path, damage: str) -> Path:
     for extra in d.glob(".kafkalog*"):
         extra.unlink()
     DAMAGES[damage][0](d)
-    assert any(p.read_bytes() != (source / p.name).read_bytes() for p in segments(d))
+    names = {p.name for p in segments(d)}
+    assert names != {p.name for p in segments(source)} or any(
+        p.read_bytes() != (source / p.name).read_bytes() for p in segments(d)
+    )
     return d
 
 
@@ -67,7 +77,7 @@ def test_batch_and_stream_fail_or_skip_as_asked(
     reader = spark.read.format("kafkalog").option("path", str(data))
     with pytest.raises(Exception, match="kafkalog repair") as failed:
         reader.load().selectExpr("offset").collect()
-    assert ".log at byte" in str(failed.value)
+    assert re.search(r"\.(log|index) at byte", str(failed.value)), damage
     rows = (
         reader.option("failOnDataLoss", "false")
         .load()
@@ -76,7 +86,9 @@ def test_batch_and_stream_fail_or_skip_as_asked(
     )
     offsets = sorted(r.offset for r in rows)
     assert all(r.value == f"value {r.offset:05d}" for r in rows), damage
-    assert offsets == sorted(set(offsets)) and 297 <= len(offsets) < 300, (damage, len(offsets))
+    # a batch skipped (a hole may touch two), or the 50 records of a lost segment
+    fewest = 250 if "missing" in damage else 297
+    assert offsets == sorted(set(offsets)) and fewest <= len(offsets) < 300, (damage, len(offsets))
 
     error, _ = _stream(spark, data, tmp_path / "fail", fail=True)
     assert error is not None and "kafkalog repair" in str(error), (damage, error)

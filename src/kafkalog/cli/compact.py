@@ -98,10 +98,11 @@ def _shown(bar: Any, name: str) -> Any:
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     from kafkalog.cli import progress as bars
+    from kafkalog.cli.verify import partitions_in
     from kafkalog.errors import KafkalogError
     from kafkalog.log import Log
     from kafkalog.log.cleaner import CleanerOptions
-    from kafkalog.log.logdir import partition_directories, refuse_if_broker
+    from kafkalog.log.logdir import refuse_if_broker
 
     out = out or sys.stdout
     given: dict[str, str] = {}
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
             else {"dedupe_buffer_size": args.dedupe_buffer_size}
         )
     )
-    partitions = sorted(partition_directories(args.path).items())
+    partitions = sorted(partitions_in(args.path).items())
     totals = {"partitions": 0, "skipped": 0, "bytesBefore": 0, "bytesAfter": 0}
     stored = StoredConfigs()
     totals["uncleanable"] = 0

@@ -83,18 +83,50 @@ def _current(directory: str, name: str) -> bytes | None:
 
 
 def _changes(
-    directory: str, segments: list[RebuiltSegment]
+    directory: str, segments: list[RebuiltSegment], kept: list[str] | None = None
 ) -> list[tuple[str, bytes | None, bytes]]:
-    """(name, current bytes, new bytes) of every index file that would change."""
+    """(name, current bytes, new bytes) of every index file that would change. An offset or
+    time index that differs from the rebuilt one but is healthy (``kafkalog verify`` finds
+    nothing wrong in it: its writer indexed at another ``index.interval.bytes``, or per
+    append of several batches) is left alone and named in ``kept``."""
     out = []
+    last = segments[-1].log_path if segments else None
     for segment in segments:
         for name, new in segment.rebuilt.items():
             if new is None:
                 continue  # no aborted transaction and no file: Kafka creates none either
             old = _current(directory, name)
-            if old != new:
-                out.append((name, old, new))
+            if old == new:
+                continue
+            if old is not None and _healthy(directory, name, segment.log_path == last):
+                if kept is not None:
+                    kept.append(name)
+                continue
+            out.append((name, old, new))
     return out
+
+
+def _healthy(directory: str, name: str, active: bool) -> bool:
+    """Whether the offset or time index ``name`` passes every check ``kafkalog verify`` makes
+    of it against its ``.log``."""
+    from kafkalog.cli.verify import (
+        Report,
+        _verify_offset_index,
+        _verify_segment,
+        _verify_time_index,
+    )
+    from kafkalog.log.layout import offset_from_filename
+
+    stem, _, suffix = name.partition(".")
+    checks = {"index": _verify_offset_index, "timeindex": _verify_time_index}
+    if suffix not in checks:
+        return False
+    base = offset_from_filename(stem + ".log")
+    log_path = os.path.join(directory, stem + ".log")
+    scan = _verify_segment(base, log_path, active, -1, Report())
+    report = Report()
+    checks[suffix](os.path.join(directory, name), base, scan, report, active)
+    return not report.problems
 
 
 def _refuse_if_held(directory: str) -> None:
@@ -118,8 +150,17 @@ def rebuild(directory: str, interval: int, dry_run: bool, out: IO[str], force: b
     _refuse_if_held(directory)
     with tempfile.TemporaryDirectory(prefix="kafkalog-rebuild-") as work:
         segments = rebuilt_indexes(directory, interval, force, work)
-        changes = _changes(directory, segments)
+        kept: list[str] = []
+        changes = _changes(directory, segments, kept)
         verb = "would " if dry_run else ""
+        for name in kept:
+            print(
+                f"keep {name}: healthy, though its entries differ from a rebuild at "
+                f"--index-interval-bytes {interval} (its writer indexed at another "
+                "index.interval.bytes, or once per append of several batches); "
+                "kafkalog verify finds nothing wrong in it",
+                file=out,
+            )
         if dry_run or not changes:
             _print(directory, changes, verb, out)
             return len(changes)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import IO, Any
 
@@ -44,9 +45,6 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
 
     out = out or sys.stdout
     partitions = [d for path in args.paths for d in partitions_under(path)]
-    if not partitions:
-        print(f"kafkalog repair: no partition found in {' '.join(args.paths)}", file=sys.stderr)
-        return 2
     for directory in partitions:
         report: RepairReport = repair(directory, dry_run=args.dry_run, quarantine=args.quarantine)
         if args.json:
@@ -61,6 +59,10 @@ def _print(report: Any, out: IO[str]) -> None:
         print(f"{report.directory}: no damage found, nothing to do", file=out)
         return
     verb = "would move" if report.dry_run else "moved"
+    for gone in report.lost:
+        print(f"{report.directory}: {gone.what}", file=out)
+        names = ", ".join(os.path.basename(p) for p in gone.leftovers)
+        print(f"  {verb} the leftover index files to the quarantine: {names}", file=out)
     for seg in report.segments:
         print(f"{seg.segment}: damage at byte {seg.damage_position}: {seg.damage}", file=out)
         print(

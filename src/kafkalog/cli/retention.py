@@ -161,8 +161,8 @@ def _topic_config(data_dir: str, topic: str, stored: dict[str, str], flags: dict
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
+    from kafkalog.cli.verify import partitions_in
     from kafkalog.log import Log, TopicConfig
-    from kafkalog.log.logdir import partition_directories
 
     out = out or sys.stdout
     now = int(time.time() * 1000) if args.now is None else args.now
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     stored = StoredConfigs()
     total_deleted = 0
     total_bytes = 0
-    for (topic, partition), directory in sorted(partition_directories(args.path).items()):
+    for (topic, partition), directory in sorted(partitions_in(args.path).items()):
         data_dir = os.path.dirname(directory)
         config = _topic_config(data_dir, topic, stored.of(data_dir, topic), settings)
         start = _log_start_offsets(data_dir).get((topic, partition))

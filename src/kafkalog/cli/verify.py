@@ -18,6 +18,7 @@ next start (``.deleted``, ``.cleaned``, ``.swap``, an index without its ``.log``
 from __future__ import annotations
 
 import argparse
+import bisect
 import itertools
 import json
 import os
@@ -70,8 +71,12 @@ class Report:
     entries: list[dict[str, Any]] = field(default_factory=list)
 
     def problem(self, path: str | None, position: int | None, text: str) -> None:
-        self.problems.append(_where(path, position, text))
-        self.entries.append(_entry("problem", path, position, text))
+        """A problem, with the command that deals with it (every problem line names one)."""
+        step = next_step(path, text)
+        self.problems.append(_where(path, position, f"{text}; next: {step}"))
+        entry = _entry("problem", path, position, f"{text}; next: {step}")
+        entry["next"] = step
+        self.entries.append(entry)
 
     def warning(self, path: str | None, position: int | None, text: str) -> None:
         self.warnings.append(_where(path, position, text))
@@ -83,10 +88,43 @@ class Report:
         position = getattr(e, "position", None)
         reason = getattr(e, "reason", None)
         if reason is None or path is None:
-            self.problems.append(f"{e}{suffix}")
-            self.entries.append(_entry("problem", path, position, f"{e}{suffix}"))
+            step = next_step(path, str(e))
+            self.problems.append(f"{e}{suffix}; next: {step}")
+            entry = _entry("problem", path, position, f"{e}{suffix}; next: {step}")
+            entry["next"] = step
+            self.entries.append(entry)
         else:
             self.problem(path, position, f"{reason}{suffix}")
+
+
+def next_step(path: str | None, text: str) -> str:
+    """The command (or action) that deals with a problem found in ``path``."""
+    if path is None:
+        return "`kafkalog repair --dry-run DIR` shows what a repair would move aside"
+    name = os.path.basename(path)
+    directory = os.path.dirname(path) or "."
+    if "no partition here" in text:
+        return "point kafkalog at a partition directory (topic-N) or a data directory"
+    if "cannot read it" in text:
+        return f"make it readable (permissions, the disk), then `kafkalog verify {directory}`"
+    if any(
+        what in text for what in ("misnamed", "where Kafka keeps a file", "not a segment file name")
+    ) or text.startswith("a directory named like"):
+        return "rename it as Kafka names it, or move it out of the partition directory"
+    if "records lost" in text or name.endswith(".log") or ".log." in name:
+        return (
+            f"`kafkalog repair {directory}` (moves the damaged bytes or leftovers into a "
+            "quarantine folder; nothing is deleted)"
+        )
+    if name.endswith((".index", ".timeindex", ".txnindex")):
+        return f"`kafkalog rebuild-index {directory}` (rewrites the index from the .log)"
+    if name.endswith(".snapshot"):
+        return (
+            f"move it out of {directory}: a writable open rebuilds the producer state from the .log"
+        )
+    if name == "meta.properties":
+        return "restore it from a backup or fix the line named (Kafka refuses to start on it)"
+    return f"`kafkalog dump --files {path}` shows it; restore it from a backup or fix it"
 
 
 def _where(path: str | None, position: int | None, text: str) -> str:
@@ -100,9 +138,21 @@ def _entry(kind: str, path: str | None, position: int | None, text: str) -> dict
 
 def partitions_under(path: str) -> list[str]:
     """The partition directories a command was pointed at (a partition or a data directory)."""
+    return list(partitions_in(path).values())
+
+
+def partitions_in(path: str) -> dict[tuple[str, int], str]:
+    """The partitions under ``path`` (see :func:`partitions_under`); a path with none is an
+    error naming it, the same for every command (exit status 2)."""
     from kafkalog.log.logdir import partition_directories
 
-    return list(partition_directories(files.resolve(path)).values())
+    found = partition_directories(files.resolve(path))
+    if not found:
+        raise KafkalogError(
+            f"no partition in {path}: neither a partition directory (topic-partition holding "
+            "segment .log files) nor a data directory holding partition directories"
+        )
+    return found
 
 
 def _unreadable(report: Report, path: str, e: OSError) -> None:
@@ -126,6 +176,7 @@ def verify_partition(
     logs = _verify_names(directory, listing, report)
     directories = {name for name, is_dir in listing if is_dir}
     previous_last = -1
+    ends: dict[int, int] = {}  # base offset -> the last offset read up to its segment's end
     for i, name in enumerate(logs):
         base = offset_from_filename(name)
         log_path = os.path.join(directory, name)
@@ -135,9 +186,20 @@ def verify_partition(
         scan: _Scan | None = None
         try:
             scan = _verify_segment(base, log_path, active, previous_last, report)
+            following = offset_from_filename(logs[i + 1]) if i + 1 < len(logs) else None
+            if following is not None and scan.batch_max and scan.last >= following:
+                report.problem(
+                    log_path,
+                    scan.last_position,
+                    f"the segment's batches reach offset {scan.last}, at or past the next "
+                    f"segment's base offset {following}: a base offset (outside the batch "
+                    "CRC) is wrong",
+                )
+                scan.last = following - 1  # the next segment is checked on its own
             if previous_last >= 0 and scan.first is not None and scan.first > previous_last + 1:
                 _offset_gap(report, log_path, directory, previous_last, scan.first)
             previous_last = scan.last
+            ends[base] = scan.last
         except OSError as e:
             _unreadable(report, log_path, e)
         for path, check in (
@@ -152,7 +214,36 @@ def verify_partition(
             except OSError as e:
                 _unreadable(report, path, e)
         done(scan.size if scan is not None else 0)
+    _verify_lost_segments(directory, {name for name, _ in listing}, ends, report)
     _verify_checkpoints(directory, report)
+
+
+def _verify_lost_segments(
+    directory: str, names: set[str], ends: dict[int, int], report: Report
+) -> None:
+    """An index left without its ``.log`` after a segment that ends before it: a segment
+    lost (the readers refuse to read across it, see ``kafkalog.log.damage.LostSegment``)."""
+    from kafkalog.log.damage import LostSegment
+    from kafkalog.log.layout import is_offset_prefix
+
+    bases = sorted(ends)
+    seen: set[int] = set()
+    for name in sorted(names):
+        stem, _, suffix = name.partition(".")
+        if suffix not in ("index", "timeindex", "txnindex") or not is_offset_prefix(stem):
+            continue
+        base = int(stem)
+        if base in seen or f"{stem}.log" in names:
+            continue
+        if any(f"{stem}.log{s}" in names for s in (".deleted", ".cleaned", ".swap")):
+            continue
+        floor = [b for b in bases if b <= base]
+        if not floor or ends[floor[-1]] >= base:
+            continue  # before the first segment (retention), or covered (a cleaned segment)
+        seen.add(base)
+        later = [b for b in bases if b > base]
+        lost = LostSegment(base, later[0] - 1 if later else None, os.path.join(directory, name))
+        report.problem(lost.evidence, None, lost.describe())
 
 
 def _offset_gap(report: Report, log_path: str, directory: str, last: int, first: int) -> None:
@@ -295,6 +386,8 @@ class _Scan:
 
     #: positions of entries the reader refused (reported with the .log, not again)
     refused: set[int] = field(default_factory=set)
+    #: the position of the last entry read
+    last_position: int = 0
 
 
 def _verify_segment(
@@ -311,12 +404,14 @@ def _verify_segment(
     starts, batch_max = scan.starts, scan.batch_max
     running = -1
     position = 0
+    # the entry before: (position, the last offset before it, its name)
+    held: tuple[int, int, str] | None = None
     while True:
         reader = LogReader(data, path=log_path, start=position)
         try:
             for entry in reader:
                 report.batches += 1
-                first = entry.base_offset if isinstance(entry, RecordBatch) else entry.offset
+                first = _first_offset(entry)
                 name = _entry_name(entry)
                 if not entry.is_valid():
                     report.problem(
@@ -326,11 +421,23 @@ def _verify_segment(
                         f"{entry.compute_crc()})",
                     )
                 if entry.last_offset <= previous_last:
-                    report.problem(
-                        log_path,
-                        entry.position,
-                        f"{name}: offset {entry.last_offset} does not follow {previous_last}",
-                    )
+                    if held is not None and first > held[1]:
+                        # in line with the batches before the last one: the last one's base
+                        # offset (outside the CRC) jumped ahead; it is the damaged one
+                        report.problem(
+                            log_path,
+                            held[0],
+                            f"{held[2]}: its offsets run past the batch after it (offsets "
+                            f"from {first}): its base offset, outside the batch CRC, is wrong",
+                        )
+                        previous_last = held[1]
+                    else:
+                        report.problem(
+                            log_path,
+                            entry.position,
+                            f"{name}: offset {entry.last_offset} does not follow {previous_last}",
+                        )
+                held = (entry.position, previous_last, name)
                 if isinstance(entry, RecordBatch) and entry.base_offset < base:
                     report.problem(
                         log_path,
@@ -343,10 +450,21 @@ def _verify_segment(
                 except KafkalogError as e:
                     report.problem(log_path, entry.position, f"{name}: {_reason_at(e)}")
                 previous_last = max(previous_last, entry.last_offset)
+                scan.last_position = entry.position
                 running = max(running, entry.max_timestamp)
                 starts[entry.position] = (first, entry.last_offset)
                 batch_max.append((first, entry.last_offset, running))
         except KafkalogError as e:
+            at = reader.end_position
+            if active and _torn_absurd(data, at, previous_last + 1):
+                report.warning(
+                    log_path,
+                    at,
+                    f"{len(data) - at} bytes after the last batch whose size field reads "
+                    "larger than any batch, nothing valid after them: a torn tail (a crash's "
+                    "leftovers); a writable open cuts them, keeping a copy beside the segment",
+                )
+                break
             scan.refused.add(reader.end_position)
             resume = _refused(data, log_path, reader.end_position, e, report)
             if resume is None:
@@ -367,6 +485,28 @@ def _verify_segment(
         break
     scan.last = previous_last
     return scan
+
+
+def _first_offset(entry: LogEntry) -> int:
+    """The first offset ``entry`` holds: a v0/v1 wrapper's own offset is its last inner
+    message's, so the first is read from the wrapper (its inner offsets), as Kafka's
+    ``baseOffset()`` does; when that fails (the CRC check reports it), the entry's own."""
+    try:
+        return entry.base_offset
+    except KafkalogError:
+        return entry.last_offset
+
+
+def _torn_absurd(data: memoryview, position: int, expected: int) -> bool:
+    """Whether the entry at ``position`` of the last segment is a torn tail whose size field
+    reads absurd (the readers' rule, ``kafkalog.log.segment.torn_absurd_entry``)."""
+    from kafkalog.log.segment import torn_absurd_entry
+    from kafkalog.records import DEFAULT_LIMITS
+
+    def read(at: int, n: int) -> bytes:
+        return bytes(data[at : at + n])
+
+    return torn_absurd_entry(read, len(data), position, expected, True, DEFAULT_LIMITS, True)
 
 
 def _reason_at(e: KafkalogError) -> str:
@@ -460,7 +600,8 @@ def _verify_offset_index(
         if scan is None:
             return  # the .log could not be read (reported): nothing to hold the entries to
         starts = scan.starts
-        position_of_last = {last: pos for pos, (_, last) in starts.items()}
+        ordered = sorted(starts)
+        entries = [index.entry(n) for n in range(index.entries)]
         for n in range(index.entries):
             offset, position = index.entry(n)
             if position >= scan.size:
@@ -480,8 +621,14 @@ def _verify_offset_index(
                 )
                 continue
             first, _ = found
-            # an entry keys the last offset of an append (one or more batches) starting here
-            if first > offset or position_of_last.get(offset, -1) < position:
+            # an entry names the append (one or more batches) starting here by an offset it
+            # holds: its last since Kafka 0.10.1, its first before (a 0.9 broker's); the
+            # append's batches are those before the next entry's position
+            following = entries[n + 1][1] if n + 1 < len(entries) else scan.size
+            lo = bisect.bisect_left(ordered, position)
+            hi = max(lo + 1, bisect.bisect_left(ordered, following))
+            last_of_append = max(starts[p][1] for p in ordered[lo:hi])
+            if not first <= offset <= last_of_append:
                 report.problem(
                     path,
                     n * 8,
@@ -641,13 +788,6 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         root = files.resolve(path).rstrip("/")
         if any(os.path.dirname(p.rstrip("/")) == root for p in found):
             _verify_data_directory(root, found, report)
-        if not found:
-            report.problem(
-                path,
-                None,
-                "no partition here: neither a partition directory (topic-partition holding "
-                "segment .log files) nor a data directory holding partition directories",
-            )
         partitions += found
     with progress.bar("verifying", sum(_log_bytes(p) for p in partitions)) as shown:
         for directory in partitions:

@@ -17,9 +17,14 @@ import numpy as np
 import pyarrow as pa
 
 from kafkalog import files
-from kafkalog.errors import CorruptRecordError, DamagedLogError, _PositionedError
+from kafkalog.errors import (
+    BatchTooLargeError,
+    CorruptRecordError,
+    DamagedLogError,
+    _PositionedError,
+)
 from kafkalog.log.damage import OffsetOrder, SkippedBytes
-from kafkalog.log.segment import cut_off_damage
+from kafkalog.log.segment import cut_off_damage, torn_absurd_entry
 from kafkalog.records import LogReader, decode_range
 from kafkalog.records.batch import batch_at
 from kafkalog.records.resync import next_valid_entry
@@ -184,7 +189,24 @@ def _decode_file(
         try:
             result = decode_range(data, path=path, **decode)
         except _PositionedError as e:
-            raise e.located(path, position) from e
+            located = e.located(path, position)
+            if isinstance(located, BatchTooLargeError) and located.position is not None:
+                at = located.position - 8  # the size field's entry
+                if torn_absurd_entry(
+                    lambda p, n: handle.pread(n, p),
+                    handle.size(),
+                    at,
+                    previous + 1,
+                    last_segment,
+                    decode.get("limits", DEFAULT_LIMITS),
+                    bool(decode.get("verify_crc", True)),
+                ):
+                    if at > position:
+                        # the whole batches before it first (the next chunk starts at it)
+                        end = at
+                        continue
+                    return  # the end of the log: a torn tail whose size field reads absurd
+            raise located from e
         if result.next_position == 0:
             tail = result.incomplete_tail
             if tail is None:
@@ -201,6 +223,7 @@ def _decode_file(
                     previous + 1,
                     last_segment,
                     limits,
+                    bool(decode.get("verify_crc", True)),
                 )
                 if why is not None:
                     raise DamagedLogError.found(

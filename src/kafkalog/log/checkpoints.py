@@ -727,6 +727,63 @@ def checkpointed_log_start(partition_dir: StrPath) -> int | None:
     return entries.get(key)
 
 
+#: a standalone log's own log start offset, when it has no data directory to keep it in
+LOG_START_FILE = ".kafkalog-log-start-offset"
+#: files that make a partition directory's parent a data directory (a broker's, a LogDir's)
+_DATA_DIRECTORY_FILES = (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    "meta.properties",
+)
+
+
+class OwnLogStart:
+    """The log start offset of a :class:`~kafkalog.log.log.Log` opened on its own, kept where
+    a broker keeps it: in the data directory's ``log-start-offset-checkpoint`` when the
+    partition's parent is a data directory, else in ``.kafkalog-log-start-offset`` beside the
+    segments (one decimal line). Without it, records DeleteRecords removed came back when the
+    log was opened again (issue 32)."""
+
+    @staticmethod
+    def read(partition_dir: StrPath) -> int | None:
+        """What was kept (the larger of the two places), or None."""
+        found = [checkpointed_log_start(partition_dir)]
+        try:
+            path = os.path.join(os.fspath(partition_dir), LOG_START_FILE)
+            with open(path, "rb") as f:
+                text = f.read(64).decode("ascii").strip()
+            found.append(int(text) if text.isdigit() else None)
+        except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+            pass
+        known = [v for v in found if v is not None]
+        return max(known) if known else None
+
+    @staticmethod
+    def write(partition_dir: StrPath, offset: int) -> None:
+        """Keep ``offset`` durably (each write whole or not at all)."""
+        from kafkalog.log.layout import parse_partition_dir
+
+        directory = os.fspath(partition_dir).rstrip("/")
+        parent = os.path.dirname(os.path.abspath(directory))
+        is_data_dir = any(os.path.exists(os.path.join(parent, n)) for n in _DATA_DIRECTORY_FILES)
+        if is_data_dir:
+            try:
+                key = parse_partition_dir(directory)
+            except ValueError:
+                key = None
+            if key is not None:
+                path = os.path.join(parent, LOG_START_OFFSET_CHECKPOINT)
+                try:
+                    entries = dict(OffsetCheckpoint.read(path))
+                except (OSError, KafkalogError):
+                    entries = {}
+                entries[key] = offset
+                OffsetCheckpoint.write(path, entries)
+                return
+        _atomic_write(os.path.join(directory, LOG_START_FILE), f"{offset}\n".encode())
+
+
 class LogCleanShutdown:
     """A standalone :class:`~kafkalog.log.log.Log`'s clean-shutdown marker and recovery point:
     ``.kafkalog-clean-shutdown`` in its partition directory, holding the offset up to which

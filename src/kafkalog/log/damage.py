@@ -14,14 +14,25 @@ the file and the byte, and leaves the bytes where they are for ``kafkalog repair
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kafkalog.errors import BatchTooLargeError, CorruptRecordError, DamagedLogError
-from kafkalog.log.segment import LogSegment, offset_order_problem
+from kafkalog.errors import (
+    BatchTooLargeError,
+    CorruptRecordError,
+    DamagedLogError,
+    KafkalogError,
+)
+from kafkalog.log.segment import LogSegment, offset_order_problem, torn_absurd_entry
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.resync import next_valid_entry
+
+if TYPE_CHECKING:
+    from kafkalog.log.local_log import LocalLog
 
 logger = logging.getLogger("kafkalog.log")
 
@@ -78,12 +89,29 @@ def first_problem(
             position = entry.position + entry.size_in_bytes
             expected = entry.last_offset + 1
     except CorruptRecordError as e:
+        absurd = isinstance(e, BatchTooLargeError)
+        if absurd and torn_absurd_entry(
+            seg.log.read, seg.size, position, expected, seg.is_last, seg.limits, True
+        ):
+            claimed = int.from_bytes(seg.log.read(position + 8, 4), "big", signed=True) + 12
+            return Problem(
+                seg.log.path,
+                position,
+                f"incomplete entry of {claimed} bytes (a size no batch has): only "
+                f"{seg.size - position} bytes before the end of the file",
+                expected,
+                declared_size=claimed,
+            )
+        return Problem(seg.log.path, position, e.reason, expected, absurd=absurd)
+    upper = seg.next_base
+    if before is not None and upper is not None and previous >= upper:
+        at, _, was_expected = before
         return Problem(
             seg.log.path,
-            position,
-            e.reason,
-            expected,
-            absurd=isinstance(e, BatchTooLargeError),
+            at,
+            f"non-consecutive offsets: the batch at byte {at} holds offsets up to {previous}, "
+            f"at or past the next segment's base offset {upper}",
+            was_expected,
         )
     cut = tail[0] if tail else None
     if cut is None:
@@ -107,7 +135,8 @@ def check_tail(seg: LogSegment, problem: Problem, *, is_last: bool, directory: s
     elif not is_last:
         why = "in a segment that is not the last one (later segments follow it)"
     else:
-        why = seg.cut_off_damage(problem.position, problem.expected_offset)
+        # a Problem comes from first_problem's walk, every CRC checked
+        why = seg.cut_off_damage(problem.position, problem.expected_offset, crc_checked=True)
     if why is not None:
         raise damaged(problem, directory, why)
 
@@ -297,12 +326,113 @@ def first_offset(entry: LogEntry) -> int:
     return entry.base_offset if isinstance(entry, RecordBatch) else entry.last_offset
 
 
-def log_cut(problem: Problem, size: int) -> None:
-    """Every byte recovery cuts is said, with the file, where and why."""
+def log_cut(problem: Problem, seg: LogSegment) -> str | None:
+    """Every byte recovery cuts is said, with the file, where and why, and kept: the bytes
+    after ``problem.position`` are copied first to ``<segment>.log.torn-<byte>-<UTC time>``
+    beside the segment (a name Kafka's and kafkalog's loaders leave alone), unless they are
+    all zeros (a preallocating writer's space: nothing is lost). Returns the copy's path."""
+    size = seg.size
+    copy: str | None = None
+    chunk = 1 << 20
+    position, zeros = problem.position, True
+    while position < size and zeros:
+        data = seg.log.read(position, min(chunk, size - position))
+        if not data:
+            break
+        zeros = not any(data)
+        position += len(data)
+    if not zeros:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        copy = f"{seg.log.path}.torn-{problem.position}-{stamp}"
+        with open(copy, "wb") as out:
+            position = problem.position
+            while position < size:
+                data = seg.log.read(position, min(chunk, size - position))
+                if not data:
+                    break
+                out.write(data)
+                position += len(data)
+            out.flush()
+            os.fsync(out.fileno())
+        fd = os.open(os.path.dirname(copy) or ".", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     logger.warning(
-        "cutting the torn tail of %s: %d bytes from byte %d (%s)",
+        "cutting the torn tail of %s: %d bytes from byte %d (%s); %s",
         problem.path,
         size - problem.position,
         problem.position,
         problem.describe(),
+        "all zeros, nothing kept" if copy is None else f"the cut bytes are copied to {copy}",
     )
+    return copy
+
+
+@dataclass(frozen=True)
+class LostSegment:
+    """Offsets no segment holds, though a segment held them: an index file is left at
+    ``base`` without its ``.log`` (deleted by hand, lost), after a segment that ends before
+    it. Not a gap compaction leaves (a cleaned segment covers the offsets of the segments
+    it replaced, and removes their index files), nor retention's or DeleteRecords' (they
+    delete from the front: an index below the first segment is ignored)."""
+
+    first: int  # the lost segment's base offset
+    last: int | None  # the offset before the next segment's base (None: the log's end)
+    evidence: str  # the index file left
+
+    def describe(self) -> str:
+        upper = "the end of the log" if self.last is None else str(self.last)
+        return (
+            f"records lost: offsets {self.first} to {upper} are in no segment, but "
+            f"{os.path.basename(self.evidence)} is left of the segment that held them (its "
+            ".log is missing: deleted by hand, or lost)"
+        )
+
+    def error(self, directory: str) -> DamagedLogError:
+        return DamagedLogError(
+            f"{self.describe()}; `kafkalog repair {directory}` moves the leftover index files "
+            "into a quarantine folder once the loss is accepted (nothing is deleted)",
+            path=self.evidence,
+            position=0,
+        )
+
+    def skipped(self) -> SkippedBytes:
+        return SkippedBytes(self.evidence, 0, 0, self.describe(), self.first, self.last)
+
+    def overlaps(self, lo: int, hi: int) -> bool:
+        return self.first < hi and (self.last is None or self.last >= lo)
+
+
+def lost_segments(
+    log: LocalLog, orphans: dict[int, list[str]], names: set[str]
+) -> list[LostSegment]:
+    """The segments lost from ``log`` (see :class:`LostSegment`), from the index files left
+    without their ``.log`` (``orphans``: base offset -> names), given every name in the
+    directory. An orphan beside a ``.deleted``, ``.cleaned`` or ``.swap`` file of its
+    ``.log`` is a deletion or swap under way (the loader finishes it), not a loss."""
+    out: list[LostSegment] = []
+    bases = log.segments.bases
+    for base in sorted(orphans):
+        stem = orphans[base][0].partition(".")[0]
+        if any(stem + ".log" + s in names for s in (".deleted", ".cleaned", ".swap")):
+            continue
+        floor = log.segments.floor(base)
+        if floor is None:
+            continue  # before the first segment: deleted from the front (retention)
+        try:
+            end = floor.read_next_offset()
+        except KafkalogError:
+            continue  # a damaged segment: its own error says so
+        if end > base:
+            continue  # a segment covers the offsets (a cleaned one, say)
+        later = [b for b in bases if b > base]
+        out.append(
+            LostSegment(
+                base,
+                later[0] - 1 if later else None,
+                os.path.join(log.directory, orphans[base][0]),
+            )
+        )
+    return out

@@ -60,6 +60,13 @@ def _batch_name(entry: LogEntry) -> str:
     return f"entry ending at offset {entry.last_offset}"
 
 
+def _out_of_line(entry: LogEntry, after: int) -> str:
+    return (
+        f"{_batch_name(entry)} is out of line with the offsets around it (the batches before "
+        f"it end at offset {after}): its base offset, outside the batch CRC, is damaged"
+    )
+
+
 def _initial_state(directory: str, first_base: int) -> ProducerStateManager:
     """The producer state at the first segment's base: the newest readable snapshot at or
     below it (retention may have taken the segments before), else empty. The ``.txnindex``
@@ -84,6 +91,7 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
     :class:`Refused` at the first damage (a cut-off last batch too, unless ``force``)."""
     from kafkalog.index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex, TransactionIndex
     from kafkalog.log.batch_indexer import BatchIndexer
+    from kafkalog.log.damage import OffsetOrder
     from kafkalog.log.layout import segment_logs
     from kafkalog.records import DEFAULT_LIMITS, LogReader
     from kafkalog.records.reader import read_only_buffer
@@ -112,8 +120,14 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
                 limits=limits,
             )
             reader = LogReader(data, path=log_path, limits=limits)
+            # offsets only grow, below the next segment's base: a base offset is outside the
+            # CRC, and a flipped one would be indexed as offsets never written
+            order = OffsetOrder(base - 1, base)
             try:
                 for batch in reader:
+                    _, bad, after = order.push(batch)
+                    if bad is not None:
+                        raise Refused(log_path, bad.position, _out_of_line(bad, after))
                     if not batch.is_valid():
                         raise Refused(
                             log_path,
@@ -129,6 +143,14 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
                             f"{base}..{base + 2**31 - 1}, from the file name)",
                         )
                     indexer.add(batch, batch.position)
+                _, bad, after = order.finish(None if last_segment else logs[i + 1][0])
+                if bad is not None:
+                    raise Refused(
+                        log_path,
+                        bad.position,
+                        _out_of_line(bad, after) + f", at or past the next segment's base "
+                        f"offset {logs[i + 1][0]}",
+                    )
             except Refused:
                 raise
             except KafkalogError as e:  # unparseable, or offsets the index cannot take

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 
 from kafkalog import files
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, DamagedLogError, KafkalogError
-from kafkalog.log.damage import Problem, check_tail, end_past_damage, first_problem, log_cut
+from kafkalog.log.damage import (
+    Problem,
+    check_tail,
+    end_past_damage,
+    first_problem,
+    log_cut,
+    lost_segments,
+)
 from kafkalog.log.layout import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -110,12 +117,13 @@ class LogLoader:
         else:
             names, swapped = self._swapped_view(names, sizes)
         logs = sorted((offset_from_filename(n), n) for n in names if is_segment_log(n))
-        if self.log.writable:
-            for n in names:
-                stem, _, suffix = n.partition(".")
-                index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-                if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
-                    os.remove(os.path.join(self.log.directory, n))  # orphaned index
+        orphans: dict[int, list[str]] = {}
+        for n in names:
+            stem, _, suffix = n.partition(".")
+            index_file = "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+            if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
+                orphans.setdefault(int(stem), []).append(n)
+        rebuilds: list[tuple[int, LogSegment, str]] = []
         for k, (base, name) in enumerate(logs):
             suffix = SWAP_SUFFIX if name in swapped else ""
             seg = self.log.open_segment(
@@ -125,16 +133,40 @@ class LogLoader:
                 suffix=suffix,
             )
             damage = self._index_damage(seg) if self.log.writable else None
+            if damage is not None:
+                rebuilds.append((k, seg, damage))
+            self.log.segments.add(seg)
+        self.log.lost = lost_segments(self.log, orphans, set(names))
+        recovering = self.log.writable and not clean and not self._marked_for_deletion()
+        problems: dict[int, Problem | None] = {}
+        if self.log.writable:
+            if self.log.lost:
+                raise self.log.lost[0].error(self.log.directory)
+            # damage that stops the open is found before anything is written (an index
+            # rebuilt, a snapshot taken): a refused open leaves the files as they were
+            problems = self._check_recovery(recovery_point) if recovering else {}
+            for leftovers in orphans.values():
+                for n in leftovers:  # an index whose segment lies behind the log start
+                    os.remove(os.path.join(self.log.directory, n))
+        for k, seg, damage in rebuilds:
             if damage == "time index":
                 seg.rebuild_time_index()  # the offset and transaction indexes are right
-            elif damage is not None:
-                self.recover_segment(seg, self.checked_problem(seg, is_last=k == len(logs) - 1))
-            self.log.segments.add(seg)
+                continue
+            below = k + 1 < len(logs) and logs[k + 1][0] <= (log_start or 0)
+            try:
+                problem = self.checked_problem(seg, is_last=k == len(logs) - 1)
+            except DamagedLogError:
+                if not below:
+                    raise
+                # wholly below the log start: no record of it can be read, and Kafka opens
+                # such a log; left as it is (retention deletes it)
+            else:
+                self.recover_segment(seg, problem)
         self._load_leader_epochs()
         if self.log.writable:
             self._ensure_partition_metadata()
-        if self.log.writable and not clean and not self._marked_for_deletion():
-            self._recover(recovery_point)
+        if recovering:
+            self._recover(recovery_point, problems)
         if log_start is not None:
             self._drop_segments_below_log_start(log_start)
         if not self.log.segments:
@@ -175,6 +207,27 @@ class LogLoader:
             # as after a crash, which cuts only a torn tail and raises on anything else
             self.recover_segment(active, self.checked_problem(active, is_last=True))
             self.log.log_end_offset = self.log.read_next_offset(active)
+        try:
+            # a partition about to be deleted is not recovered (see _marked_for_deletion)
+            torn = None if self._marked_for_deletion() else self._torn_end(active)
+        except DamagedLogError as e:
+            if self.log.writable:
+                raise
+            # as above: a read-only open goes on, a read through the damage raises it
+            self.log.damage_at_end = e
+            self.log.log_end_offset = end_past_damage(active)
+            self.log.log_start_offset = max(log_start or 0, self.log.segments.bases[0])
+            self.log.recovery_point = self.log.log_end_offset
+            return self.leader_epochs
+        if torn is not None:
+            if self.log.writable:
+                # marked clean, yet the file ends in a torn tail whose walk passed (a batch
+                # cut off, an absurd size at the next offset): cut as after a crash, so an
+                # append never lands after bytes no reader can step over
+                self.recover_segment(active, torn)
+                self.log.log_end_offset = self.log.read_next_offset(active)
+            else:
+                active.log.size = torn.position  # reads (a fetch too) stop before it
         first_base = self.log.segments.bases[0]
         self.log.log_start_offset = max(log_start or 0, first_base)
         self.log.recovery_point = (
@@ -356,25 +409,52 @@ class LogLoader:
             )
         return sorted(files.listdir(self.log.directory))
 
-    def _recover(self, recovery_point: int) -> None:
-        """Kafka's recoverLog: recover every segment from the one holding the recovery point;
-        a truncated segment makes every later one go (spec §7.9)."""
-        log = self.log
-        segments = log.segments.from_floor(recovery_point)
-        # every segment to recover is checked before any is changed: damage anywhere stops the
-        # open with the files as they were (Kafka's recoverLog would empty a segment whose
-        # recovery fails, cut at the first invalid batch and delete every later segment; here
-        # only a torn tail is cut)
-        problems = {
+    def _recovered_segments(self, recovery_point: int) -> list[tuple[LogSegment, int | None]]:
+        # a segment wholly below the log start holds no record a reader can get: its damage
+        # costs nothing, and Kafka opens such a log (only what is at or above it is checked)
+        return [
+            (seg, following)
+            for seg, following in self.log.segments.from_floor(recovery_point)
+            if following is None or following > self.log_start_checkpoint
+        ]
+
+    def _check_recovery(self, recovery_point: int) -> dict[int, Problem | None]:
+        """Every segment recovery will read, checked: a torn tail found, damage raised."""
+        return {
             seg.base_offset: self.checked_problem(seg, is_last=following is None)
-            for seg, following in segments
+            for seg, following in self._recovered_segments(recovery_point)
         }
-        for seg, _ in segments:
-            truncated = self.recover_segment(seg, problems[seg.base_offset])
+
+    def _recover(self, recovery_point: int, problems: dict[int, Problem | None]) -> None:
+        """Kafka's recoverLog: recover every segment from the one holding the recovery point;
+        a truncated segment makes every later one go (spec §7.9). ``problems``: what
+        :meth:`_check_recovery` found, before anything was changed (damage anywhere stops
+        the open with the files as they were; Kafka's recoverLog would empty a segment whose
+        recovery fails, cut at the first invalid batch and delete every later segment; here
+        only a torn tail is cut)."""
+        log = self.log
+        for seg, _ in self._recovered_segments(recovery_point):
+            problem = problems.get(seg.base_offset)
+            if seg.base_offset not in problems:
+                problem = self.checked_problem(seg, is_last=seg is log.segments.active)
+            truncated = self.recover_segment(seg, problem)
             if truncated > 0:
                 for later in log.segments.higher(seg.base_offset):
                     log.delete_segment(later)
                 break
+
+    def _torn_end(self, active: LogSegment) -> Problem | None:
+        """The torn tail the last segment ends in, found by a walk with every CRC checked from
+        the index entry of its last offset (damage there raises), or None."""
+        end = self.log.log_end_offset
+        start = active.scan_start(max(active.base_offset, end - 1))
+        if start > active.size:
+            return None
+        problem = first_problem(active, start, None if start else active.base_offset)
+        if problem is None:
+            return None
+        check_tail(active, problem, is_last=True, directory=self.log.directory)
+        return problem
 
     def checked_problem(self, seg: LogSegment, *, is_last: bool) -> Problem | None:
         """Where ``seg`` stops being whole, valid batches (None: nowhere), once it is known to
@@ -396,7 +476,7 @@ class LogLoader:
         it cuts in a WARNING."""
         log = self.log
         if torn_tail is not None:
-            log_cut(torn_tail, seg.size)
+            log_cut(torn_tail, seg)
         state = ProducerStateManager(log.directory, writable=log.writable)
         rebuild_producer_state(log, state, self.log_start_checkpoint, seg.base_offset)
         truncated = seg.recover(self.leader_epochs, state)

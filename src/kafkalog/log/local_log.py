@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from kafkalog import files
 from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.damage import (
+    LostSegment,
     SkippedBytes,
     check_tail,
     fetched_offsets_problem,
@@ -48,6 +50,8 @@ from kafkalog.log.segment_set import SegmentSet
 from kafkalog.records import Record
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.types import Limits, TimestampUnit
+
+logger = logging.getLogger("kafkalog.log")
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,9 @@ class LocalLog:
         # damage found in the last segment by a read-only open, which then ends the log after
         # its last valid batch: a read to the end raises it (see :meth:`ranges`)
         self.damage_at_end: DamagedLogError | None = None
+        # segments lost (an index left without its .log after a segment ending before it):
+        # a read across their offsets raises, or with ``on_damage`` says it skips them
+        self.lost: list[LostSegment] = []
         self.deleter = SegmentDeleter()  # segments renamed .deleted, removed after the delay
         # how many truncations the log has had: a cleaner's round that saw it change since it
         # read the log swaps nothing more in (what it drops may have been superseded by
@@ -302,6 +309,17 @@ class LocalLog:
         if self.damage_at_end is not None and hi >= self.log_end_offset and not past_damage:
             raise self.damage_at_end
         out: list[tuple[LogSegment, SegmentRange]] = []
+        # a read to the end also meets a lost segment past the log's end (the last one lost)
+        upper = 2**63 if hi >= self.log_end_offset else hi
+        for lost in self.lost:
+            if lost.overlaps(lo, upper):
+                if not past_damage:
+                    raise lost.error(self.directory)
+                logger.warning(
+                    "kafkalog: %s: %s; skipped, the caller asked to read past damage",
+                    self.directory,
+                    lost.describe(),
+                )
         if lo >= hi:
             return out
         for seg, nxt in self.segments.from_floor(lo):
@@ -311,6 +329,8 @@ class LocalLog:
             if upper <= lo:
                 continue
             first, last = max(lo, seg.base_offset), min(hi, upper)
+            if nxt is not None and last >= upper:
+                self._check_end_below(seg, nxt, past_damage)
             if first > seg.base_offset:
                 found = seg.translate_offset(first)
                 if found is None:
@@ -339,6 +359,29 @@ class LocalLog:
                 )
         return out
 
+    def _check_end_below(self, seg: LogSegment, nxt: int, past_damage: bool) -> None:
+        """A segment read to its end holds offsets below the next one's base ``nxt``: a last
+        batch whose base offset (outside the CRC) was flipped past it would otherwise reach
+        a reader that decodes the bytes itself (a Spark task) and be dropped unsaid. Checked
+        once per segment and next base, from its last index entry (a short walk)."""
+        if seg.end_checked_for == nxt:
+            return
+        try:
+            end = seg.read_next_offset()  # its walk checks the last batch against ``nxt``
+        except DamagedLogError as e:
+            error = e
+        except CorruptRecordError as e:
+            error = DamagedLogError.found(
+                e.reason, path=seg.log.path, position=e.position or 0, partition=self.directory
+            )
+        else:
+            if end <= nxt:
+                seg.end_checked_for = nxt
+            return
+        if not past_damage:
+            raise error
+        logger.warning("kafkalog: %s; skipped, the caller asked to read past damage", error)
+
     def fetch(
         self,
         start: int,
@@ -354,6 +397,14 @@ class LocalLog:
         the log end) begins: the bound is a byte position, so no batch is parsed to cut there.
         With ``include_aborted``, the aborted transactions overlapping what is returned."""
         self._check_in_range(start)
+        for lost in self.lost:
+            if lost.overlaps(start, start + 1) or (
+                start >= self.log_end_offset and lost.last is None
+            ):
+                raise lost.error(self.directory)
+        if self.damage_at_end is not None and start >= self.log_end_offset:
+            # the records after the damage would never come: a consumer must not wait for them
+            raise self.damage_at_end
         bound = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         aborted: list[AbortedTxn] | None = [] if include_aborted else None
         segments = self.segments.from_floor(start)
@@ -363,6 +414,9 @@ class LocalLog:
             found = seg.translate_offset(start)
             if found is None:
                 continue  # past this segment's last batch: the next one holds it
+            for lost in self.lost:
+                if seg.base_offset > start and lost.overlaps(start, seg.base_offset):
+                    raise lost.error(self.directory)  # never past a lost segment unsaid
             upper = self.log_end_offset if nxt is None else nxt
             limit = seg.size if bound >= upper else seg.end_position(bound)
             if found.position >= limit:
@@ -425,6 +479,10 @@ class LocalLog:
             if self.damage_at_end is not None and end is None:
                 hi = 2**63  # valid batches may follow the damage: walk to the end of the files
             segments = self.segments.from_floor(lo) if lo < hi else []
+            upper = 2**63 if hi >= self.log_end_offset else hi
+            for lost in self.lost:
+                if lost.overlaps(lo, upper):
+                    on_damage(lost.skipped())
             return self._batches_skipping(segments, lo, hi, check_crcs, on_damage)
         return _entries_of(self._segment_ranges(start, end), check_crcs)
 
@@ -513,6 +571,9 @@ class LocalLog:
                     last_segment=r.last_segment,
                     first_offset=r.base_offset,
                 ):
+                    nxt = seg.next_base  # (the last segment may grow under a live writer)
+                    if nxt is not None and r.end_offset >= nxt and batch.num_rows:
+                        _check_below(seg, r, batch)
                     kept = keep_rows(batch, offsets_within(batch, r.start_offset, r.end_offset))
                     if kept.num_rows:
                         batches.append(kept)
@@ -540,6 +601,24 @@ class LocalLog:
 
     def size_in_bytes(self) -> int:
         return sum(seg.size for seg in self.segments)
+
+
+def _check_below(seg: LogSegment, r: SegmentRange, batch: Any) -> None:
+    """Rows read to the end of a segment hold offsets below ``r.end_offset`` (the next
+    segment's base, or the log end): one at or past it is a batch whose base offset (outside
+    the CRC) is wrong, named at its byte by the segment's own walk, never dropped unsaid."""
+    import pyarrow.compute as pc
+
+    if pc.max(batch.column("offset")).as_py() < r.end_offset:
+        return
+    problem = first_problem(seg)
+    position = 0 if problem is None else problem.position
+    what = (
+        f"a batch holds offsets at or past {r.end_offset}, where the next segment starts"
+        if problem is None
+        else problem.describe()
+    )
+    raise DamagedLogError.found(what, path=r.path, position=position, partition=seg.directory)
 
 
 def _entries_of(

@@ -29,8 +29,8 @@ from kafkalog.errors import (
 )
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.buffered import BufferedWriter
-from kafkalog.log.checkpoints import LogCleanShutdown, checkpointed_log_start
-from kafkalog.log.damage import SkippedBytes
+from kafkalog.log.checkpoints import LogCleanShutdown, OwnLogStart
+from kafkalog.log.damage import LostSegment, SkippedBytes
 from kafkalog.log.layout import (
     new_partition_dir_name,
     parse_partition_dir,
@@ -211,8 +211,10 @@ class Log:
             marked = LogCleanShutdown.read(self.directory)
             clean = marked is not None
             recovery_point = max(recovery_point, marked or 0)
-        if log_start_offset is None:  # on its own: the data directory's checkpoint, if any
-            log_start_offset = checkpointed_log_start(self.directory)
+        # on its own: where the data directory's checkpoint or the log itself kept it
+        self._own_log_start = log_start_offset is None
+        if log_start_offset is None:
+            log_start_offset = OwnLogStart.read(self.directory)
         try:
             for attempt in range(_READ_ONLY_LOAD_ATTEMPTS):
                 try:
@@ -957,6 +959,13 @@ class Log:
         return self._local.ranges(start_offset, end_offset, past_damage=past_damage)
 
     @property
+    def lost_segments(self) -> list[LostSegment]:
+        """Segments lost from the log: an index file left without its ``.log`` after a
+        segment that ends before it. A read across their offsets raises (or, with
+        ``on_damage``, reports them); ``kafkalog repair`` moves the leftovers aside."""
+        return list(self._local.lost)
+
+    @property
     def damage_at_end(self) -> DamagedLogError | None:
         """Damage a read-only open found in the last segment (the log then ends after its last
         valid batch before it; a read to the end raises it), or None."""
@@ -1231,6 +1240,10 @@ class Log:
         if offset > self.log_end_offset:
             raise ValueError(f"log start offset {offset} is beyond the log end offset")
         if offset > self.log_start_offset:
+            if self._own_log_start:
+                # kept before it is acknowledged, where a broker keeps it (a LogDir keeps
+                # the logs it opens in its checkpoint itself)
+                OwnLogStart.write(self.directory, offset)
             self.log_start_offset = offset
             if self.leader_epochs is not None:
                 self.leader_epochs.truncate_from_start(offset)

@@ -78,6 +78,16 @@ class SegmentRepair:
         return sum(s.records for s in self.salvaged)
 
 
+@dataclass(frozen=True)
+class LostRecords:
+    """Offsets whose segment is gone (see :class:`~kafkalog.log.damage.LostSegment`)."""
+
+    first_offset: int
+    last_offset: int | None  # None: up to the log's end
+    what: str
+    leftovers: list[str]  # the index files left of the segment
+
+
 @dataclass
 class RepairReport:
     """A partition's repair: the damaged segments, and where their original files went."""
@@ -87,10 +97,13 @@ class RepairReport:
     segments: list[SegmentRepair] = field(default_factory=list)
     quarantine: str | None = None
     log_end_offset: int | None = None  # after the repair (None on a dry run)
+    #: segments lost (their .log is missing, an index left): what is gone, and the index
+    #: files moved to the quarantine (the readers then read past the loss)
+    lost: list[LostRecords] = field(default_factory=list)
 
     @property
     def damaged(self) -> bool:
-        return bool(self.segments)
+        return bool(self.segments) or bool(self.lost)
 
     def to_json(self) -> dict[str, object]:
         out = asdict(self)
@@ -102,11 +115,13 @@ class RepairReport:
 def plan_repair(directory: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairReport:
     """What :func:`repair` would do to the partition in ``directory``, reading only."""
     report = RepairReport(os.path.abspath(directory), dry_run=True)
+    report.lost = _lost(directory, limits)
     bases = [base for base, _ in segment_logs(directory)]
     for k, base in enumerate(bases):
         upper = bases[k + 1] if k + 1 < len(bases) else None
         seg = LogSegment(directory, base, TopicConfig(), writable=False, limits=limits)
         seg.is_last = upper is None
+        seg.next_base = upper
         try:
             problem = first_problem(seg)
             if problem is not None:
@@ -114,6 +129,28 @@ def plan_repair(directory: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairRep
         finally:
             seg.close_handlers()
     return report
+
+
+def _lost(directory: str, limits: Limits) -> list[LostRecords]:
+    """The lost segments a read-only open finds, each with the index files left of it."""
+    from kafkalog.log.log import Log
+
+    try:
+        with Log(directory, writable=False, limits=limits) as log:
+            lost = list(log.lost_segments)
+    except KafkalogError:
+        return []  # damage that stops the open: the segment plan reports it
+    out = []
+    for gone in lost:
+        stem = os.path.basename(gone.evidence).partition(".")[0]
+        leftovers = sorted(
+            os.path.join(directory, n)
+            for n in os.listdir(directory)
+            if n.partition(".")[0] == stem
+            and n.partition(".")[2] in ("index", "timeindex", "txnindex")
+        )
+        out.append(LostRecords(gone.first, gone.last, gone.describe(), leftovers))
+    return out
 
 
 def _plan_segment(
@@ -201,6 +238,17 @@ def repair(
         report.quarantine = target
         for seg in report.segments:
             _quarantine_and_rewrite(directory, seg, target, report)
+        for gone in report.lost:
+            _write_manifest(target, report)
+            for path in gone.leftovers:
+                shutil.move(path, os.path.join(target, os.path.basename(path)))
+            logger.warning(
+                "repair: %s: %s moved to %s (the log reads past the loss from now on)",
+                directory,
+                gone.what,
+                target,
+            )
+        _fsync(directory)
     finally:
         lock.release()
     # recovery rebuilds the removed indexes of the rewritten segments and checks the result

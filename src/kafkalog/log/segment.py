@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from kafkalog import files
 from kafkalog.errors import (
+    BatchTooLargeError,
     ClosedError,
     CorruptRecordError,
     DamagedLogError,
@@ -437,6 +438,7 @@ def cut_off_damage(
     expected_offset: int | None,
     is_last: bool,
     limits: Limits,
+    crc_checked: bool = False,
 ) -> str | None:
     """Why bytes of a ``.log`` (read by ``read(position, length)``, ``size`` long) that stop
     being whole, valid batches at ``position`` are damage, or None when they are the end of
@@ -448,7 +450,12 @@ def cut_off_damage(
     if not is_last:
         return "in a segment that is not its log's last (later segments follow it)"
     head = read(position, 4096)
-    if len(head) >= 8 and any(head) and expected_offset is not None:
+    # after whole batches whose CRCs were checked a crash can leave any bytes (the page of a
+    # torn write holds what was there before); at a segment's first byte, or after batches
+    # read without their CRCs (a damaged one may have put the walk out of step), a header
+    # that is neither zeros nor the next offset is no append's
+    strict = position == 0 or not crc_checked
+    if strict and len(head) >= 8 and any(head) and expected_offset is not None:
         offset = int.from_bytes(head[:8], "big", signed=True)
         if not expected_offset <= offset < expected_offset + 2**31:
             return "with a header no append can have left (neither zeros nor the next offset)"
@@ -456,6 +463,40 @@ def cut_off_damage(
     if after is not None:
         return f"with a valid batch after it at byte {after}"
     return None
+
+
+def _jumped_ahead(held: LogEntry, entry: LogEntry) -> str:
+    first = held.base_offset if isinstance(held, RecordBatch) else held.last_offset
+    then = entry.base_offset if isinstance(entry, RecordBatch) else entry.last_offset
+    return (
+        f"non-consecutive offsets: the batch at byte {held.position} holds offsets "
+        f"{first}..{held.last_offset}, past the batch after it at byte {entry.position} "
+        f"(offsets from {then}): its base offset (outside the batch CRC) is wrong"
+    )
+
+
+def torn_absurd_entry(
+    read: Callable[[int, int], bytes],
+    size: int,
+    position: int,
+    expected_offset: int | None,
+    is_last: bool,
+    limits: Limits,
+    crc_checked: bool = False,
+) -> bool:
+    """Whether the entry at ``position``, whose size field reads larger than any batch, is a
+    torn tail: it claims more bytes than the file holds (a size that fits in the file is a
+    batch no writer can have written, damage) and :func:`cut_off_damage` finds nothing against
+    it (the last segment, nothing valid after it). A crash can leave any bytes after the last
+    whole batch, a size field reading 2 GB among them (Kafka's recovery cuts them)."""
+    head = read(position, 12)
+    if len(head) < 12:
+        return False
+    declared = int.from_bytes(head[8:12], "big", signed=True) + 12
+    if position + declared <= size:
+        return False
+    why = cut_off_damage(read, size, position, expected_offset, is_last, limits, crc_checked)
+    return why is None
 
 
 class LogSegment:
@@ -516,6 +557,11 @@ class LogSegment:
         # whether this is its log's last segment (kept by the SegmentSet that holds it): only
         # there may the bytes end in a batch cut off (an append in flight, a crash's torn tail)
         self.is_last = True
+        # the next segment's base offset (None for the last): every offset here is below it
+        # (kept by the segment set, as ``is_last``)
+        self.next_base: int | None = None
+        # the next base its last batch was found to end below (LocalLog's reads check it once)
+        self.end_checked_for: int | None = None
         self._max_ts_and_offset = _UNKNOWN
         self.rolling_based_timestamp: int | None = None
         self.created = self._now_ms()
@@ -783,34 +829,66 @@ class LogSegment:
         log's last segment does (an append in flight, or a torn tail a crash left), and only
         with nothing valid after it: anywhere else the records after it would be lost in
         silence, so it raises :class:`~kafkalog.errors.DamagedLogError` naming the byte.
+
         Offsets must grow (unless ``check_order`` is false: a caller that checks them itself,
-        see :class:`~kafkalog.log.damage.OffsetOrder`)."""
+        see :class:`~kafkalog.log.damage.OffsetOrder`). A base offset is outside the batch CRC,
+        and a flipped one that is too high shows only at the batch after it: so each entry is
+        handed out once the next one (or, for the last, the next segment's base, or the batch
+        after the range) shows its offsets are in line, and the error names the batch whose
+        offsets disagree with both neighbours, never a record at an offset never written."""
         tail = [] if tail is None else tail
-        previous = self.base_offset - 1
+        previous = self.base_offset - 1  # the last offset of the entries accepted so far
+        before_held = previous  # ... and of those before ``held``
+        held: LogEntry | None = None  # accepted, not yet handed out (see above)
         position = start
         try:
             for entry in self.log.entries(
                 start, end, limits=self.limits, verify_crc=verify_crc, tail=tail
             ):
-                wrong = check_order and offset_order_problem(entry, previous, self.base_offset)
-                if wrong:
-                    raise self._damaged(wrong, entry.position)
+                if check_order:
+                    wrong = offset_order_problem(entry, previous, self.base_offset)
+                    if wrong:
+                        if (
+                            held is not None
+                            and offset_order_problem(entry, before_held, self.base_offset) is None
+                        ):
+                            raise self._damaged(_jumped_ahead(held, entry), held.position)
+                        raise self._damaged(wrong, entry.position)
+                    if held is not None:
+                        yield held
+                    held, before_held = entry, previous
+                else:
+                    yield entry
                 previous = entry.last_offset
                 position = entry.position + entry.size_in_bytes
-                yield entry
         except DamagedLogError:
             raise
         except CorruptRecordError as e:
+            if isinstance(e, BatchTooLargeError) and torn_absurd_entry(
+                self.log.read,
+                self.log.size,
+                position,
+                previous + 1,
+                self.is_last,
+                self.limits,
+                verify_crc,
+            ):
+                if held is not None:
+                    yield held
+                return  # the end of the log: a torn tail whose size field reads absurd
             # named at the batch's first byte, with the offset it should start at
             raise self._damaged(
                 f"{batch_at(self.log.read(position, 27))}: {e.reason} (at byte {e.position}; "
                 f"expected a batch from offset {previous + 1})",
                 position,
             ) from e
+        if held is not None:
+            self._check_last_held(held, position, end)
+            yield held
         cut = tail[-1] if tail else None
         if cut is None:
             return
-        why = self.cut_off_damage(cut.position, previous + 1)
+        why = self.cut_off_damage(cut.position, previous + 1, crc_checked=verify_crc)
         if why is None:
             return  # the end of the log: an append in flight, or a torn tail
         what = (
@@ -818,15 +896,49 @@ class LogSegment:
         )
         raise self._damaged(f"incomplete {what} ({cut.available} bytes there) {why}", cut.position)
 
+    def _check_last_held(self, held: LogEntry, after: int, end: int | None) -> None:
+        """The last entry a walk read must hold offsets below where the next one starts: the
+        next batch in the file when the walk stopped before the end, else the next segment's
+        base offset (:attr:`next_base`)."""
+        upper: int | None
+        what: str
+        if end is not None and after < self.log.size:
+            head = self.log.read(after, 17)
+            if len(head) < 17:
+                return
+            upper = int.from_bytes(head[:8], "big", signed=True)
+            if head[16] < 2:
+                upper += 1  # a v0/v1 entry's offset is its last: only below it is certain
+            what = f"the batch at byte {after} (offset field {upper})"
+        else:
+            upper = self.next_base
+            what = f"the next segment (base offset {upper})"
+        if upper is not None and held.last_offset >= upper:
+            first = held.base_offset if isinstance(held, RecordBatch) else held.last_offset
+            raise self._damaged(
+                f"non-consecutive offsets: the batch at byte {held.position} holds offsets "
+                f"{first}..{held.last_offset}, at or past {what}: its base offset (outside the "
+                "batch CRC) is wrong",
+                held.position,
+            )
+
     def _damaged(self, what: str, position: int) -> DamagedLogError:
         return DamagedLogError.found(
             what, path=self.log.path, position=position, partition=self.directory
         )
 
-    def cut_off_damage(self, position: int, expected_offset: int | None) -> str | None:
+    def cut_off_damage(
+        self, position: int, expected_offset: int | None, *, crc_checked: bool = False
+    ) -> str | None:
         """:func:`cut_off_damage` for this segment's ``.log``."""
         return cut_off_damage(
-            self.log.read, self.log.size, position, expected_offset, self.is_last, self.limits
+            self.log.read,
+            self.log.size,
+            position,
+            expected_offset,
+            self.is_last,
+            self.limits,
+            crc_checked,
         )
 
     def scan_start(self, offset: int) -> int:

@@ -33,14 +33,26 @@ class SegmentSet:
         self._set_active()
         if seg is not self.active:
             seg.is_last = False
+        self._link(bisect.bisect_left(self._bases, seg.base_offset))
 
     def remove(self, base_offset: int) -> LogSegment | None:
         """Take the segment of ``base_offset`` out (nothing is closed); None if not there."""
         seg = self._by_base.pop(base_offset, None)
         if seg is not None:
+            i = bisect.bisect_left(self._bases, base_offset)
             self._bases.remove(base_offset)
             self._set_active()
+            self._link(i - 1)
         return seg
+
+    def _link(self, i: int) -> None:
+        """Tell the segments at ``i`` and before it the base offset of the one after them
+        (``LogSegment.next_base``: every offset of a segment is below it)."""
+        bases = self._bases
+        for k in (i - 1, i):
+            if 0 <= k < len(bases):
+                nxt = bases[k + 1] if k + 1 < len(bases) else None
+                self._by_base[bases[k]].next_base = nxt
 
     def _set_active(self) -> None:
         """The last segment is the active one, the only one whose bytes may end in a batch cut

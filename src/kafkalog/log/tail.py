@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterator
 
-from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
+from kafkalog.errors import BatchTooLargeError, CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.log.layout import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
@@ -34,7 +34,7 @@ from kafkalog.log.layout import (
     segment_file,
 )
 from kafkalog.log.log import Log
-from kafkalog.log.segment import cut_off_damage, offset_order_problem
+from kafkalog.log.segment import cut_off_damage, offset_order_problem, torn_absurd_entry
 from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
 
 _CHUNK = 1 << 20  # bytes read per pread when that many are there
@@ -123,7 +123,16 @@ class TailReader:
         self._close_fd()
         self._fd, self._base, self._pos = fd, base, position
         self._last_in_segment = base - 1  # offsets only grow within a segment
+        self._next_base: int | None = None  # the next segment's, once one exists
         return True
+
+    def _find_next_base(self) -> int | None:
+        later = [
+            offset_from_filename(n)
+            for n in os.listdir(self.directory)
+            if is_segment_log(n) and offset_from_filename(n) > self._base
+        ]
+        return min(later) if later else None
 
     def _close_fd(self) -> None:
         if self._fd >= 0:
@@ -134,6 +143,8 @@ class TailReader:
     def _read_open_segment(self, out: list[Record], max_records: int) -> None:
         """Append the records of the open segment's new whole batches to ``out``."""
         fd = self._fd
+        if self._next_base is None:
+            self._next_base = self._find_next_base()
         while len(out) < max_records:
             available = os.fstat(fd).st_size - self._pos
             if available <= 0:
@@ -151,6 +162,13 @@ class TailReader:
                     # a base offset is outside the CRC: a flipped one shows only here, and
                     # would otherwise drop records in silence (as the log's own reads refuse)
                     wrong = offset_order_problem(entry, self._last_in_segment, self._base)
+                    upper = self._next_base
+                    if wrong is None and upper is not None and entry.last_offset >= upper:
+                        wrong = (
+                            f"non-consecutive offsets: the batch at byte {entry.position} "
+                            f"holds offsets up to {entry.last_offset}, at or past the next "
+                            f"segment's base offset {self._next_base}"
+                        )
                     if wrong is not None:
                         raise DamagedLogError.found(
                             wrong,
@@ -164,9 +182,19 @@ class TailReader:
                     self._pos = entry.position + entry.size_in_bytes
                     if len(out) >= max_records:
                         return
-            except CorruptRecordError:
+            except CorruptRecordError as e:
                 if _zeros(data, self._pos - reader.base_position):
                     return  # preallocated space after the last batch: nothing more yet
+                if isinstance(e, BatchTooLargeError) and torn_absurd_entry(
+                    lambda p, n: os.pread(fd, n, p),
+                    os.fstat(fd).st_size,
+                    self._pos,
+                    self._last_in_segment + 1,
+                    not self._later_segment_exists(),
+                    self.limits,
+                    True,
+                ):
+                    return  # a torn tail whose size field reads absurd: the end of the log
                 raise
             tail = reader.incomplete_tail
             if tail is None:
@@ -196,6 +224,7 @@ class TailReader:
                 self._last_in_segment + 1,
                 not later,
                 self.limits,
+                True,
             )
             if why is not None:
                 raise DamagedLogError.found(
@@ -261,10 +290,14 @@ class TailReader:
             if base > self.position:
                 if not open_one_listed:
                     self.skipped += base - self.position  # deleted before it was read
+                else:
+                    self._check_not_lost(names, self.position, base)
                 self.position = base
             if self._open(base):
                 self._listed = 0.0  # it may be empty too: look for the next one at once
                 return True
+        if self._fd >= 0 and self._base in bases:
+            self._check_not_lost(names, self.position, 2**63)  # the last segment lost?
         if self._fd < 0 and bases:
             # nothing open yet (the log was empty, or its start segment went): the segment
             # holding the position, else the first one after it
@@ -277,6 +310,23 @@ class TailReader:
                 self._listed = 0.0  # as above: an empty one is crossed in the same poll
                 return True
         return False
+
+    def _check_not_lost(self, names: list[str], start: int, end: int) -> None:
+        """Offsets [start, end) between the open segment and the next are a compaction gap,
+        unless an index file is left there without its ``.log``: a segment lost (see
+        :class:`~kafkalog.log.damage.LostSegment`), which raises rather than pass in silence."""
+        from kafkalog.log.damage import LostSegment
+
+        listed = set(names)
+        for n in sorted(names):
+            stem, _, suffix = n.partition(".")
+            if suffix not in ("index", "timeindex", "txnindex") or not stem.isdigit():
+                continue
+            if len(stem) == 20 and start <= int(stem) < end and stem + LOG_SUFFIX not in listed:
+                if any(stem + LOG_SUFFIX + s in listed for s in (".deleted", ".cleaned", ".swap")):
+                    continue
+                lost = LostSegment(int(stem), end - 1, os.path.join(self.directory, n))
+                raise lost.error(self.directory)
 
     def _continue_in_cleaned(self, bases: list[int]) -> bool:
         """After the open segment's last byte: when the segment that now holds the position is
