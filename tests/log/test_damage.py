@@ -108,20 +108,13 @@ READERS: dict[str, Reader] = {  # the writable open last: it may cut a torn tail
 }
 
 
-def _in_repo(name: str) -> Path:
-    """A fixture set kept in this repository's tests/fixtures (FIXTURES, once the shared
-    fixtures move there)."""
-    there = FIXTURES / name
-    return there if there.is_dir() else Path(__file__).parents[1] / "fixtures" / name
-
-
 FIXTURE_PARTITIONS = [
     FIXTURES / "kafka-4.0-snapshot-javacode" / "v0-none-0",
     FIXTURES / "kafka-4.0-snapshot-javacode" / "v1-gzip-0",
     FIXTURES / "kafka-4.0-snapshot-javacode" / "v2-zstd-0",
     FIXTURES / "kafka-4.0-snapshot-javacode" / "v2-txn-0",  # transactions, two segments
     FIXTURES / "kafka-0.9.0.1-broker" / "v0-compact-0",  # the log cleaner's gaps
-    _in_repo("kafka-0.9.0.1-gzip-kafka-python") / "kp-gzip-0",  # 0.9 gzip, first-offset index
+    FIXTURES / "kafka-0.9.0.1-gzip-kafka-python" / "kp-gzip-0",  # 0.9 gzip, first-offset index
 ]
 
 #: logs written here in real writers' shapes (tests/read_shapes.py): transactions across

@@ -20,10 +20,7 @@ from provenance import FIXTURES
 
 
 def _gzip09() -> Path:
-    name = "kafka-0.9.0.1-gzip-kafka-python"
-    there = FIXTURES / name
-    here = there if there.is_dir() else Path(__file__).parents[1] / "fixtures" / name
-    return here / "kp-gzip-0"
+    return FIXTURES / "kafka-0.9.0.1-gzip-kafka-python" / "kp-gzip-0"
 
 
 def _run(*args: str) -> tuple[int, str, str]:
