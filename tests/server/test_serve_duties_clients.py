@@ -615,6 +615,22 @@ def test_kafka_python_and_aiokafka_read_the_latest_value_per_key_after_cleaning(
         assert len(by_aiokafka) <= len(by_kafka_python)
 
 
+def _await_partitions(consumer: KafkaConsumer, topic: str) -> None:
+    """Before a kafka-python 3 member's first poll: its subscribed topic's partitions in its
+    metadata, so that, as leader, it assigns them at its first join.
+
+    Otherwise it assigns before its metadata has the topic, and the metadata that comes later
+    makes it join again (its ``need_rejoin`` compares the metadata it assigned with to the
+    latest). In kafka-python 3.0.12 that join can be lost: when a short ``poll()`` returns
+    while the JoinGroup is awaited, the assignment done inside that join makes ``need_rejoin``
+    false, so no later ``poll()`` takes the join's SyncGroup answer. The leader then holds
+    nothing and sends no heartbeat, and the server drops it after its session timeout. The
+    client does this against Kafka too; the server answers that join as Kafka does (the Stable
+    group rebalances for its leader)."""
+    partitions = consumer.partitions_for_topic(topic)
+    assert partitions, (topic, partitions)
+
+
 def test_kafka_python_static_member_restarted_in_its_session_keeps_its_assignment(
     server: ServerThread,
 ) -> None:
@@ -651,6 +667,8 @@ def test_kafka_python_static_member_restarted_in_its_session_keeps_its_assignmen
                 fetch_max_wait_ms=100,
             )
             consumer.subscribe(["s"], listener=Events(self.name))
+            # the topic's partitions known before the first join: see _await_partitions
+            _await_partitions(consumer, "s")
             try:
                 while not self.stop.is_set():
                     consumer.poll(timeout_ms=100)
