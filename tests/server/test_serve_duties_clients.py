@@ -520,6 +520,7 @@ def test_aiokafka_static_member_restarted_in_its_session_keeps_its_assignment(
 # -- 6. the cleaner, read through kafka-python and aiokafka -------------------------------------
 
 
+@pytest.mark.usefixtures("compiled_cleaner")  # its wait for a cleaning: see the fixture
 def test_kafka_python_and_aiokafka_read_the_latest_value_per_key_after_cleaning(
     data_dir: Path,
 ) -> None:
