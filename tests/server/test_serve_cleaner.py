@@ -10,12 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_clients import config, consumer_settings, rdkafka, wait_until
 from kafkalog.log import Log
 from kafkalog.server import ServerThread
+
+# the cleaner's kernels compiled before a test waits for a cleaning (see the fixture)
+pytestmark = pytest.mark.usefixtures("compiled_cleaner")
 
 
 def _size(directory: Path) -> int:

@@ -259,6 +259,7 @@ def test_consumer_offsets_damage_loses_only_the_damaged_groups(
     assert any(str(damaged) in m and "byte" in m for m in said), said
 
 
+@pytest.mark.usefixtures("compiled_cleaner")  # its wait for a cleaning: see the fixture
 def test_an_offline_compacted_partition_leaves_the_cleaner_and_retention_running(
     source: Path, tmp_path: Path
 ) -> None:

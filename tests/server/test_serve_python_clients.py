@@ -14,9 +14,11 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 from kafka.errors import TopicAlreadyExistsError
+from kafka.structs import MemberState
 
 from kafkalog.log import LogDir
 from kafkalog.server import ServerThread
+from kafkalog.server.groups import STABLE
 
 # kafka-python 3 and aiokafka take these codec names
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
@@ -189,19 +191,34 @@ def test_kafka_python_members_polled_in_turn_settle(server: ServerThread) -> Non
         return consumer
 
     one, two = member(), member()
+    broker = server.server.broker
+    assert broker is not None
     try:
 
         def settled() -> bool:
+            """Each holds partitions, 4 in all, and has completed the join of the group's
+            current generation (``group_metadata()``): a member keeps its previous assignment
+            while it joins again, and kafka-python 3.0.12 joins again, as a new JoinGroup,
+            when its join was answered between two of its polls; from the leader, that join
+            rebalances a Stable group (as on Kafka)."""
             held = [len(c.assignment()) for c in (one, two)]
-            return all(held) and sum(held) == 4
+            group = broker.groups.groups.get("turns")
+            return (
+                all(held)
+                and sum(held) == 4
+                and group is not None
+                and group.state == STABLE
+                and all(
+                    m.state == MemberState.STABLE and m.generation_id == group.generation
+                    for m in (one.group_metadata(), two.group_metadata())
+                )
+            )
 
         deadline = time.monotonic() + 20
         while not settled() and time.monotonic() < deadline:
             one.poll(timeout_ms=50)
             two.poll(timeout_ms=50)
         assert settled()
-        broker = server.server.broker
-        assert broker is not None
         group = broker.groups.groups["turns"]
         generation = group.generation
         for _ in range(20):  # two seconds more of turns: no further rebalance

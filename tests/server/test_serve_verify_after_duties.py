@@ -110,6 +110,7 @@ DUTIES: dict[str, Callable[[ServerThread, Path], None]] = {
 }
 
 
+@pytest.mark.usefixtures("compiled_cleaner")  # its wait for a cleaning: see the fixture
 @pytest.mark.parametrize("duty", sorted(DUTIES))
 def test_serve_directory_verifies_after_each_duty(tmp_path: Path, duty: str) -> None:
     data = tmp_path / "data"
