@@ -119,9 +119,19 @@ def build_jar(target: Path) -> Path:
     return target
 
 
-if __name__ == "__main__":  # pragma: no cover - python -m kafkalog.spark.jar
+
+def main() -> int:
+    """``python -m kafkalog.spark.jar``: build (or find) the jar and print its path, to put in
+    a cluster's or a Spark Connect server's ``spark.jars``."""
     import sys
 
-    from kafkalog.spark.jvm_path import main
+    try:
+        print(find_jar())
+    except JarUnavailable as why:
+        print(f"kafkalog: no jar: {why}", file=sys.stderr)
+        return 1
+    return 0
 
-    sys.exit(main())
+
+if __name__ == "__main__":  # pragma: no cover - python -m kafkalog.spark.jar
+    raise SystemExit(main())

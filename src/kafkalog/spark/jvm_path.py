@@ -66,12 +66,3 @@ def use_jvm(spark: Any) -> str:
     spark.sql(f"ADD JAR '{jar}'")
     return "jvm"
 
-
-def main() -> int:
-    """``python -m kafkalog.spark.jar``-like: build (or find) the jar and print its path."""
-    try:
-        print(find_jar())
-    except JarUnavailable as why:
-        print(f"kafkalog: no jar: {why}", file=sys.stderr)
-        return 1
-    return 0
