@@ -119,7 +119,6 @@ def build_jar(target: Path) -> Path:
     return target
 
 
-
 def main() -> int:
     """``python -m kafkalog.spark.jar``: build (or find) the jar and print its path, to put in
     a cluster's or a Spark Connect server's ``spark.jars``."""

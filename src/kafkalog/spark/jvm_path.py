@@ -65,4 +65,3 @@ def use_jvm(spark: Any) -> str:
     spark.conf.set(PYTHONPATH_CONF, os.path.dirname(os.path.dirname(kafkalog.__file__)))
     spark.sql(f"ADD JAR '{jar}'")
     return "jvm"
-
