@@ -52,8 +52,15 @@ def cache_dir() -> Path:
 
 
 def pyspark_jars() -> Path:
-    import pyspark
-
+    """The jars the source compiles against: the installed PySpark's, else ``$SPARK_HOME``'s
+    (a wheel built in an isolated build environment, where PySpark is not installed)."""
+    try:
+        import pyspark
+    except ImportError:
+        home = os.environ.get("SPARK_HOME")
+        if home and (Path(home) / "jars").is_dir():
+            return Path(home) / "jars"
+        raise JarUnavailable("no PySpark to compile against (nor SPARK_HOME)") from None
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 

@@ -123,6 +123,7 @@ class Planner:
         out: dict[str, Any] = {
             "tasks": _tasks_json(pack(splits, opts, aborted)),
             "includeHeaders": opts.include_headers,
+            "statsDir": opts.stats_dir,
         }
         if bounds is not None:
             out["bounds"] = {
@@ -146,6 +147,8 @@ class Planner:
 
         reader = self.streams[req["id"]]
         method = req["method"]
+        if method == "ping":  # opened (stream_open answered the read limit)
+            return {}
         if method == "initialOffset":
             return {"offset": reader.initialOffset()}
         if method == "prepareForTriggerAvailableNow":
@@ -157,7 +160,10 @@ class Planner:
             return {"offset": reader.latestOffset(req["start"], limit)}
         if method == "partitions":
             parts = reader.partitions(req["start"], req["end"])
-            return {"tasks": _tasks_json(list(parts))}
+            return {
+                "tasks": _tasks_json(list(parts)),
+                "includeHeaders": reader.opts.include_headers,
+            }
         if method == "stop":
             self.streams.pop(req["id"], None)
             return {}

@@ -96,6 +96,7 @@ final class KafkaLogScan implements Scan {
     for (JsonNode t : answer.get("tasks")) {
       TaskPlan task = TaskPlan.of(t, headers, sources, tsLo, tsHi, py[0], py[1]);
       task.fallback = fallback;
+      task.statsDir = answer.hasNonNull("statsDir") ? answer.get("statsDir").asText() : null;
       out.add(task);
     }
     return out.toArray(new InputPartition[0]);

@@ -42,6 +42,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private final CRC32C crc32c = new CRC32C();
   private final CRC32 crc32 = new CRC32();
   private int cp; // cursor in a record payload
+  private long bytesRead;
+  private long records;
+  private long segments;
 
   SplitReader(TaskPlan plan) {
     this.plan = plan;
@@ -62,6 +65,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         ColumnarBatch b = rest.next();
         if (b != null) {
           current = b;
+          records += b.numRows();
           return true;
         }
         rest.close();
@@ -89,6 +93,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         rest = PythonRest.start(plan, s, pos);
       }
       if (rows.n > 0) {
+        records += rows.n;
         current = rows.build(plan, s);
         return true;
       }
@@ -105,6 +110,18 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (rest != null) rest.close();
     rest = null;
     closeSplit();
+    if (plan.statsDir != null) writeStats();
+  }
+
+  /** What this task read, as kafkalog.spark.stats.write leaves it. */
+  private void writeStats() throws IOException {
+    Path dir = Paths.get(plan.statsDir);
+    Files.createDirectories(dir);
+    Path file = dir.resolve("task-" + java.util.UUID.randomUUID().toString().replace("-", "") + ".json");
+    Path tmp = Paths.get(file + ".tmp");
+    String json = "{\"bytes_read\": " + bytesRead + ", \"records\": " + records + ", \"segments\": " + segments + "}";
+    Files.write(tmp, json.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    Files.move(tmp, file, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
   }
 
   private void closeSplit() throws IOException {
@@ -146,6 +163,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       rest = whole(s, "cut"); // cut since planning
       return;
     }
+    segments++;
     end = s.endPosition < 0 ? size : Math.min(s.endPosition, size);
     pos = s.startPosition;
     bufPos = pos;
@@ -161,6 +179,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     while (bb.hasRemaining()) {
       int r = channel.read(bb, p + bb.position());
       if (r < 0) throw new Fallback("file ended early");
+      bytesRead += r;
     }
     buf = b;
     bufPos = p;

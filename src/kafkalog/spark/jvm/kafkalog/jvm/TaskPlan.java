@@ -44,6 +44,8 @@ final class TaskPlan implements InputPartition, Serializable {
   /** false (conf spark.kafkalog.jvm.fallback, for tests): what the Java decoder does not take is
    * an error, not the Python reader's */
   boolean fallback = true;
+  /** statsDir: where the task leaves what it read (kafkalog.spark.stats) */
+  String statsDir;
 
   private TaskPlan(Split[] splits, Map<String, long[][]> aborted, String location, boolean failOnDataLoss,
       boolean includeHeaders, String[] sources, Long tsLo, Long tsHi, String python, String pythonPath) {
