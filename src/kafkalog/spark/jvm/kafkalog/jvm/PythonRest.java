@@ -38,10 +38,13 @@ final class PythonRest implements AutoCloseable {
     stderr.start();
   }
 
-  static PythonRest start(TaskPlan plan, TaskPlan.Split split, long position) throws IOException {
+  static PythonRest start(TaskPlan plan, TaskPlan.Split split, long position, long firstOffset)
+      throws IOException {
     ObjectNode req = Bridge.JSON.createObjectNode();
     ObjectNode s = (ObjectNode) Bridge.JSON.readTree(split.json);
     s.put("start_position", position);
+    // offsets must grow from here on: what the Java decoder walked before this byte
+    s.put("base_offset", firstOffset);
     req.set("split", s);
     req.put("includeHeaders", plan.includeHeaders);
     req.put("failOnDataLoss", plan.failOnDataLoss);
@@ -105,9 +108,9 @@ final class PythonRest implements AutoCloseable {
       synchronized (error) {
         message = error.length() > 0 ? error.toString() : "kafkalog: the Python reader failed with exit status " + status;
       }
-      // "DataLossError: ..." / "CorruptRecordError: ...": the Python source's message
-      int colon = message.indexOf(": ");
-      throw new Bridge.KafkalogException(colon > 0 ? "kafkalog " + message : message);
+      // "DataLossError: ..." / "CorruptRecordError: ...": the Python source's message, in a
+      // JDK exception (the driver deserializes a task's failure without the session's jars)
+      throw new RuntimeException(message);
     }
     return null;
   }

@@ -42,6 +42,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private final CRC32C crc32c = new CRC32C();
   private final CRC32 crc32 = new CRC32();
   private int cp; // cursor in a record payload
+  /** the last offset of the entries walked so far (offsets must grow: a v2 base offset is
+   * outside the batch CRC); the segment's base - 1 at a split's start, as the Python reader */
+  private long prev;
   private long bytesRead;
   private long records;
   private long segments;
@@ -90,7 +93,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         }
         Bridge.LOG.debug("kafkalog: " + s.segment + " at byte " + pos + ": " + f.getMessage()
             + "; the Python reader reads the rest of the split");
-        rest = PythonRest.start(plan, s, pos);
+        rest = PythonRest.start(plan, s, pos, prev + 1);
       }
       if (rows.n > 0) {
         records += rows.n;
@@ -133,12 +136,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private PythonRest whole(TaskPlan.Split s, String why) throws IOException {
     if (!plan.fallback) throw new IllegalStateException("kafkalog: " + s.segment + ": " + why + " (spark.kafkalog.jvm.fallback=false)");
-    return PythonRest.start(plan, s, s.startPosition);
+    return PythonRest.start(plan, s, s.startPosition, s.baseOffset);
   }
 
   private void openSplit(TaskPlan.Split s) throws IOException {
     split = s;
     done = false;
+    prev = s.baseOffset - 1;
     aborted = plan.aborted.get(s.directory);
     if (s.segment.contains("://")) {
       rest = whole(s, "remote");
@@ -227,6 +231,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     int count = getInt(b, i + 57);
     if (lastDelta < 0 || count < 0 || count > size) throw new Fallback("counts");
     long last = base + lastDelta;
+    if (base <= prev) throw new Fallback("offsets do not grow");
+    prev = last;
     TaskPlan.Split s = split;
     if (base >= s.endOffset) {
       done = true;
@@ -371,6 +377,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private void legacy(Rows rows, byte[] b, int i, int size) {
     TaskPlan.Split s = split;
     long offset = getLong(b, i);
+    if (offset <= prev) throw new Fallback("offsets do not grow");
+    long before = prev;
+    prev = offset;
     if (offset >= s.endOffset && (b[i + 17] & 7) == 0) {
       done = true;
       return;
@@ -403,12 +412,16 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
     if (count == 0) throw new Fallback("empty wrapper");
     long shift = magic >= 1 ? offset - lastInner : 0;
+    if (lastInner + shift != offset) throw new Fallback("wrapper offset is not its last record's");
+    boolean firstInner = true;
     q = 0;
     while (q < n[0]) {
       int length = getInt(in, q + 8);
       long innerTs = message(in, q, 12 + length, logAppend ? ts : NO_TS, s);
       if ((in[q + 17] & 7) != 0) throw new Fallback("nested compression");
       long abs = getLong(in, q) + shift;
+      if (firstInner && abs <= before) throw new Fallback("offsets do not grow");
+      firstInner = false;
       if (abs >= s.startOffset && abs < s.endOffset) add(rows, in, abs, innerTs, mKey, mKeyLen, mVal, mValLen);
       q += 12 + length;
     }
