@@ -187,7 +187,10 @@ class Planner:
             }
             out = handlers[req["op"]](req)
         except KafkalogError as problem:
-            out = {"error": str(problem), "kind": type(problem).__name__}
+            # the line a Python source's user reads last: "kafkalog.spark.options.OptionError: ..."
+            kind = type(problem)
+            said = f"{kind.__module__}.{kind.__qualname__}: {problem}"
+            out = {"error": said, "kind": kind.__name__}
         except Exception as problem:  # every failure goes back to the JVM, said
             out = {"error": f"{type(problem).__name__}: {problem}", "kind": "internal"}
         finally:
