@@ -530,8 +530,10 @@ FullRow = tuple[Any, ...]  # q, topic, partition, offset, timestamp (us), type, 
 def _full_rows(df: Any) -> dict[str, list[FullRow]]:
     out: dict[str, list[FullRow]] = {}
     for r in df.collect():
-        headers = tuple(
-            (h.key, None if h.value is None else bytes(h.value)) for h in r.headers or ()
+        headers = (
+            None  # v0/v1 messages have none at all: null, not an empty array
+            if r.headers is None
+            else tuple((h.key, None if h.value is None else bytes(h.value)) for h in r.headers)
         )
         key = None if r.key is None else bytes(r.key)
         value = None if r.value is None else bytes(r.value)

@@ -141,16 +141,27 @@ final class Cols {
   /** array of (key, value) per row: row i holds headers start[i] .. start[i + 1]. */
   static final class Headers extends Base {
     private final int[] start;
+    private final boolean[] isNull;
+    private final int nulls;
     private final Struct items;
 
-    Headers(int[] start, Struct items) {
+    Headers(int[] start, boolean[] isNull, int rows, Struct items) {
       super(HEADERS);
       this.start = start;
+      this.isNull = isNull;
       this.items = items;
+      int n = 0;
+      for (int i = 0; i < rows; i++) if (isNull[i]) n++;
+      this.nulls = n;
     }
+
+    @Override public boolean hasNull() { return nulls > 0; }
+    @Override public int numNulls() { return nulls; }
+    @Override public boolean isNullAt(int rowId) { return isNull[rowId]; }
 
     @Override
     public ColumnarArray getArray(int rowId) {
+      if (isNull[rowId]) return null;
       return new ColumnarArray(items, start[rowId], start[rowId + 1] - start[rowId]);
     }
   }

@@ -27,6 +27,9 @@ final class Rows {
   int[] valOff;
   int[] valLen;
   int[] hStart;
+  /** a record without headers (every v0/v1 message): null, not an empty array (as the Python
+   * reader gives it) */
+  boolean[] hNull;
   int hn;
   byte[][] hkBase;
   int[] hkOff;
@@ -58,6 +61,7 @@ final class Rows {
     }
     if (headers) {
       hStart = new int[c + 1];
+      hNull = new boolean[c];
       hkBase = new byte[64][];
       hkOff = new int[64];
       hkLen = new int[64];
@@ -84,7 +88,10 @@ final class Rows {
       valOff = Arrays.copyOf(valOff, c);
       valLen = Arrays.copyOf(valLen, c);
     }
-    if (headers) hStart = Arrays.copyOf(hStart, c + 1);
+    if (headers) {
+      hStart = Arrays.copyOf(hStart, c + 1);
+      hNull = Arrays.copyOf(hNull, c);
+    }
   }
 
   void header(byte[] b, int kOff, int kLen, int vOff, int vLen) {
@@ -129,7 +136,7 @@ final class Rows {
         case "timestamp": cols[i] = new Cols.Longs(DataTypes.TimestampType, ts); break;
         case "timestampType": cols[i] = new Cols.Ints(tsType); break;
         case "headers":
-          cols[i] = new Cols.Headers(hStart, new Cols.Struct(Cols.HEADER,
+          cols[i] = new Cols.Headers(hStart, hNull, n, new Cols.Struct(Cols.HEADER,
               new Cols.Bytes(DataTypes.StringType, hkBase, hkOff, hkLen, hn),
               new Cols.Bytes(DataTypes.BinaryType, hvBase, hvOff, hvLen, hn)));
           break;

@@ -341,7 +341,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       if (vl < -1 || (vl > 0 && (cp += vl) > recEnd)) throw new Fallback("value length");
       int hc = varint(b, recEnd);
       if (hc < 0) throw new Fallback("header count");
-      if (keep) rows.room();
+      if (keep) {
+        rows.room();
+        // no header at all is null, as the Python reader gives it (not an empty array)
+        if (rows.headers) rows.hNull[rows.n] = hc == 0;
+      }
       for (int h = 0; h < hc; h++) {
         int hkl = varint(b, recEnd);
         int hko = cp;
@@ -475,6 +479,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private void add(Rows rows, byte[] b, long offset, long ts, int ko, int kl, int vo, int vl) {
     rows.room();
     int n = rows.n;
+    if (rows.headers) rows.hNull[n] = true;
     rows.offsets[n] = offset;
     if (rows.timestamp) rows.ts[n] = ts * 1000;
     if (rows.timestampType) rows.tsType[n] = mTsType;
