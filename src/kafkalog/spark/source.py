@@ -156,7 +156,12 @@ def register(spark: Any, *, pushdown: bool = True) -> None:
     chosen = KafkaLogPushdownSource if pushdown else KafkaLogDataSource
     _register_python(spark, chosen)
     spark.dataSource.register(_python_named(chosen))
+    spark.conf.set(PUSHDOWN_USED_CONF, "true" if pushdown else "false")  # the JVM source's
     spark.conf.set(PATH_USED_CONF, use_jvm(spark))
+
+
+#: whether the JVM source takes Spark's filters: ``register``'s ``pushdown``, as the Python one
+PUSHDOWN_USED_CONF = "spark.kafkalog.pushdown"
 
 
 #: which source ``register`` left in front of ``format("kafkalog")``: "jvm" or "python"

@@ -258,6 +258,7 @@ final class KafkaLogScan implements Scan {
     @Override
     public Filter[] pushFilters(Filter[] filters) {
       List<Filter> used = new ArrayList<>();
+      if ("false".equals(Bridge.conf("spark.kafkalog.pushdown"))) return filters; // register(pushdown=False)
       for (Filter f : filters) {
         ObjectNode n = toJson(f);
         if (n != null) {
