@@ -103,15 +103,22 @@ def test_load_refuses_with_one_line(
 
     path = _path(places, where)
     problem = _refusal({"path": path, **options})
-    reader = getattr(spark, kind).format("kafkalog").option("path", path)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    with pytest.raises(PySparkException) as caught:
-        reader.load()  # no action: load() alone
-    worker = str(caught.value.getMessageParameters()["msg"]).strip().splitlines()
     kind_of = type(problem)
-    assert worker[-1] == f"{kind_of.__module__}.{kind_of.__name__}: {problem}", case
-    assert len([line for line in worker if line.startswith("  File ")]) <= 1, worker
+    last_line = f"{kind_of.__module__}.{kind_of.__name__}: {problem}"
+    for fmt in ("kafkalog_python", "kafkalog"):  # the Python source, then the JVM source
+        reader = getattr(spark, kind).format(fmt).option("path", path)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        with pytest.raises(PySparkException) as caught:
+            reader.load()  # no action: load() alone
+        if fmt == "kafkalog_python":  # PySpark's PYTHON_DATA_SOURCE_ERROR, its msg parameter
+            worker = str(caught.value.getMessageParameters()["msg"]).strip().splitlines()
+            assert worker[-1] == last_line, case
+            assert len([line for line in worker if line.startswith("  File ")]) <= 1, worker
+        else:  # the JVM source says the Python source's last line, with no Python traceback
+            said = str(caught.value)
+            assert last_line in said, (case, said)
+            assert "  File " not in said, said
 
 
 def test_a_good_read_still_loads_and_reads(spark: Any) -> None:

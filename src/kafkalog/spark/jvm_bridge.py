@@ -90,8 +90,10 @@ class Planner:
     def schema(self, req: dict[str, Any]) -> dict[str, Any]:
         from kafkalog.spark.columns import full_schema
         from kafkalog.spark.options import parse_read_options
+        from kafkalog.spark.selection import check_at_load
 
         opts = parse_read_options(req["options"], streaming=None)
+        check_at_load(opts)  # the directory checked at load(), as the Python source's schema()
         return {
             "ddl": full_schema(opts.include_headers, opts.columns),
             "includeHeaders": opts.include_headers,
@@ -190,7 +192,13 @@ class Planner:
             # the line a Python source's user reads last: "kafkalog.spark.options.OptionError: ..."
             kind = type(problem)
             said = f"{kind.__module__}.{kind.__qualname__}: {problem}"
-            out = {"error": said, "kind": kind.__name__}
+            # an option or selection the user got wrong (OptionError and its subclasses, such
+            # as an unknown topic) is the JVM's IllegalArgumentException, which PySpark shows
+            # as its own exception; anything else is a kafkalog error (damage, data loss)
+            from kafkalog.spark.options import OptionError
+
+            user_error = isinstance(problem, OptionError)
+            out = {"error": said, "kind": "OptionError" if user_error else kind.__name__}
         except Exception as problem:  # every failure goes back to the JVM, said
             out = {"error": f"{type(problem).__name__}: {problem}", "kind": "internal"}
         finally:
