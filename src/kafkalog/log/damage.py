@@ -26,6 +26,7 @@ from kafkalog.errors import (
     DamagedLogError,
     KafkalogError,
 )
+from kafkalog.log.end_evidence import closed_log_end
 from kafkalog.log.segment import LogSegment, offset_order_problem, torn_absurd_entry
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
@@ -47,6 +48,9 @@ class Problem:
     expected_offset: int | None  # the offset the entry there should start at, when known
     declared_size: int | None = None  # for an entry cut off by the end of the file
     absurd: bool = False  # a length no writer can have written (larger than any batch)
+    # why it cannot be a torn tail though nothing valid follows (a whole, valid batch whose
+    # offsets the directory proves wrong: see LogSegment.end_problem, end_evidence)
+    proven: str | None = None
 
     def describe(self) -> str:
         if self.expected_offset is None:
@@ -67,6 +71,7 @@ def first_problem(
     # the CRC, and when the entry before goes back into line without the last one, the last
     # one is the damaged one (its flipped offset only shows at the next entry)
     before: tuple[int, int, int | None] | None = None  # (position, previous, expected) then
+    last_entry: LogEntry | None = None
     try:
         for entry in seg.log.entries(start, limits=seg.limits, verify_crc=True, tail=tail):
             wrong = offset_order_problem(entry, previous, seg.base_offset)
@@ -83,8 +88,9 @@ def first_problem(
                         f"the batch after it ({wrong})",
                         was_expected,
                     )
-                return Problem(seg.log.path, position, wrong, expected)
+                return Problem(seg.log.path, position, wrong, expected, proven=_no_crash_since(seg))
             before = (position, previous, expected)
+            last_entry = entry
             previous = entry.last_offset
             position = entry.position + entry.size_in_bytes
             expected = entry.last_offset + 1
@@ -115,6 +121,11 @@ def first_problem(
         )
     cut = tail[0] if tail else None
     if cut is None:
+        if before is not None and last_entry is not None and upper is None:
+            wrong = seg.end_problem(last_entry)
+            if wrong is not None:
+                at, _, was_expected = before
+                return Problem(seg.log.path, at, wrong, was_expected, proven=wrong)
         return None
     declared = cut.declared_size
     what = "entry header" if declared is None else f"entry of {declared} bytes"
@@ -130,8 +141,12 @@ def first_problem(
 def check_tail(seg: LogSegment, problem: Problem, *, is_last: bool, directory: str) -> None:
     """Return when ``problem`` is a torn tail (see the module doc); raise
     :class:`DamagedLogError` otherwise."""
-    if problem.absurd:
-        why: str | None = "with a length no writer can have written"
+    if problem.proven is not None:
+        why: str | None = "a whole, valid batch, not a torn tail"
+        if problem.proven != problem.reason:
+            why += f": {problem.proven}"
+    elif problem.absurd:
+        why = "with a length no writer can have written"
     elif not is_last:
         why = "in a segment that is not the last one (later segments follow it)"
     else:
@@ -139,6 +154,17 @@ def check_tail(seg: LogSegment, problem: Problem, *, is_last: bool, directory: s
         why = seg.cut_off_damage(problem.position, problem.expected_offset, crc_checked=True)
     if why is not None:
         raise damaged(problem, directory, why)
+
+
+def _no_crash_since(seg: LogSegment) -> str | None:
+    """Why bytes out of line at the end of ``seg`` cannot be a torn tail: a clean close
+    recorded after its last write (no crash since, so nothing was torn); None otherwise."""
+    if not seg.is_last or seg.next_base is not None:
+        return None
+    end = closed_log_end(seg.directory, seg.log.path)
+    if end is None:
+        return None
+    return f"the log was closed cleanly since its last write ({end[1]}): no crash tore it"
 
 
 def damaged(problem: Problem, directory: str, why: str) -> DamagedLogError:
@@ -214,7 +240,9 @@ class OffsetOrder:
             return None, held, self.previous
         return None, entry, held.last_offset
 
-    def finish(self, upper: int | None) -> tuple[LogEntry | None, LogEntry | None, int]:
+    def finish(
+        self, upper: int | None, last_of: LogSegment | None = None
+    ) -> tuple[LogEntry | None, LogEntry | None, int]:
         """The held entry at the end of the segment, checked against the next segment's base
         ``upper`` (its offsets must stay below it); as :meth:`push`."""
         held, self.held = self.held, None
@@ -222,6 +250,12 @@ class OffsetOrder:
             return None, None, self.previous
         if upper is not None and held.last_offset >= upper:
             return None, held, self.previous
+        if (
+            last_of is not None
+            and held.position + held.size_in_bytes >= last_of.size
+            and last_of.end_problem(held) is not None
+        ):
+            return None, held, self.previous  # the log's last batch, past its proven end
         self.previous = held.last_offset
         return held, None, self.previous
 
@@ -277,7 +311,7 @@ def skip_damage(
             if resume is None:
                 break
             position = resume
-    yield from release(*order.finish(next_base))
+    yield from release(*order.finish(next_base, seg))
     say_pending(next_base)
 
 
