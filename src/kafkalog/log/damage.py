@@ -142,9 +142,9 @@ def check_tail(seg: LogSegment, problem: Problem, *, is_last: bool, directory: s
     """Return when ``problem`` is a torn tail (see the module doc); raise
     :class:`DamagedLogError` otherwise."""
     if problem.proven is not None:
-        why: str | None = "a whole, valid batch, not a torn tail"
-        if problem.proven != problem.reason:
-            why += f": {problem.proven}"
+        why: str | None = "a whole, valid batch, not a torn tail" + (
+            "" if problem.proven == problem.reason else f": {problem.proven}"
+        )
     elif problem.absurd:
         why = "with a length no writer can have written"
     elif not is_last:
