@@ -79,6 +79,7 @@ def first_problem(
                 if (
                     before is not None
                     and offset_order_problem(entry, before[1], seg.base_offset) is None
+                    and not seg.is_proven_last(entry)
                 ):
                     at, _, was_expected = before
                     return Problem(
@@ -213,9 +214,11 @@ class OffsetOrder:
     the entries in file order, this holds each back until the next one tells whether it or
     the next one is the damaged one."""
 
-    def __init__(self, previous: int, segment_base: int) -> None:
+    def __init__(self, previous: int, segment_base: int, last_of: LogSegment | None = None) -> None:
         self.previous = previous  # the last offset of the entries released
         self.base = segment_base
+        # the segment, when the directory may prove its last entry wrong (LogSegment.end_problem)
+        self.last_of = last_of
         self.held: LogEntry | None = None
 
     @property
@@ -235,7 +238,9 @@ class OffsetOrder:
         if offset_order_problem(entry, held.last_offset, self.base) is None:
             self.previous, self.held = held.last_offset, entry
             return held, None, self.previous
-        if offset_order_problem(entry, self.previous, self.base) is None:
+        if offset_order_problem(entry, self.previous, self.base) is None and not (
+            self.last_of is not None and self.last_of.is_proven_last(entry)
+        ):
             self.held = entry  # the held one jumped ahead: it is the damaged one
             return None, held, self.previous
         return None, entry, held.last_offset
@@ -272,7 +277,7 @@ def skip_damage(
     """The entries of ``seg`` from byte ``start`` (whose offsets follow ``previous``), damage
     skipped to the next whole, valid batch whose offsets go on from the ones read, each skip
     handed to ``on_damage``: what a reader that asked to skip damage walks."""
-    order = OffsetOrder(previous, seg.base_offset)
+    order = OffsetOrder(previous, seg.base_offset, seg)
     # entries found out of order, said once the next good entry tells where their offsets end
     pending: list[tuple[LogEntry, int, str]] = []
 

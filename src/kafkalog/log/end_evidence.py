@@ -110,6 +110,9 @@ def past_proven_end(
         )
     if at_end:
         end = closed_log_end(directory, log_path)
+        # a clean close's log end is the offset after the last batch, exactly
         if end is not None and last_offset >= end[0]:
             return f"at or past the log end {end[0]} proved by {end[1]}"
+        if end is not None and last_offset + 1 < end[0]:
+            return f"ending before the log end {end[0]} proved by {end[1]}"
     return None

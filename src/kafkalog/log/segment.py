@@ -852,6 +852,7 @@ class LogSegment:
                         if (
                             held is not None
                             and offset_order_problem(entry, before_held, self.base_offset) is None
+                            and not self.is_proven_last(entry)
                         ):
                             raise self._damaged(_jumped_ahead(held, entry), held.position)
                         raise self._damaged(wrong, entry.position)
@@ -926,6 +927,14 @@ class LogSegment:
                 "batch CRC) is wrong",
                 held.position,
             )
+
+    def is_proven_last(self, entry: LogEntry) -> bool:
+        """Whether ``entry`` is this last segment's last one, its offsets proven wrong by the
+        directory (then it, not the batch before it, is the damaged one)."""
+        return (
+            entry.position + entry.size_in_bytes >= self.log.size
+            and self.end_problem(entry) is not None
+        )
 
     def end_problem(self, entry: LogEntry) -> str | None:
         """Why ``entry``, the last whole batch of this segment with nothing after it, cannot
