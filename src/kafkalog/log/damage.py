@@ -25,8 +25,9 @@ from kafkalog.errors import (
     CorruptRecordError,
     DamagedLogError,
     KafkalogError,
+    SegmentSpanDamageError,
 )
-from kafkalog.log.end_evidence import closed_log_end
+from kafkalog.log.end_evidence import closed_log_end, past_span
 from kafkalog.log.segment import LogSegment, offset_order_problem, torn_absurd_entry
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
@@ -51,6 +52,7 @@ class Problem:
     # why it cannot be a torn tail though nothing valid follows (a whole, valid batch whose
     # offsets the directory proves wrong: see LogSegment.end_problem, end_evidence)
     proven: str | None = None
+    overflow: bool = False  # past the offsets a segment can span (SegmentSpanDamageError)
 
     def describe(self) -> str:
         if self.expected_offset is None:
@@ -126,7 +128,14 @@ def first_problem(
             wrong = seg.end_problem(last_entry)
             if wrong is not None:
                 at, _, was_expected = before
-                return Problem(seg.log.path, at, wrong, was_expected, proven=wrong)
+                return Problem(
+                    seg.log.path,
+                    at,
+                    wrong,
+                    was_expected,
+                    proven=wrong,
+                    overflow=past_span(seg.base_offset, last_entry.last_offset),
+                )
         return None
     declared = cut.declared_size
     what = "entry header" if declared is None else f"entry of {declared} bytes"
@@ -169,7 +178,8 @@ def _no_crash_since(seg: LogSegment) -> str | None:
 
 
 def damaged(problem: Problem, directory: str, why: str) -> DamagedLogError:
-    return DamagedLogError.found(
+    cls = SegmentSpanDamageError if problem.overflow else DamagedLogError
+    return cls.found(
         f"{problem.describe()}, {why}",
         path=problem.path,
         position=problem.position,

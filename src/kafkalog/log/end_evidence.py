@@ -98,13 +98,19 @@ def closed_log_end(directory: str, log_path: str) -> tuple[int, str] | None:
     return max(ends)
 
 
+def past_span(segment_base: int, last_offset: int) -> bool:
+    """Whether a batch ending at ``last_offset`` reaches past what a segment based at
+    ``segment_base`` can span."""
+    return last_offset - segment_base >= RELATIVE_SPAN
+
+
 def past_proven_end(
     directory: str, log_path: str, segment_base: int, last_offset: int, *, at_end: bool = True
 ) -> str | None:
     """Why a batch ending at ``last_offset``, the last of the last segment (based at
     ``segment_base``) when ``at_end``, holds offsets the log cannot have: past the span a
     segment can hold, or (``at_end``) at or past the log end a clean close recorded."""
-    if last_offset - segment_base >= RELATIVE_SPAN:
+    if past_span(segment_base, last_offset):
         return (
             f"2**31 or more past the segment's base offset {segment_base} (a segment rolls before)"
         )

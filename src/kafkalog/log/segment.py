@@ -29,6 +29,7 @@ from kafkalog.errors import (
     IndexOffsetOverflowError,
     KafkalogError,
     ReadOnlyError,
+    SegmentSpanDamageError,
 )
 from kafkalog.index import (
     AbortedTxn,
@@ -41,7 +42,7 @@ from kafkalog.index import (
 from kafkalog.index.base import INT32_MAX
 from kafkalog.index.offset_index import OffsetPosition
 from kafkalog.log.batch_indexer import BatchIndexer
-from kafkalog.log.end_evidence import past_proven_end
+from kafkalog.log.end_evidence import past_proven_end, past_span
 from kafkalog.log.index_interval import entry_due
 from kafkalog.log.layout import (
     INDEX_SUFFIX,
@@ -918,6 +919,13 @@ class LogSegment:
             if upper is None and after >= self.log.size:
                 wrong = self.end_problem(held)
                 if wrong is not None:
+                    if past_span(self.base_offset, held.last_offset):
+                        raise SegmentSpanDamageError.found(
+                            wrong,
+                            path=self.log.path,
+                            position=held.position,
+                            partition=self.directory,
+                        )
                     raise self._damaged(wrong, held.position)
         if upper is not None and held.last_offset >= upper:
             first = held.base_offset if isinstance(held, RecordBatch) else held.last_offset
