@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import struct
@@ -22,6 +23,7 @@ from kafkalog.errors import DamagedLogError
 from kafkalog.log import Log
 from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.end_evidence import closed_log_end
+from kafkalog.log.tail import TailReader
 from provenance import FIXTURES
 
 DATA_DIRS = sorted(p.parent for p in FIXTURES.glob("*/.kafka_cleanshutdown"))
@@ -30,7 +32,10 @@ DATA_DIRS = sorted(p.parent for p in FIXTURES.glob("*/.kafka_cleanshutdown"))
 def _run(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse
+            code = int(e.code or 0)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -47,6 +52,15 @@ def _records(d: Path) -> dict[int, bytes | None]:
         return {r.offset: r.value for r in log.records()}
 
 
+def _last_offset_before(seg: Path, position: int) -> int:
+    """The offset a lookup asks for: one the damaged batch really held (the one after the
+    batch before it), which a wrong answer would give under another offset."""
+    from kafkalog.records import LogReader
+
+    last = [e.last_offset for e in LogReader(seg.read_bytes()) if e.position < position]
+    return (last[-1] if last else int(seg.name[:20]) - 1) + 1
+
+
 def _assert_every_reader_blames_the_last_batch(d: Path, data_dir: Path) -> None:
     seg = holding(d)[-1]
     position, _ = entries(seg)[-1]
@@ -59,10 +73,30 @@ def _assert_every_reader_blames_the_last_batch(d: Path, data_dir: Path) -> None:
         got = [r.offset for r in log.records(on_damage=said.append)]
         assert got == sorted(got) and got and got[-1] < log.log_end_offset + 1
         assert [s.start for s in said] == [position], said
-    code, out, _ = _run("verify", str(d))
+        with pytest.raises(DamagedLogError):
+            log.read_arrow()  # the columnar read
+    with pytest.raises(DamagedLogError):
+        tail = TailReader(d)
+        while tail.poll(max_records=10_000):
+            pass
+    runs = {
+        "verify": _run("verify", str(d)),
+        "cat": _run("cat", str(d)),
+        "cat --skip-damaged": _run("cat", str(d), "--skip-damaged"),
+        "lookup": _run("lookup", str(d), "--offset", str(_last_offset_before(seg, position))),
+        "rebuild-index --dry-run": _run("rebuild-index", "--dry-run", str(d)),
+        "repair --dry-run": _run("repair", "--dry-run", "--json", str(d)),
+    }
+    code, out, _ = runs["verify"]
     assert code == 1 and "PROBLEM" in out and str(position) in out, out
-    code, _, err = _run("cat", str(d))
+    code, _, err = runs["cat"]
     assert code == 2 and "kafkalog repair" in err, err
+    code, _, err = runs["cat --skip-damaged"]
+    assert code == 1 and "skipped damaged bytes" in err, err
+    assert runs["lookup"][0] == 2, runs["lookup"]
+    assert runs["rebuild-index --dry-run"][0] != 0, runs["rebuild-index --dry-run"]
+    planned = json.loads(runs["repair --dry-run"][1].splitlines()[0])
+    assert planned["segments"], planned  # repair would move it aside
     assert _files(data_dir) == before, "a reader changed a file"
     with pytest.raises(DamagedLogError) as raised:
         Log(d).close()  # a writable open (recovery) refuses, naming the batch, cutting nothing
