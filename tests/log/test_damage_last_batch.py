@@ -204,3 +204,27 @@ def test_a_jump_past_a_segment_s_span_needs_no_other_evidence(tmp_path: Path) ->
     assert closed_log_end(str(d), str(holding(d)[-1])) is None
     flip_last_base("2**32")(d)
     _assert_every_reader_blames_the_last_batch(d, d)
+
+
+def test_no_false_alarm_on_any_read_shape(tmp_path: Path) -> None:
+    """Every shape real writers produce (tests/read_shapes.py: several batches per append,
+    v0/v1, every index interval, compaction's gaps, transactions, a moved log start), closed
+    cleanly and also extended by a second writer: the proven end holds and nothing is damage."""
+    from read_shapes import SHAPES, extend_shape, truth, write_shape
+
+    proven = 0
+    for i, name in enumerate(sorted(SHAPES)):
+        shape = write_shape(tmp_path / f"s{i}", name, seed=i)
+        with contextlib.suppress(ValueError):  # a pure legacy shape is not extended
+            extend_shape(shape, 7, seed=i + 1)
+        d = shape.data_dir / f"{shape.topic}-{shape.partition}"
+        logs = sorted(d.glob("*.log"))
+        proven += closed_log_end(str(d), str(logs[-1])) is not None
+        expected = [r.offset for r in truth(d).records]
+        with Log(d, writable=False) as log:
+            assert log.damage_at_end is None, name
+            got = [r.offset for r in log.records(include_control=True)]
+        assert got == expected, name
+        _, out, _ = _run("verify", str(d))
+        assert "its base offset, outside the batch CRC, is wrong" not in out, (name, out)
+    assert proven == len(SHAPES), f"only {proven} of {len(SHAPES)} shapes had an end proven"
