@@ -20,9 +20,10 @@ import pytest
 from damage_kinds import entries, flip_last_base, holding, written
 from kafkalog.cli.main import main
 from kafkalog.errors import DamagedLogError
-from kafkalog.log import Log
+from kafkalog.log import Log, LogDir
 from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.end_evidence import closed_log_end
+from kafkalog.log.layout import parse_partition_dir
 from kafkalog.log.tail import TailReader
 from provenance import FIXTURES
 
@@ -138,6 +139,17 @@ def test_a_cleanly_shut_down_data_directory_proves_its_end(
     d = candidates[0]
     flip_last_base(jump)(d)
     _assert_every_reader_blames_the_last_batch(d, copy)
+    # a writable data directory (what `kafkalog serve` opens) removes the marker first, and
+    # still judges the logs it loads by the close the marker recorded
+    topic, partition = parse_partition_dir(d.name)
+    seg = holding(d)[-1]
+    data = seg.read_bytes()
+    with LogDir(copy, writable=True) as data_dir_open:
+        assert not (copy / ".kafka_cleanshutdown").exists()
+        with pytest.raises(DamagedLogError) as raised:
+            data_dir_open.log(topic, partition)
+        assert raised.value.position == entries(seg)[-1][0]
+    assert seg.read_bytes() == data
 
 
 @pytest.mark.parametrize("data_dir", DATA_DIRS, ids=lambda p: p.name)

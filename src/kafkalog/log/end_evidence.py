@@ -36,6 +36,18 @@ RELATIVE_SPAN = 2**31
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 
 
+#: data directories whose ``.kafka_cleanshutdown`` a writable open of this process removed
+#: before loading their logs (a crash must then count as unclean), and the mtime it had
+_REMOVED_MARKERS: dict[str, int] = {}
+
+
+def marker_removed(log_dir: str, mtime_ns: int) -> None:
+    """Keep, for this process, the mtime of a data directory's clean-shutdown marker that a
+    writable open is about to remove: the logs it loads are still judged by the close the
+    marker recorded (and only while their ``.log`` is not newer)."""
+    _REMOVED_MARKERS[os.path.abspath(log_dir)] = mtime_ns
+
+
 def _mtime(path: str) -> int | None:
     try:
         return os.stat(path).st_mtime_ns
@@ -76,6 +88,8 @@ def closed_log_end(directory: str, log_path: str) -> tuple[int, str] | None:
     parent = os.path.dirname(os.path.abspath(directory))
     marker = os.path.join(parent, CLEAN_SHUTDOWN_FILE)
     marker_mtime = _mtime(marker)
+    if marker_mtime is None:
+        marker_mtime = _REMOVED_MARKERS.get(parent)
     if marker_mtime is None or marker_mtime < log_mtime:
         return None
     ends: list[tuple[int, str]] = []
