@@ -18,6 +18,7 @@ target leaves for it (two cores' worth of the time between the replay and ceilin
     python bench/bench_spark.py [--records 2400000]
     python bench/bench_spark.py --first-query [--rounds 3]   # time to the first answer
     python bench/bench_spark.py --first-query --before OLD/src   # the same, old tree beside
+    python bench/bench_spark.py --jvm [--records N] [--rounds 5]  # JVM vs Python vs Parquet
 
 ``--first-query`` times a new process's first query instead, phase by phase, against a Parquet
 first query of the same rows (see ``bench/first_query.py``).
@@ -55,6 +56,12 @@ def main() -> None:
     parser.add_argument(
         "--before",
         help="with --first-query: a kafkalog src tree to compare with, interleaved round by round",
+    )
+    parser.add_argument(
+        "--jvm", action="store_true", help="the JVM source vs the Python source vs Parquet"
+    )
+    parser.add_argument(
+        "--no-python", action="store_true", help="with --jvm: skip the Python source"
     )
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -95,6 +102,11 @@ def main() -> None:
     def parquet() -> Any:
         return spark.read.parquet(parquet_path).selectExpr(*query).collect()[0]
 
+    if args.jvm:
+        import jvm_vs_parquet
+
+        print(jvm_vs_parquet.run(spark, args.data, parquet_path, args.rounds, not args.no_python))
+        return
     assert tuple(ours()) == tuple(parquet()), "the two reads disagree"
     rows = ours().n
     t_ours, t_parquet = best(ours), best(parquet)

@@ -152,7 +152,10 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         kafkalog.spark.register(spark)
+        from kafkalog.spark.source import path_in_use
+
         result = answers(spark, local, s3, work)
+        result["path in use"] = path_in_use(spark)  # the JVM source (issue 31)
         # a job of many small tasks: which Python worker processes ran them
         pids = (
             spark.sparkContext.parallelize(range(64), 16)

@@ -54,6 +54,7 @@ def spark(spark_session: Any) -> Iterator[Any]:
     test switched."""
     yield spark_session
     spark_session.conf.unset("spark.sql.python.filterPushdown.enabled")
+    spark_session.conf.unset("spark.kafkalog.jvm.fallback")  # tests/test_read_path_differential
     import kafkalog.spark
 
     kafkalog.spark.register(spark_session)

@@ -448,8 +448,27 @@ def _spark_rows(df: Any) -> dict[str, list[Row]]:
     return {q: sorted(found) for q, found in out.items()}
 
 
+#: the two Spark sources: the JVM one (``format("kafkalog")`` once ``register`` added the jar)
+#: and the Python one (also registered as ``kafkalog_python``)
+SOURCES = ["jvm", "python"]
+
+
+def use_source(spark: Any, source: str) -> str:
+    """The format name that reads through ``source``; for the JVM, with the Python reader of
+    last resort turned off, so every byte was decoded by the Java decoder (a row it could not
+    decode fails the query)."""
+    from kafkalog.spark.source import path_in_use
+
+    if source == "python":
+        return "kafkalog_python"
+    assert path_in_use(spark) == "jvm", "register() did not put the JVM source in front"
+    spark.conf.set("spark.kafkalog.jvm.fallback", "false")
+    return "kafkalog"
+
+
+@pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("name", list(SHAPES))
-def test_spark_batch(spark: Any, shapes: Shapes, name: str) -> None:
+def test_spark_batch(spark: Any, shapes: Shapes, name: str, source: str) -> None:
     """One Spark job per shape: a union of reads by offsets, by timestamp, with offset and
     timestamp filters pushed down, with ``maxRecordsPerPartition`` and ``read_committed``."""
     from pyspark.sql import functions as F
@@ -458,11 +477,12 @@ def test_spark_batch(spark: Any, shapes: Shapes, name: str) -> None:
 
     shape, t = shapes.get(name)
     kafkalog.spark.register(spark, pushdown=True)
+    fmt = use_source(spark, source)
     rng = random.Random(f"spark/{name}")
     topic, part = shape.topic, str(shape.partition)
 
     def read(q: str, **options: str) -> Any:
-        reader = spark.read.format("kafkalog").option("path", str(shape.data_dir))
+        reader = spark.read.format(fmt).option("path", str(shape.data_dir))
         reader = reader.option("assign", json.dumps({topic: [shape.partition]}))
         for k, v in options.items():
             reader = reader.option(k, v)
@@ -555,6 +575,123 @@ def test_earliest_is_the_log_start_after_delete_records(shapes: Shapes) -> None:
     got = planner_rows(_planner_opts(shape.directory, None, None))
     m.check("Spark planner, startingOffsets=earliest", got, data(t, t.log_start, t.log_end))
     m.verify()
+
+
+# -- the JVM source: every read kind, against the Python source and the brute force --------------
+FullRow = tuple[Any, ...]  # q, topic, partition, offset, timestamp (us), type, key, value, headers
+
+
+def _full_rows(df: Any) -> dict[str, list[FullRow]]:
+    out: dict[str, list[FullRow]] = {}
+    for r in df.collect():
+        headers = (
+            None  # v0/v1 messages have none at all: null, not an empty array
+            if r.headers is None
+            else tuple((h.key, None if h.value is None else bytes(h.value)) for h in r.headers)
+        )
+        key = None if r.key is None else bytes(r.key)
+        value = None if r.value is None else bytes(r.value)
+        row = (r.topic, r.partition, r.offset, r.ts, r.timestampType, key, value, headers)
+        out.setdefault(r.q, []).append(row)
+    return {q: sorted(found, key=lambda x: (x[0], x[1], x[2])) for q, found in out.items()}
+
+
+def jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str) -> None:
+    """Every read kind through the JVM source, the Java decoder alone (one union job): a full
+    read with headers, ``read_committed``, offsets bounded by options and by a pushed-down
+    ``where``, a timestamp window pushed down, ``maxRecordsPerPartition``; then ``count(*)``,
+    ``groupBy(partition).count()`` and sums of narrow reads. Rows equal to the brute force;
+    the full read (topic, partition, timestampType and headers too) equal to the Python
+    source's."""
+    from pyspark.sql import functions as F
+
+    first, last = t.log_start, t.log_end
+    rng = random.Random(f"jvm/{label}")
+    a = rng.randint(first, last)
+    b = rng.randint(a, last)
+    stamped = sorted(ts for ts in t.timestamps() if ts >= 0)
+    everything = data(t, first, last)
+    queries: list[tuple[str, dict[str, str], str | None, list[Row]]] = [
+        ("full", {}, None, everything),
+        (
+            "read_committed",
+            {"kafka.isolation.level": "read_committed"},
+            None,
+            data(t, first, t.lso, committed=True),
+        ),
+        (f"where offset in [{a}, {b})", {}, f"offset >= {a} and offset < {b}", data(t, a, b)),
+        ("maxRecordsPerPartition=400", {"maxRecordsPerPartition": "400"}, None, everything),
+    ]
+    if stamped:
+        lo = stamped[len(stamped) // 3]
+        hi = stamped[min(len(stamped) - 1, len(stamped) // 3 + max(1, len(stamped) // 50))]
+        queries.append(
+            (
+                f"timestamp window [{lo}, {hi}]",
+                {},
+                f"timestamp between timestamp_millis({lo}) and timestamp_millis({hi})",
+                [r for r in everything if lo <= r[1] <= hi],
+            )
+        )
+    fmt = use_source(spark, "jvm")
+    frames = []
+    for q, options, where, _ in queries:
+        reader = spark.read.format(fmt).option("path", str(path)).option("includeHeaders", "true")
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        df = reader.load()
+        if where is not None:
+            df = df.where(where)
+        frames.append(df.withColumn("q", F.lit(q)))
+    union = frames[0]
+    for df in frames[1:]:
+        union = union.unionByName(df)
+    got = _full_rows(union.selectExpr("*", "unix_micros(timestamp) as ts"))
+    base = spark.read.format(fmt).option("path", str(path)).load()
+    narrow = spark.read.format(fmt).option("path", str(path)).option("columns", "value")
+    counted = (
+        base.count(),
+        sorted(
+            (r.topic, r.partition, r["count"])
+            for r in base.groupBy("topic", "partition").count().collect()
+        ),
+        base.selectExpr("sum(length(value)) as n").collect()[0].n,
+        narrow.load().selectExpr("sum(length(value)) as n").collect()[0].n,
+    )
+    spark.conf.unset("spark.kafkalog.jvm.fallback")
+    reference = spark.read.format("kafkalog_python").option("path", str(path))
+    python = (
+        _full_rows(
+            reference.option("includeHeaders", "true")
+            .load()
+            .withColumn("q", F.lit("full"))
+            .selectExpr("*", "unix_micros(timestamp) as ts")
+        )["full"]
+        if everything
+        else []
+    )
+    m = Mismatches(f"{label}: the JVM source")
+    for q, _, _, want in queries:
+        mine = [(r[2], r[3] // 1000, r[5], r[6]) for r in got.get(q, [])]
+        m.check(q + " against the brute force", sorted(mine), sorted(want))
+    m.verify()
+    assert got.get("full", []) == python, "the JVM source's full read differs from the Python one's"
+    present = [len(r[3]) for r in everything if r[3] is not None]
+    values = sum(present) if present else None  # Spark's sum of no value is null
+    sizes = sorted({(r[0], r[1]) for r in python})
+    by_partition = [(tp[0], tp[1], sum(1 for r in python if (r[0], r[1]) == tp)) for tp in sizes]
+    assert counted == (len(everything), by_partition, values, values), label
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_jvm_read_kinds_on_shapes(spark: Any, shapes: Shapes, name: str) -> None:
+    shape, t = shapes.get(name)  # one partition: the data directory is read whole
+    jvm_read_kinds(spark, shape.data_dir, t, f"{name} ({shape.description})")
+
+
+@pytest.mark.parametrize("directory", _fixture_partitions())
+def test_jvm_read_kinds_on_fixtures(spark: Any, directory: Path) -> None:
+    jvm_read_kinds(spark, directory, truth(directory), f"fixture {directory.parent.name}")
 
 
 # -- a stream restarted from its checkpoint -------------------------------------------------------

@@ -421,3 +421,16 @@ def mtime_ms(path: str) -> int:
         return int(os.stat(path).st_mtime_ns // 1_000_000)
     info = _file_info(path)
     return 0 if info.mtime_ns is None else int(info.mtime_ns // 1_000_000)
+
+
+def fsync_dir(directory: str) -> None:
+    """Make a rename or unlink inside the local ``directory`` durable (Kafka's
+    ``Utils.flushDir``): without it a power loss after ``os.replace`` can bring the old file
+    back. Windows cannot open directories, and has no need to."""
+    if os.name == "nt":  # pragma: no cover - not exercised on POSIX CI
+        return
+    fd = os.open(directory or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -431,6 +431,43 @@ def test_problems_set_the_exit_status_and_are_in_the_json(tmp_path: Path) -> Non
     assert finding["position"] == 57 and "record count 1000" in str(finding["message"])
 
 
+KP_GZIP = FIXTURES / "kafka-0.9.0.1-gzip-kafka-python" / "kp-gzip-0"
+
+
+def test_a_09_brokers_first_offset_entries_are_warnings(tmp_path: Path) -> None:
+    """A 0.9 broker keyed each index entry by the *first* offset of the append; for a gzip v0
+    wrapper, whose own offset is its last, Kafka's check reports every entry (its lines kept),
+    but the files are correct: a warning and exit 0. An entry keyed inside a wrapper by any
+    other offset stays a problem."""
+    index = KP_GZIP / "00000000000000001620.index"
+    result = kafkalog("dump", "--json", "--files", str(index))
+    assert result.returncode == 0, result.stdout
+    findings = _findings(result)
+    assert [(f["type"], f["problem"]) for f in findings] == [("warning", "indexMismatch")] * 3
+    assert [(f["indexOffset"], f["logOffset"]) for f in findings] == [
+        (1730, 1739),
+        (1840, 1849),
+        (1950, 1959),
+    ]
+    text = kafkalog("dump", "--files", str(index))
+    assert text.returncode == 0
+    assert text.stderr.splitlines() == [
+        f"Mismatches in :{index}",
+        "  Index offset: 1950, log offset: 1959",
+        "  Index offset: 1840, log offset: 1849",
+        "  Index offset: 1730, log offset: 1739",
+    ]  # Kafka's lines either way
+
+    shutil.copy(KP_GZIP / "00000000000000001620.log", tmp_path / "00000000000000001620.log")
+    crafted = tmp_path / "00000000000000001620.index"
+    write_index(crafted, 1620, [(1731, 4445)])  # the wrapper at 4445 holds 1730..1739
+    result = kafkalog("dump", "--json", "--files", str(crafted))
+    assert result.returncode == 1
+    [finding] = _findings(result)
+    assert finding["type"] == "problem"
+    assert (finding["indexOffset"], finding["logOffset"]) == (1731, 1739)
+
+
 @pytest.mark.parametrize("where", ["orders-0", "__consumer_offsets-7"])
 def test_offset_gaps_are_problems_unless_the_topic_is_compacted(tmp_path: Path, where: str) -> None:
     """A gap in a log's offsets is lost records, unless the topic is compacted (the cleaner

@@ -68,6 +68,7 @@ def test_job_seeks_one_hour_through_the_indexes(tmp_path: Path) -> None:
     assert seek_bytes * 5 < scan_bytes  # one hour of a day reads a small part of the topic
     assert seek_bytes <= pushed_bytes < scan_bytes  # a where's lower bound is sought too
     assert "same aggregate from all three: yes" in result.stdout
+    assert "Spark reads through kafkalog's JVM source" in result.stdout  # which path ran
     takeaway = next(line for line in lines if line.startswith("takeaway: "))
     assert "x fewer bytes" in takeaway
     assert any(word in takeaway for word in ("x faster", "about as fast", "x slower"))

@@ -167,7 +167,7 @@ def test_every_segment_says_when_it_expires(
         else:
             assert row["expiresAt"] is None
     assert kept_by_time == policy_deletes  # the first kept segment waits for its expiry
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     documented = next(
         line for line in readme.splitlines() if line.startswith("| `retention` | `segment`")
     )

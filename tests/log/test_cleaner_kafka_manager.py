@@ -27,6 +27,7 @@ from kafkalog.log.cleaner import (
     clean_filthiest,
     read_checkpoint,
 )
+from kafkalog.log.cleaner.api import uncleanable_bytes
 from kafkalog.log.cleaner.manager import cleaning
 from kafkalog.log.cleaner.split import overflows, split_overflowed
 from kafkalog.log.cleaner_checkpoint import _write_checkpoint, maybe_truncate_checkpoint
@@ -454,7 +455,7 @@ def test_marks_partitions_uncleanable_and_cleans_the_others(
             sum(s.size for s in log.segments if s.base_offset < log.segments[-1].base_offset)
             for log in logs[:2]
         )
-        assert manager.uncleanable_bytes(logs, str(data)) == expected
+        assert uncleanable_bytes(manager, logs, str(data)) == expected
         lines = [r.getMessage() for r in caplog.records if "uncleanable" in r.getMessage()]
         assert len(lines) == 2 and all("t-0" in m or "t-1" in m for m in lines)
         d.remove_partition("t", 0)

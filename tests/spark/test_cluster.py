@@ -77,6 +77,7 @@ def test_standalone_cluster_gives_local_modes_answers(
 
     # the work ran on both workers: two executors, each with tasks, and Python workers forked
     # by two different daemons (one per executor JVM)
+    assert got["path in use"] == "jvm"  # batch reads and the stream ran in the JVM source
     executors = got["executors"]
     assert len(executors) == 2, executors
     assert all(e["totalTasks"] > 0 for e in executors), executors

@@ -48,8 +48,11 @@ def _message(options: dict[str, str]) -> str:
     return str(caught.value)
 
 
-def _load(spark: Any, kind: str, options: dict[str, str]) -> Any:
-    reader = getattr(spark, kind).format("kafkalog").option("path", str(JAVA))
+def _load(spark: Any, kind: str, options: dict[str, str], fmt: str = "kafkalog_python") -> Any:
+    """``load()`` through the Python source (PySpark's presentation of its errors is what most
+    tests here check), or with ``fmt="kafkalog"`` through the JVM source (the suite's session
+    has its jar)."""
+    reader = getattr(spark, kind).format(fmt).option("path", str(JAVA))
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
@@ -78,6 +81,34 @@ def test_a_bad_option_is_refused_by_load_with_the_message_whole(
     frames = [line for line in lines if line.startswith("  File ")]
     assert len(frames) <= 1, said
     assert "options.py" not in said
+
+
+@pytest.mark.parametrize("kind", ["read", "readStream"])
+@pytest.mark.parametrize("options", BAD, ids=lambda o: ",".join(o))
+def test_the_jvm_source_refuses_a_bad_option_with_the_same_message(
+    spark: Any, kind: str, options: dict[str, str]
+) -> None:
+    """The JVM source asks kafkalog's option parser at ``load()`` too: the same message, in the
+    line a Python source's user reads last, and no Python traceback."""
+    from pyspark.errors import PySparkException
+
+    with pytest.raises(PySparkException) as caught:
+        _load(spark, kind, options, "kafkalog")
+    said = str(caught.value)
+    assert f"kafkalog.spark.options.OptionError: {_message(options)}" in said
+    assert "  File " not in said
+
+
+def test_the_jvm_source_refuses_a_latest_start_when_it_plans(spark: Any) -> None:
+    from pyspark.errors import PySparkException
+
+    df = _load(spark, "read", {"startingOffsets": "latest"}, "kafkalog")  # no error yet
+    with pytest.raises(PySparkException) as caught:
+        df.count()
+    assert (
+        "kafkalog.spark.options.OptionError: option startingOffsets=latest is not allowed "
+        "for batch queries"
+    ) in str(caught.value)
 
 
 def test_with_tracebacks_hidden_the_message_comes_first(spark: Any) -> None:
@@ -116,9 +147,11 @@ def test_a_batch_refuses_a_latest_start_when_it_plans(spark: Any) -> None:
     assert len([line for line in lines if line.startswith("  File ")]) <= 1
 
 
-def _run_stream(spark: Any, tmp_path: Path, options: dict[str, str]) -> Any:
+def _run_stream(
+    spark: Any, tmp_path: Path, options: dict[str, str], fmt: str = "kafkalog_python"
+) -> Any:
     query = (
-        _load(spark, "readStream", options)
+        _load(spark, "readStream", options, fmt)
         .selectExpr("offset")
         .writeStream.format("memory")
         .queryName(f"errors_{time.monotonic_ns()}")
@@ -142,9 +175,10 @@ def test_a_stream_may_start_at_latest(spark: Any, tmp_path: Path) -> None:
     assert spark.table(query.name).count() == 0  # started at the end: the 112 records skipped
 
 
+@pytest.mark.parametrize("fmt", ["kafkalog_python", "kafkalog"])
 @pytest.mark.parametrize("option", ["endingOffsets", "endingTimestamp"])
 def test_a_stream_refuses_an_end_with_kafkalogs_message(
-    spark: Any, tmp_path: Path, option: str
+    spark: Any, tmp_path: Path, option: str, fmt: str
 ) -> None:
     """A stream has no end; the query fails with kafkalog's message, not with PySpark's own
     UnboundLocalError (its stream runner stops a reader that ``streamReader()`` never
@@ -153,7 +187,7 @@ def test_a_stream_refuses_an_end_with_kafkalogs_message(
 
     value = "latest" if option == "endingOffsets" else "0"
     with pytest.raises(StreamingQueryException) as caught:
-        _run_stream(spark, tmp_path, {"subscribe": "v2-none", option: value})
+        _run_stream(spark, tmp_path, {"subscribe": "v2-none", option: value}, fmt)
     said = str(caught.value)
     assert (
         f"kafkalog.spark.options.OptionError: option {option} is not allowed for streaming "

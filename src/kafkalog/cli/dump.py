@@ -662,6 +662,14 @@ def _ends_an_append(log: memoryview, log_path: str, first: LogEntry, offset: int
     return False
 
 
+def _starts_a_legacy_append(first: LogEntry, offset: int) -> bool:
+    """Whether an index entry keyed ``offset`` at ``first``'s position is what a broker before
+    Kafka 0.10.1 writes: it keyed the entry by the *first* offset of the append (a 0.9 broker's
+    v0 message sets), so for a compressed wrapper, whose own offset is its last, the entry names
+    the wrapper's first inner offset. Only legacy (v0/v1) entries: v2 came with 0.11."""
+    return not isinstance(first, RecordBatch) and _first_offset(first) == offset
+
+
 def _warn_unread_slots(index: MappedIndex, err: IO[str]) -> None:
     """Say so when the bytes after the valid entries are not all zero fill.
 
@@ -733,8 +741,9 @@ def dump_index(
             if last != entry.offset:
                 report.index_mismatches.setdefault(key, []).append((entry.offset, last))
                 append = _ends_an_append(log, log_path, first_batch, entry.offset)
+                legacy = not append and _starts_a_legacy_append(first_batch, entry.offset)
                 report.add(
-                    "warning" if append else "problem",
+                    "warning" if append or legacy else "problem",
                     key,
                     "indexMismatch",
                     f"entry {n} maps offset {entry.offset} to position {entry.position}, where "
@@ -742,6 +751,9 @@ def dump_index(
                     + (
                         " (an append of several batches: Kafka keys the entry by its last offset)"
                         if append
+                        else " (a broker before Kafka 0.10.1 keys the entry by the append's first"
+                        " offset)"
+                        if legacy
                         else ""
                     ),
                     indexOffset=entry.offset,

@@ -194,6 +194,12 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
             "spark.sql.python.filterPushdown.enabled": "true",
         },
     )
+    from kafkalog.spark.source import path_in_use
+
+    if path_in_use(spark) == "jvm":
+        print("Spark reads through kafkalog's JVM source (the kafkalog jar)", file=out)
+    else:
+        print("Spark reads through kafkalog's Python data source (no kafkalog jar)", file=out)
     hour_start = DAY_START + args.hour * HOUR_MS
     hour_end = hour_start + HOUR_MS
     base = {"path": data, "subscribe": "clicks"}

@@ -27,6 +27,7 @@ import sys
 import tempfile
 from typing import IO, Any
 
+from kafkalog import files
 from kafkalog.cli import progress
 from kafkalog.log.index_rebuild import (
     RebuiltSegment,
@@ -180,7 +181,7 @@ def rebuild(directory: str, interval: int, dry_run: bool, out: IO[str], force: b
                     "missing" if old is None else len(old),
                     len(new),
                 )
-            _fsync_dir(directory)
+            files.fsync_dir(directory)
         _print(directory, changes, verb, out)
         return len(changes)
 
@@ -210,14 +211,6 @@ def _replace(directory: str, name: str, content: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(temporary, path)
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _OneLine(logging.Formatter):

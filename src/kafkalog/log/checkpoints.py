@@ -155,21 +155,6 @@ def _check_int(name: str, value: object, lo: int, hi: int) -> int:
     return value
 
 
-def _fsync_dir(directory: str) -> None:
-    """Make a rename or unlink inside ``directory`` durable (Kafka's ``Utils.flushDir``).
-
-    Without it a power loss after ``os.replace`` can bring the old file back.  Windows cannot
-    open directories, and has no need to.
-    """
-    if os.name == "nt":  # pragma: no cover - not exercised on POSIX CI
-        return
-    fd = os.open(directory or ".", os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _atomic_write(path: StrPath, data: bytes) -> None:
     """Replace ``path`` with ``data`` the way Kafka replaces checkpoints.
 
@@ -190,7 +175,7 @@ def _atomic_write(path: StrPath, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(os.path.dirname(os.path.abspath(target)))
+    files.fsync_dir(os.path.dirname(os.path.abspath(target)))
 
 
 def _read_bytes(path: StrPath) -> tuple[bytes, str]:
@@ -820,7 +805,7 @@ class LogCleanShutdown:
             os.remove(LogCleanShutdown.path(partition_dir))
         except FileNotFoundError:
             return
-        _fsync_dir(os.fspath(partition_dir))
+        files.fsync_dir(os.fspath(partition_dir))
 
 
 class CleanShutdownMarker:
@@ -905,7 +890,7 @@ class CleanShutdownMarker:
             os.unlink(CleanShutdownMarker.path(log_dir))
         except FileNotFoundError:
             return False
-        _fsync_dir(os.fspath(log_dir))
+        files.fsync_dir(os.fspath(log_dir))
         return True
 
 

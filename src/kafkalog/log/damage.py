@@ -18,13 +18,11 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kafkalog.errors import (
     BatchTooLargeError,
     CorruptRecordError,
     DamagedLogError,
-    KafkalogError,
     SegmentSpanDamageError,
 )
 from kafkalog.log.end_evidence import closed_log_end, past_span
@@ -32,9 +30,6 @@ from kafkalog.log.segment import LogSegment, offset_order_problem, torn_absurd_e
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.resync import next_valid_entry
-
-if TYPE_CHECKING:
-    from kafkalog.log.local_log import LocalLog
 
 logger = logging.getLogger("kafkalog.log")
 
@@ -452,36 +447,3 @@ class LostSegment:
 
     def overlaps(self, lo: int, hi: int) -> bool:
         return self.first < hi and (self.last is None or self.last >= lo)
-
-
-def lost_segments(
-    log: LocalLog, orphans: dict[int, list[str]], names: set[str]
-) -> list[LostSegment]:
-    """The segments lost from ``log`` (see :class:`LostSegment`), from the index files left
-    without their ``.log`` (``orphans``: base offset -> names), given every name in the
-    directory. An orphan beside a ``.deleted``, ``.cleaned`` or ``.swap`` file of its
-    ``.log`` is a deletion or swap under way (the loader finishes it), not a loss."""
-    out: list[LostSegment] = []
-    bases = log.segments.bases
-    for base in sorted(orphans):
-        stem = orphans[base][0].partition(".")[0]
-        if any(stem + ".log" + s in names for s in (".deleted", ".cleaned", ".swap")):
-            continue
-        floor = log.segments.floor(base)
-        if floor is None:
-            continue  # before the first segment: deleted from the front (retention)
-        try:
-            end = floor.read_next_offset()
-        except KafkalogError:
-            continue  # a damaged segment: its own error says so
-        if end > base:
-            continue  # a segment covers the offsets (a cleaned one, say)
-        later = [b for b in bases if b > base]
-        out.append(
-            LostSegment(
-                base,
-                later[0] - 1 if later else None,
-                os.path.join(log.directory, orphans[base][0]),
-            )
-        )
-    return out

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from kafkalog import files
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.log.damage import (
+    LostSegment,
     Problem,
     check_tail,
     end_past_damage,
     first_problem,
     log_cut,
-    lost_segments,
 )
 from kafkalog.log.layout import (
     CLEANED_SUFFIX,
@@ -499,3 +499,36 @@ class LogLoader:
             self.leader_epochs = LeaderEpochCache.from_file(path)
         except KafkalogError:
             self.leader_epochs = LeaderEpochCache()  # unreadable: rebuilt from the batches
+
+
+def lost_segments(
+    log: LocalLog, orphans: dict[int, list[str]], names: set[str]
+) -> list[LostSegment]:
+    """The segments lost from ``log`` (see :class:`LostSegment`), from the index files left
+    without their ``.log`` (``orphans``: base offset -> names), given every name in the
+    directory. An orphan beside a ``.deleted``, ``.cleaned`` or ``.swap`` file of its
+    ``.log`` is a deletion or swap under way (the loader finishes it), not a loss."""
+    out: list[LostSegment] = []
+    bases = log.segments.bases
+    for base in sorted(orphans):
+        stem = orphans[base][0].partition(".")[0]
+        if any(stem + ".log" + s in names for s in (".deleted", ".cleaned", ".swap")):
+            continue
+        floor = log.segments.floor(base)
+        if floor is None:
+            continue  # before the first segment: deleted from the front (retention)
+        try:
+            end = floor.read_next_offset()
+        except KafkalogError:
+            continue  # a damaged segment: its own error says so
+        if end > base:
+            continue  # a segment covers the offsets (a cleaned one, say)
+        later = [b for b in bases if b > base]
+        out.append(
+            LostSegment(
+                base,
+                later[0] - 1 if later else None,
+                os.path.join(log.directory, orphans[base][0]),
+            )
+        )
+    return out

@@ -20,7 +20,6 @@ import bisect
 import dataclasses
 import itertools
 import logging
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -123,15 +122,6 @@ class FetchInfo:
 
     region: FileRegion | None
     aborted: list[AbortedTxn] | None = None
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make the renames in ``directory`` durable (Kafka's ``Utils.flushDir``)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _txns_of(
@@ -240,7 +230,7 @@ class LocalLog:
         (the crash tests stop the process there)."""
         step = on_step or (lambda _: None)
         new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-        _fsync_dir(self.directory)
+        files.fsync_dir(self.directory)
         step("swap-renamed")
         self.segments.add(new)
         for seg in old:
@@ -252,7 +242,7 @@ class LocalLog:
             self.deleter.delete([seg], snapshots, self.config.file_delete_delay_ms)
             step(f"old-deleted:{seg.base_offset}")
         new.change_file_suffixes(SWAP_SUFFIX, "")
-        _fsync_dir(self.directory)
+        files.fsync_dir(self.directory)
         step("swapped")
 
     def refresh(self) -> None:

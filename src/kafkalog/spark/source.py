@@ -167,7 +167,61 @@ def register(spark: Any, *, pushdown: bool = True) -> None:
     the ``pushdown=false`` option turns it off for one query."""
     if pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
-    spark.dataSource.register(KafkaLogPushdownSource if pushdown else KafkaLogDataSource)
+    from kafkalog.spark.jvm_path import use_jvm
+
+    chosen = KafkaLogPushdownSource if pushdown else KafkaLogDataSource
+    _register_python(spark, chosen)
+    spark.dataSource.register(_python_named(chosen))
+    spark.conf.set(PUSHDOWN_USED_CONF, "true" if pushdown else "false")  # the JVM source's
+    spark.conf.set(PATH_USED_CONF, use_jvm(spark))
+
+
+#: whether the JVM source takes Spark's filters: ``register``'s ``pushdown``, as the Python one
+PUSHDOWN_USED_CONF = "spark.kafkalog.pushdown"
+
+
+#: which source ``register`` left in front of ``format("kafkalog")``: "jvm" or "python"
+PATH_USED_CONF = "spark.kafkalog.pathInUse"
+
+
+def path_in_use(spark: Any) -> str:
+    """``"jvm"`` when :func:`register` put the JVM source in front of ``format("kafkalog")``
+    (batch reads and streams on the calling thread), else ``"python"``."""
+    return str(spark.conf.get(PATH_USED_CONF, "python"))
+
+
+def _register_python(spark: Any, source: type[DataSource]) -> None:
+    """``format("kafkalog")`` as the Python source, where no JVM source of that name is seen
+    (Spark refuses the name once the jar is on this thread's class loader: it is registered
+    before the jar is added, and stays registered for the threads that do not see the jar)."""
+    try:
+        spark.dataSource.register(source)
+    except Exception as problem:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(problem):
+            raise
+
+
+class KafkaLogPythonSource(KafkaLogDataSource):
+    """The Python source under the name ``kafkalog_python``: the JVM source hands writes to it,
+    and a user can read through the Python source on purpose."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog_python"
+
+
+class KafkaLogPythonPushdownSource(KafkaLogPushdownSource):
+    """:class:`KafkaLogPythonSource` with filter pushdown."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog_python"
+
+
+def _python_named(source: type[DataSource]) -> type[DataSource]:
+    if source is KafkaLogPushdownSource:
+        return KafkaLogPythonPushdownSource
+    return KafkaLogPythonSource
 
 
 __all__ = [
@@ -175,6 +229,7 @@ __all__ = [
     "SCHEMA",
     "KafkaLogDataSource",
     "KafkaLogPushdownSource",
+    "path_in_use",
     "register",
 ]
 

@@ -97,6 +97,21 @@ def dirty_section_of(log: CleanableLog, now: int | None = None) -> DirtySection:
     return dirty_section(_local(log), log.config, checkpoint, log.last_stable_offset(), now)
 
 
+def uncleanable_bytes(manager: CleanerManager, logs: Iterable[Any], data_dir: str) -> int:
+    """Kafka's ``uncleanable-bytes`` gauge: the bytes of the dirty sections the cleaner cannot
+    clean, over the partitions among ``logs`` that ``manager`` marked uncleanable in
+    ``data_dir`` (a partition whose dirty section cannot even be found counts its segments
+    below the active one)."""
+    total = 0
+    for log in manager.uncleanable_logs(logs, data_dir):
+        try:
+            total += dirty_section_of(log).cleanable_bytes
+        except (KafkalogError, OSError):
+            segments = list(log.local.segments)
+            total += sum(seg.size for seg in segments[:-1])
+    return total
+
+
 def clean_log(
     log: Any,
     *,

@@ -14,7 +14,6 @@ removed, and nothing is lost).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -29,9 +28,9 @@ from kafkalog.log.cleaner.chunk_walk import ChunkWalk, ReadBuffers
 from kafkalog.log.cleaner.dirty import group_by_size, segments_between
 from kafkalog.log.cleaner.filter_pass import FilterPass
 from kafkalog.log.cleaner.offset_map import OffsetMap
-from kafkalog.log.cleaner.split import overflows, split_overflowed
+from kafkalog.log.cleaner.split import cleaned_segment, overflows, split_overflowed
 from kafkalog.log.cleaner.txn import CleanedTransactions
-from kafkalog.log.layout import CLEANED_SUFFIX, SEGMENT_SUFFIXES, segment_file
+from kafkalog.log.layout import CLEANED_SUFFIX
 from kafkalog.log.local_log import LocalLog
 from kafkalog.log.segment import LogSegment, SegmentOverflowError
 from kafkalog.records import RecordBatch
@@ -289,18 +288,7 @@ class Round:
         base = group[0].base_offset
         cleaned: LogSegment | None = None
         if not self.dry_run:
-            for suffix in SEGMENT_SUFFIXES:  # a crashed cleaning's leftovers
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(segment_file(log.directory, base, suffix + CLEANED_SUFFIX))
-            cleaned = LogSegment(
-                log.directory,
-                base,
-                log.config,
-                writable=True,
-                suffix=CLEANED_SUFFIX,
-                clock=log.clock,
-                limits=log.limits,
-            )
+            cleaned = cleaned_segment(log, base)  # a crashed cleaning's leftovers removed
             txns.on_kept_abort = cleaned.txn_index.append
         else:
             txns.on_kept_abort = None

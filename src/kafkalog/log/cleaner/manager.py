@@ -104,23 +104,15 @@ class CleanerManager:
         """Kafka's ``uncleanable-partitions-count`` gauge of the data directory."""
         return len(self.uncleanable_partitions(data_dir))
 
-    def uncleanable_bytes(self, logs: Iterable[Any], data_dir: str) -> int:
-        """Kafka's ``uncleanable-bytes`` gauge: the bytes of the dirty sections the cleaner
-        cannot clean, over the uncleanable partitions among ``logs`` (a partition whose
-        dirty section cannot even be found counts its segments below the active one)."""
-        from kafkalog.log.cleaner.api import dirty_section_of
-
+    def uncleanable_logs(self, logs: Iterable[Any], data_dir: str) -> list[Any]:
+        """The logs among ``logs`` marked uncleanable in ``data_dir`` (their dirty sections make
+        Kafka's ``uncleanable-bytes`` gauge: :func:`kafkalog.log.cleaner.api.uncleanable_bytes`)."""
         marked = self.uncleanable_partitions(data_dir)
-        total = 0
-        for log in logs:
-            if self._data_dir(log) != _key_of(data_dir) or (log.topic, log.partition) not in marked:
-                continue
-            try:
-                total += dirty_section_of(log).cleanable_bytes
-            except (KafkalogError, OSError):
-                segments = list(log.local.segments)
-                total += sum(seg.size for seg in segments[:-1])
-        return total
+        return [
+            log
+            for log in logs
+            if self._data_dir(log) == _key_of(data_dir) and (log.topic, log.partition) in marked
+        ]
 
     def maintain(self, logs: Iterable[Any]) -> None:
         """Forget the uncleanable partitions no longer among ``logs`` in their data

@@ -19,8 +19,9 @@ import contextlib
 import os
 from typing import Any
 
+from kafkalog import files
 from kafkalog.index.base import INT32_MAX
-from kafkalog.log.layout import CLEANED_SUFFIX, SWAP_SUFFIX, segment_file
+from kafkalog.log.layout import CLEANED_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX, segment_file
 from kafkalog.log.segment import LogSegment
 
 
@@ -29,12 +30,21 @@ def overflows(seg: LogSegment) -> bool:
     return seg.read_next_offset() - 1 - seg.base_offset > INT32_MAX
 
 
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def cleaned_segment(log: Any, base: int) -> LogSegment:
+    """A new, empty ``.cleaned`` segment at ``base`` for ``log``, the leftovers of a crashed
+    cleaning or split at that base removed first (a cleaning's and a split's output alike)."""
+    for suffix in SEGMENT_SUFFIXES:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(segment_file(log.directory, base, suffix + CLEANED_SUFFIX))
+    return LogSegment(
+        log.directory,
+        base,
+        log.config,
+        writable=True,
+        suffix=CLEANED_SUFFIX,
+        clock=log.clock,
+        limits=log.limits,
+    )
 
 
 def split_overflowed(log: Any, seg: LogSegment, lock: Any) -> list[LogSegment]:
@@ -48,18 +58,7 @@ def split_overflowed(log: Any, seg: LogSegment, lock: Any) -> list[LogSegment]:
             cur = pieces[-1] if pieces else None
             if cur is None or not cur.offset_index.get().can_append_offset(entry.last_offset):
                 base = seg.base_offset if cur is None else entry.base_offset
-                for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.remove(segment_file(log.directory, base, suffix + CLEANED_SUFFIX))
-                cur = LogSegment(
-                    log.directory,
-                    base,
-                    log.config,
-                    writable=True,
-                    suffix=CLEANED_SUFFIX,
-                    clock=log.clock,
-                    limits=log.limits,
-                )
+                cur = cleaned_segment(log, base)
                 pieces.append(cur)
             cur.append(entry.last_offset, entry.max_timestamp, entry.last_offset, entry.buffer)
         # the old segment's .txnindex entries, each to the piece holding its abort marker
@@ -89,11 +88,11 @@ def split_overflowed(log: Any, seg: LogSegment, lock: Any) -> list[LogSegment]:
             return []
         for piece in pieces:
             piece.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-        _fsync_dir(log.directory)
+        files.fsync_dir(log.directory)
         for piece in pieces:
             local.segments.add(piece)  # the first takes the old segment's place
         local.deleter.delete([seg], [], log.config.file_delete_delay_ms)
         for piece in pieces:
             piece.change_file_suffixes(SWAP_SUFFIX, "")
-        _fsync_dir(log.directory)
+        files.fsync_dir(log.directory)
     return pieces

@@ -1,0 +1,122 @@
+package kafkalog.jvm;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import org.apache.spark.sql.SparkSession;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.Option;
+
+/**
+ * The driver's line to kafkalog's Python planner: one persistent {@code python -m
+ * kafkalog.spark.jvm_bridge serve} per driver JVM (per interpreter), one JSON request per line,
+ * one JSON answer per line. Every plan is the Python source's plan, by construction.
+ */
+final class Bridge {
+  static final ObjectMapper JSON = new ObjectMapper();
+  static final Logger LOG = LoggerFactory.getLogger("kafkalog");
+  /** the Spark confs {@code kafkalog.spark.register} sets: the interpreter and its path */
+  static final String PYTHON_CONF = "spark.kafkalog.python";
+  static final String PYTHONPATH_CONF = "spark.kafkalog.pythonpath";
+
+  private static Bridge current;
+  private final Process process;
+  private final BufferedWriter in;
+  private final BufferedReader out;
+  private final String python;
+
+  private Bridge(String python, String pythonPath) throws IOException {
+    this.python = python;
+    ProcessBuilder pb = new ProcessBuilder(python, "-m", "kafkalog.spark.jvm_bridge", "serve");
+    pb.redirectError(ProcessBuilder.Redirect.INHERIT);
+    if (pythonPath != null && !pythonPath.isEmpty()) {
+      String old = pb.environment().get("PYTHONPATH");
+      pb.environment().put("PYTHONPATH", old == null ? pythonPath : pythonPath + java.io.File.pathSeparator + old);
+    }
+    process = pb.start();
+    in = new BufferedWriter(new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8));
+    out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+  }
+
+  /** The interpreter and PYTHONPATH for kafkalog: the session's confs, else the environment. */
+  static String[] pythonOf() {
+    String python = null;
+    String path = null;
+    Option<SparkSession> active = SparkSession.getActiveSession();
+    if (active.isEmpty()) active = SparkSession.getDefaultSession();
+    if (active.isDefined()) {
+      python = active.get().conf().get(PYTHON_CONF, null);
+      path = active.get().conf().get(PYTHONPATH_CONF, null);
+    }
+    if (python == null) python = System.getenv("PYSPARK_PYTHON");
+    if (python == null) python = "python3";
+    return new String[] {python, path};
+  }
+
+  /** A conf of the active session, or null. */
+  static String conf(String name) {
+    Option<SparkSession> active = SparkSession.getActiveSession();
+    if (active.isEmpty()) active = SparkSession.getDefaultSession();
+    return active.isDefined() ? active.get().conf().get(name, null) : null;
+  }
+
+  static synchronized JsonNode ask(ObjectNode request) {
+    String[] py = pythonOf();
+    try {
+      if (current == null || !current.process.isAlive() || !current.python.equals(py[0])) {
+        if (current != null) current.process.destroy();
+        current = new Bridge(py[0], py[1]);
+      }
+      current.in.write(JSON.writeValueAsString(request));
+      current.in.write("\n");
+      current.in.flush();
+      String line = current.out.readLine();
+      if (line == null) {
+        current = null;
+        throw new IllegalStateException(
+            "kafkalog: the planner process (" + py[0] + " -m kafkalog.spark.jvm_bridge) ended; "
+                + "is kafkalog installed for that interpreter? (conf " + PYTHON_CONF + ")");
+      }
+      JsonNode answer = JSON.readTree(line);
+      for (JsonNode entry : answer.path("log")) {
+        String level = entry.get(0).asText();
+        String message = entry.get(1).asText();
+        if (level.equals("WARNING") || level.equals("ERROR")) LOG.warn(message);
+        else LOG.info(message);
+      }
+      if (answer.has("error")) {
+        String kind = answer.path("kind").asText();
+        String message = answer.get("error").asText();
+        if (kind.equals("OptionError")) throw new IllegalArgumentException(message);
+        throw new KafkalogException(message);
+      }
+      return answer;
+    } catch (IOException e) {
+      current = null;
+      throw new IllegalStateException("kafkalog: cannot talk to the planner process " + py[0], e);
+    }
+  }
+
+  static ObjectNode request(String op, Map<String, String> options) {
+    ObjectNode req = JSON.createObjectNode();
+    req.put("op", op);
+    ObjectNode opts = req.putObject("options");
+    for (Map.Entry<String, String> e : options.entrySet()) opts.put(e.getKey(), e.getValue());
+    return req;
+  }
+
+  /** A kafkalog error (damage, data loss) raised by the Python planner or reader. */
+  static final class KafkalogException extends RuntimeException {
+    KafkalogException(String message) {
+      super(message);
+    }
+  }
+}

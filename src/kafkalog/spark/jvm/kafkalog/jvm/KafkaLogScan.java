@@ -1,0 +1,361 @@
+package kafkalog.jvm;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.streaming.CompositeReadLimit;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
+import org.apache.spark.sql.sources.EqualNullSafe;
+import org.apache.spark.sql.sources.EqualTo;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.sources.GreaterThan;
+import org.apache.spark.sql.sources.GreaterThanOrEqual;
+import org.apache.spark.sql.sources.In;
+import org.apache.spark.sql.sources.LessThan;
+import org.apache.spark.sql.sources.LessThanOrEqual;
+import org.apache.spark.sql.sources.StringStartsWith;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/** The scan: columns Spark asks for, filters turned into the Python planner's bounds. */
+final class KafkaLogScan implements Scan {
+  static final String FALLBACK_CONF = "spark.kafkalog.jvm.fallback";
+  private final Map<String, String> options;
+  private final StructType readSchema;
+  private final String[] sources; // the Kafka column of each output column
+  private final List<ObjectNode> filters;
+
+  KafkaLogScan(Map<String, String> options, StructType readSchema, String[] sources, List<ObjectNode> filters) {
+    this.options = options;
+    this.readSchema = readSchema;
+    this.sources = sources;
+    this.filters = filters;
+  }
+
+  @Override
+  public StructType readSchema() {
+    return readSchema;
+  }
+
+  @Override
+  public String description() {
+    return "kafkalog (JVM) " + options.getOrDefault("path", "") + " columns=" + String.join(",", sources)
+        + " filters=" + filters.size();
+  }
+
+  @Override
+  public Batch toBatch() {
+    return new Batch() {
+      private InputPartition[] planned;
+
+      @Override
+      public InputPartition[] planInputPartitions() {
+        if (planned == null) {
+          ObjectNode req = Bridge.request("plan", options);
+          ArrayNode f = req.putArray("filters");
+          for (ObjectNode n : filters) f.add(n);
+          planned = tasks(Bridge.ask(req));
+        }
+        return planned;
+      }
+
+      @Override
+      public PartitionReaderFactory createReaderFactory() {
+        return new Factory();
+      }
+    };
+  }
+
+  InputPartition[] tasks(JsonNode answer) {
+    boolean headers = answer.path("includeHeaders").asBoolean(false);
+    JsonNode b = answer.path("bounds");
+    Long tsLo = b.hasNonNull("tsLo") ? b.get("tsLo").asLong() : null;
+    Long tsHi = b.hasNonNull("tsHi") ? b.get("tsHi").asLong() : null;
+    String[] py = Bridge.pythonOf();
+    List<InputPartition> out = new ArrayList<>();
+    boolean fallback = !"false".equals(Bridge.conf(FALLBACK_CONF));
+    for (JsonNode t : answer.get("tasks")) {
+      TaskPlan task = TaskPlan.of(t, headers, sources, tsLo, tsHi, py[0], py[1]);
+      task.fallback = fallback;
+      task.statsDir = answer.hasNonNull("statsDir") ? answer.get("statsDir").asText() : null;
+      out.add(task);
+    }
+    return out.toArray(new InputPartition[0]);
+  }
+
+  @Override
+  public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+    return new Stream();
+  }
+
+  static final class Factory implements PartitionReaderFactory {
+    @Override
+    public PartitionReader<InternalRow> createReader(InputPartition partition) {
+      throw new UnsupportedOperationException("kafkalog reads columnar batches only");
+    }
+
+    @Override
+    public boolean supportColumnarReads(InputPartition partition) {
+      return true;
+    }
+
+    @Override
+    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+      return new SplitReader((TaskPlan) partition);
+    }
+  }
+
+  /** A stream: offsets, limits and micro-batch plans are the Python stream reader's answers. */
+  final class Stream implements MicroBatchStream, SupportsTriggerAvailableNow {
+    private final String id = UUID.randomUUID().toString();
+    private Long maxRows;
+    private boolean opened;
+
+    private JsonNode call(String method, ObjectNode req) {
+      if (!opened) {
+        ObjectNode open = Bridge.request("stream_open", options);
+        open.put("id", id);
+        JsonNode answer = Bridge.ask(open);
+        maxRows = answer.hasNonNull("maxRows") ? answer.get("maxRows").asLong() : null;
+        opened = true;
+      }
+      req.put("op", "stream");
+      req.put("id", id);
+      req.put("method", method);
+      return Bridge.ask(req);
+    }
+
+    private ObjectNode req() {
+      return Bridge.JSON.createObjectNode();
+    }
+
+    private JsonNode parse(Offset o) {
+      try {
+        return Bridge.JSON.readTree(o.json());
+      } catch (java.io.IOException e) {
+        throw new IllegalArgumentException("kafkalog: bad offsets " + o.json(), e);
+      }
+    }
+
+    @Override
+    public Offset initialOffset() {
+      return new Json(call("initialOffset", req()).get("offset").toString());
+    }
+
+    @Override
+    public ReadLimit getDefaultReadLimit() {
+      call("ping", req());
+      return maxRows == null ? ReadLimit.allAvailable() : ReadLimit.maxRows(maxRows);
+    }
+
+    @Override
+    public void prepareForTriggerAvailableNow() {
+      call("prepareForTriggerAvailableNow", req());
+    }
+
+    @Override
+    public Offset latestOffset() {
+      throw new UnsupportedOperationException("latestOffset(start, limit) is used");
+    }
+
+    @Override
+    public Offset latestOffset(Offset start, ReadLimit limit) {
+      ObjectNode req = req();
+      req.set("start", parse(start));
+      Long rows = maxRowsOf(limit);
+      if (rows != null) req.put("maxRows", rows);
+      return new Json(call("latestOffset", req).get("offset").toString());
+    }
+
+    private Long maxRowsOf(ReadLimit limit) {
+      if (limit instanceof ReadMaxRows) return ((ReadMaxRows) limit).maxRows();
+      if (limit instanceof CompositeReadLimit) {
+        for (ReadLimit l : ((CompositeReadLimit) limit).getReadLimits()) {
+          Long r = maxRowsOf(l);
+          if (r != null) return r;
+        }
+      }
+      return null;
+    }
+
+    @Override
+    public InputPartition[] planInputPartitions(Offset start, Offset end) {
+      ObjectNode req = req();
+      req.set("start", parse(start));
+      req.set("end", parse(end));
+      return tasks(call("partitions", req));
+    }
+
+    @Override
+    public PartitionReaderFactory createReaderFactory() {
+      return new Factory();
+    }
+
+    @Override
+    public Offset deserializeOffset(String json) {
+      return new Json(json);
+    }
+
+    @Override
+    public void commit(Offset end) {}
+
+    @Override
+    public void stop() {
+      if (opened) call("stop", req());
+    }
+  }
+
+  static final class Json extends Offset {
+    private final String json;
+
+    Json(String json) {
+      this.json = json;
+    }
+
+    @Override
+    public String json() {
+      return json;
+    }
+  }
+
+  static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters {
+    private final Map<String, String> options;
+    private StructType schema;
+    private final Map<String, String> sourceOf;
+    private final List<ObjectNode> pushed = new ArrayList<>();
+    private Filter[] pushedFilters = new Filter[0];
+
+    Builder(Map<String, String> options, StructType schema, Map<String, String> sourceOf) {
+      this.options = options;
+      this.schema = schema;
+      this.sourceOf = sourceOf;
+    }
+
+    @Override
+    public void pruneColumns(StructType required) {
+      schema = required;
+    }
+
+    @Override
+    public Filter[] pushFilters(Filter[] filters) {
+      List<Filter> used = new ArrayList<>();
+      if ("false".equals(Bridge.conf("spark.kafkalog.pushdown"))) return filters; // register(pushdown=False)
+      for (Filter f : filters) {
+        ObjectNode n = toJson(f);
+        if (n != null) {
+          pushed.add(n);
+          used.add(f);
+        }
+      }
+      pushedFilters = used.toArray(new Filter[0]);
+      return filters; // Spark still evaluates every filter on the rows read
+    }
+
+    @Override
+    public Filter[] pushedFilters() {
+      return pushedFilters;
+    }
+
+    private ObjectNode toJson(Filter f) {
+      String op;
+      String attribute;
+      Object value;
+      if (f instanceof EqualTo) {
+        op = "EqualTo"; attribute = ((EqualTo) f).attribute(); value = ((EqualTo) f).value();
+      } else if (f instanceof EqualNullSafe) {
+        op = "EqualNullSafe"; attribute = ((EqualNullSafe) f).attribute(); value = ((EqualNullSafe) f).value();
+      } else if (f instanceof GreaterThan) {
+        op = "GreaterThan"; attribute = ((GreaterThan) f).attribute(); value = ((GreaterThan) f).value();
+      } else if (f instanceof GreaterThanOrEqual) {
+        op = "GreaterThanOrEqual"; attribute = ((GreaterThanOrEqual) f).attribute(); value = ((GreaterThanOrEqual) f).value();
+      } else if (f instanceof LessThan) {
+        op = "LessThan"; attribute = ((LessThan) f).attribute(); value = ((LessThan) f).value();
+      } else if (f instanceof LessThanOrEqual) {
+        op = "LessThanOrEqual"; attribute = ((LessThanOrEqual) f).attribute(); value = ((LessThanOrEqual) f).value();
+      } else if (f instanceof StringStartsWith) {
+        op = "StringStartsWith"; attribute = ((StringStartsWith) f).attribute(); value = ((StringStartsWith) f).value();
+      } else if (f instanceof In) {
+        op = "In"; attribute = ((In) f).attribute(); value = ((In) f).values();
+      } else {
+        return null;
+      }
+      String source = null;
+      for (Map.Entry<String, String> e : sourceOf.entrySet()) {
+        if (e.getKey().equalsIgnoreCase(attribute)) source = e.getValue();
+      }
+      if (source == null) return null;
+      ObjectNode n = Bridge.JSON.createObjectNode();
+      n.put("op", op);
+      n.put("attribute", source);
+      if (value instanceof Object[]) {
+        ArrayNode a = n.putArray("value");
+        for (Object v : (Object[]) value) {
+          Object j = literal(v);
+          if (j == BAD) return null;
+          a.addPOJO(j);
+        }
+      } else {
+        Object j = literal(value);
+        if (j == BAD) return null;
+        n.putPOJO("value", j);
+      }
+      return n;
+    }
+
+    private static final Object BAD = new Object();
+
+    private static Object literal(Object v) {
+      if (v == null || v instanceof String || v instanceof Boolean) return v;
+      if (v instanceof Integer || v instanceof Long || v instanceof Short || v instanceof Byte) {
+        return ((Number) v).longValue();
+      }
+      long micros;
+      if (v instanceof java.sql.Timestamp) {
+        java.sql.Timestamp t = (java.sql.Timestamp) v;
+        micros = Math.floorDiv(t.getTime(), 1000) * 1_000_000L + t.getNanos() / 1000;
+      } else if (v instanceof Instant) {
+        Instant i = (Instant) v;
+        micros = i.getEpochSecond() * 1_000_000L + i.getNano() / 1000;
+      } else if (v instanceof java.time.LocalDateTime) {
+        return BAD; // timestamp_ntz is not a Kafka column type
+      } else {
+        return BAD;
+      }
+      return Map.of("micros", micros);
+    }
+
+    @Override
+    public Scan build() {
+      String[] sources = new String[schema.fields().length];
+      int i = 0;
+      for (StructField f : schema.fields()) {
+        String source = null;
+        for (Map.Entry<String, String> e : sourceOf.entrySet()) {
+          if (e.getKey().equalsIgnoreCase(f.name())) source = e.getValue();
+        }
+        if (source == null) throw new IllegalArgumentException("kafkalog: unknown column " + f.name());
+        sources[i++] = source;
+      }
+      return new KafkaLogScan(options, schema, sources, pushed);
+    }
+  }
+}

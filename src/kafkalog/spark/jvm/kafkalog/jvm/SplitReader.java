@@ -1,0 +1,498 @@
+package kafkalog.jvm;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+import java.util.Map;
+import java.util.zip.CRC32;
+import java.util.zip.CRC32C;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * One task: the planned byte ranges decoded into ColumnarBatches. Whole, valid batches are
+ * decoded here; at the first entry that is anything else (a bad CRC or length, offsets out of
+ * order, a codec failure, bytes ending mid-batch), or for a segment cut, swapped or remote, the
+ * rest of the split goes to the Python reader ({@link PythonRest}), whose errors and warnings are
+ * then the Python source's.
+ */
+final class SplitReader implements PartitionReader<ColumnarBatch> {
+  static final int CHUNK = 8 << 20;
+  /** kafkalog.records.types.Limits.max_batch_bytes: one entry as stored, log overhead included */
+  static final int MAX_ENTRY = 8 << 20;
+  static final int MAX_ROWS = 1 << 16;
+
+  private final TaskPlan plan;
+  private int next;
+  private TaskPlan.Split split;
+  private FileChannel channel;
+  private long pos;
+  private long end;
+  private boolean done;
+  private long[][] aborted;
+  private byte[] buf = new byte[0];
+  private long bufPos;
+  private PythonRest rest;
+  private ColumnarBatch current;
+  private final CRC32C crc32c = new CRC32C();
+  private final CRC32 crc32 = new CRC32();
+  private int cp; // cursor in a record payload
+  /** the last offset of the entries walked so far (offsets must grow: a v2 base offset is
+   * outside the batch CRC); the segment's base - 1 at a split's start, as the Python reader */
+  private long prev;
+  private long bytesRead;
+  private long records;
+  private long segments;
+
+  SplitReader(TaskPlan plan) {
+    this.plan = plan;
+  }
+
+  /** Anything the fast path does not decode itself: the Python reader takes over from here. */
+  static final class Fallback extends RuntimeException {
+    Fallback(String why) {
+      super(why, null, false, false);
+    }
+  }
+
+  @Override
+  public boolean next() throws IOException {
+    current = null;
+    while (true) {
+      if (rest != null) {
+        ColumnarBatch b = rest.next();
+        if (b != null) {
+          current = b;
+          records += b.numRows();
+          return true;
+        }
+        rest.close();
+        rest = null;
+        closeSplit();
+        continue;
+      }
+      if (split == null) {
+        if (next >= plan.splits.length) return false;
+        openSplit(plan.splits[next++]);
+        continue;
+      }
+      TaskPlan.Split s = split;
+      Rows rows = new Rows(plan);
+      try {
+        decode(rows);
+        if (done || pos >= end) closeSplit();
+      } catch (Fallback f) {
+        if (!plan.fallback) {
+          throw new IllegalStateException("kafkalog: " + s.segment + " at byte " + pos + ": " + f.getMessage()
+              + " (spark.kafkalog.jvm.fallback=false)");
+        }
+        Bridge.LOG.debug("kafkalog: " + s.segment + " at byte " + pos + ": " + f.getMessage()
+            + "; the Python reader reads the rest of the split");
+        rest = PythonRest.start(plan, s, pos, prev + 1);
+      }
+      if (rows.n > 0) {
+        records += rows.n;
+        current = rows.build(plan, s);
+        return true;
+      }
+    }
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return current;
+  }
+
+  @Override
+  public void close() throws IOException {
+    if (rest != null) rest.close();
+    rest = null;
+    closeSplit();
+    if (plan.statsDir != null) writeStats();
+  }
+
+  /** What this task read, as kafkalog.spark.stats.write leaves it. */
+  private void writeStats() throws IOException {
+    Path dir = Paths.get(plan.statsDir);
+    Files.createDirectories(dir);
+    Path file = dir.resolve("task-" + java.util.UUID.randomUUID().toString().replace("-", "") + ".json");
+    Path tmp = Paths.get(file + ".tmp");
+    String json = "{\"bytes_read\": " + bytesRead + ", \"records\": " + records + ", \"segments\": " + segments + "}";
+    Files.write(tmp, json.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    Files.move(tmp, file, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+  }
+
+  private void closeSplit() throws IOException {
+    if (channel != null) channel.close();
+    channel = null;
+    split = null;
+    buf = new byte[0];
+  }
+
+  private PythonRest whole(TaskPlan.Split s, String why) throws IOException {
+    if (!plan.fallback) throw new IllegalStateException("kafkalog: " + s.segment + ": " + why + " (spark.kafkalog.jvm.fallback=false)");
+    return PythonRest.start(plan, s, s.startPosition, s.baseOffset);
+  }
+
+  private void openSplit(TaskPlan.Split s) throws IOException {
+    split = s;
+    done = false;
+    prev = s.baseOffset - 1;
+    aborted = plan.aborted.get(s.directory);
+    if (s.segment.contains("://")) {
+      rest = whole(s, "remote");
+      return;
+    }
+    Path path = Paths.get(s.segment);
+    try {
+      if (s.identity != null) {
+        Map<String, Object> id = Files.readAttributes(path, "unix:dev,ino");
+        if (((Number) id.get("dev")).longValue() != s.identity[0] || ((Number) id.get("ino")).longValue() != s.identity[1]) {
+          rest = whole(s, "swapped"); // swapped: the Python reader says so
+          return;
+        }
+      }
+      channel = FileChannel.open(path, StandardOpenOption.READ);
+    } catch (NoSuchFileException | UnsupportedOperationException e) {
+      rest = whole(s, "gone"); // gone, or renamed .deleted
+      return;
+    }
+    long size = channel.size();
+    if (s.endPosition > size && size < s.plannedSize) {
+      rest = whole(s, "cut"); // cut since planning
+      return;
+    }
+    segments++;
+    end = s.endPosition < 0 ? size : Math.min(s.endPosition, size);
+    pos = s.startPosition;
+    bufPos = pos;
+    buf = new byte[0];
+  }
+
+  /** The bytes [p, p + need) in buf (read into a fresh array: earlier batches keep theirs). */
+  private int at(long p, int need) throws IOException {
+    if (p >= bufPos && p + need <= bufPos + buf.length) return (int) (p - bufPos);
+    int n = (int) Math.min(Math.max(CHUNK, need), end - p);
+    byte[] b = new byte[n];
+    ByteBuffer bb = ByteBuffer.wrap(b);
+    while (bb.hasRemaining()) {
+      int r = channel.read(bb, p + bb.position());
+      if (r < 0) throw new Fallback("file ended early");
+      bytesRead += r;
+    }
+    buf = b;
+    bufPos = p;
+    return 0;
+  }
+
+  static long getLong(byte[] b, int i) {
+    return ((long) getInt(b, i) << 32) | (getInt(b, i + 4) & 0xffffffffL);
+  }
+
+  static int getInt(byte[] b, int i) {
+    return ((b[i] & 0xff) << 24) | ((b[i + 1] & 0xff) << 16) | ((b[i + 2] & 0xff) << 8) | (b[i + 3] & 0xff);
+  }
+
+  private void decode(Rows rows) throws IOException {
+    long stopAt = pos + CHUNK;
+    while (pos < end && !done && pos < stopAt && rows.n < MAX_ROWS) {
+      if (end - pos < 12) throw new Fallback("bytes after the last whole entry");
+      int i = at(pos, 12);
+      long length = getInt(buf, i + 8);
+      long size = 12 + length;
+      if (length < 14 || size > MAX_ENTRY || pos + size > end) throw new Fallback("entry length " + length);
+      i = at(pos, (int) size);
+      int magic = buf[i + 16];
+      if (magic == 2) v2(rows, buf, i, (int) size);
+      else if (magic == 0 || magic == 1) legacy(rows, buf, i, (int) size);
+      else throw new Fallback("magic " + magic);
+      pos += size;
+    }
+  }
+
+  // ---- v2 record batches ----------------------------------------------------------------------
+
+  private void v2(Rows rows, byte[] b, int i, int size) {
+    if (size < 61) throw new Fallback("short batch");
+    crc32c.reset();
+    crc32c.update(b, i + 21, size - 21);
+    if ((int) crc32c.getValue() != getInt(b, i + 17)) throw new Fallback("crc");
+    long base = getLong(b, i);
+    int attrs = ((b[i + 21] & 0xff) << 8) | (b[i + 22] & 0xff);
+    int lastDelta = getInt(b, i + 23);
+    long baseTs = getLong(b, i + 27);
+    long maxTs = getLong(b, i + 35);
+    long pid = getLong(b, i + 43);
+    int count = getInt(b, i + 57);
+    if (lastDelta < 0 || count < 0 || count > size) throw new Fallback("counts");
+    long last = base + lastDelta;
+    if (base <= prev) throw new Fallback("offsets do not grow");
+    prev = last;
+    TaskPlan.Split s = split;
+    if (base >= s.endOffset) {
+      done = true;
+      return;
+    }
+    if (last < s.startOffset || (attrs & 0x20) != 0) return; // before the range; a control batch
+    int codec = attrs & 7;
+    if (codec > 4) throw new Fallback("codec " + codec);
+    boolean logAppend = (attrs & 0x08) != 0;
+    boolean abortedHere = false;
+    if ((attrs & 0x10) != 0 && aborted != null) {
+      for (long[] r : aborted) if (r[0] == pid && r[1] <= last && r[2] >= base) abortedHere = true;
+    }
+    // pushed-down timestamp bounds: a batch no record of which can match is not decoded
+    if (plan.tsLo != null && maxTs < plan.tsLo) return;
+    byte[] pb = b;
+    int po = i + 61;
+    int pe = i + size;
+    boolean inflated = false;
+    if (plan.tsHi != null && (logAppend ? maxTs : baseTs) >= plan.tsHi) {
+      if (logAppend) return;
+      if (codec != 0) {
+        int[] n = new int[1];
+        pb = Codecs.decompress(codec, b, po, pe - po, n);
+        po = 0;
+        pe = n[0];
+        inflated = true;
+      }
+      if (minTimestamp(pb, po, pe, count, baseTs) >= plan.tsHi) return;
+    }
+    boolean whole = base >= s.startOffset && last < s.endOffset && !abortedHere;
+    if (!rows.perRow && whole) {
+      rows.count(count);
+      return;
+    }
+    if (codec != 0 && !inflated) {
+      int[] n = new int[1];
+      pb = Codecs.decompress(codec, b, po, pe - po, n);
+      po = 0;
+      pe = n[0];
+    }
+    records(rows, pb, po, pe, base, lastDelta, baseTs, maxTs, logAppend, count, pid, abortedHere);
+  }
+
+  private int varint(byte[] b, int limit) {
+    int v = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+      if (cp >= limit) throw new Fallback("varint past the end");
+      int x = b[cp++];
+      v |= (x & 0x7f) << shift;
+      if (x >= 0) return (v >>> 1) ^ -(v & 1);
+    }
+    throw new Fallback("varint too long");
+  }
+
+  private long varlong(byte[] b, int limit) {
+    long v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+      if (cp >= limit) throw new Fallback("varlong past the end");
+      int x = b[cp++];
+      v |= (long) (x & 0x7f) << shift;
+      if (x >= 0) return (v >>> 1) ^ -(v & 1);
+    }
+    throw new Fallback("varlong too long");
+  }
+
+  /** The smallest record timestamp of a CreateTime batch (its base is the first's, not the least). */
+  private long minTimestamp(byte[] b, int po, int pe, int count, long baseTs) {
+    long min = Long.MAX_VALUE;
+    cp = po;
+    for (int k = 0; k < count; k++) {
+      int len = varint(b, pe);
+      int recEnd = cp + len;
+      if (len <= 0 || recEnd > pe || recEnd < cp) throw new Fallback("record length");
+      cp++;
+      min = Math.min(min, baseTs + varlong(b, recEnd));
+      cp = recEnd;
+    }
+    return min;
+  }
+
+  private void records(Rows rows, byte[] b, int po, int pe, long base, int lastDelta, long baseTs, long maxTs,
+      boolean logAppend, int count, long pid, boolean abortedHere) {
+    TaskPlan.Split s = split;
+    cp = po;
+    int prev = -1;
+    for (int k = 0; k < count; k++) {
+      int len = varint(b, pe);
+      int recEnd = cp + len;
+      if (len <= 0 || recEnd > pe || recEnd < cp) throw new Fallback("record length");
+      cp++; // attributes
+      long tsDelta = varlong(b, recEnd);
+      int od = varint(b, recEnd);
+      if (od <= prev || od > lastDelta) throw new Fallback("offset delta");
+      prev = od;
+      long offset = base + od;
+      boolean keep = offset >= s.startOffset && offset < s.endOffset;
+      if (keep && abortedHere) {
+        for (long[] r : aborted) if (r[0] == pid && offset >= r[1] && offset <= r[2]) keep = false;
+      }
+      int kl = varint(b, recEnd);
+      int ko = cp;
+      if (kl < -1 || (kl > 0 && (cp += kl) > recEnd)) throw new Fallback("key length");
+      int vl = varint(b, recEnd);
+      int vo = cp;
+      if (vl < -1 || (vl > 0 && (cp += vl) > recEnd)) throw new Fallback("value length");
+      int hc = varint(b, recEnd);
+      if (hc < 0) throw new Fallback("header count");
+      if (keep) {
+        rows.room();
+        // no header at all is null, as the Python reader gives it (not an empty array)
+        if (rows.headers) rows.hNull[rows.n] = hc == 0;
+      }
+      for (int h = 0; h < hc; h++) {
+        int hkl = varint(b, recEnd);
+        int hko = cp;
+        if (hkl < 0 || (cp += hkl) > recEnd) throw new Fallback("header key length");
+        int hvl = varint(b, recEnd);
+        int hvo = cp;
+        if (hvl < -1 || (hvl > 0 && (cp += hvl) > recEnd)) throw new Fallback("header value length");
+        if (keep && rows.headers) rows.header(b, hko, hkl, hvo, hvl);
+      }
+      if (cp != recEnd) throw new Fallback("record size");
+      if (!keep) continue;
+      int n = rows.n;
+      rows.offsets[n] = offset;
+      if (rows.timestamp) rows.ts[n] = (logAppend ? maxTs : baseTs + tsDelta) * 1000;
+      if (rows.timestampType) rows.tsType[n] = logAppend ? 1 : 0;
+      if (rows.key) {
+        rows.keyBase[n] = b;
+        rows.keyOff[n] = ko;
+        rows.keyLen[n] = kl;
+      }
+      if (rows.value) {
+        rows.valBase[n] = b;
+        rows.valOff[n] = vo;
+        rows.valLen[n] = vl;
+      }
+      rows.commit();
+    }
+    if (cp != pe) throw new Fallback("bytes after the last record");
+  }
+
+  // ---- v0/v1 message sets ---------------------------------------------------------------------
+
+  private void legacy(Rows rows, byte[] b, int i, int size) {
+    TaskPlan.Split s = split;
+    long offset = getLong(b, i);
+    if (offset <= prev) throw new Fallback("offsets do not grow");
+    long before = prev;
+    prev = offset;
+    if (offset >= s.endOffset && (b[i + 17] & 7) == 0) {
+      done = true;
+      return;
+    }
+    long ts = message(b, i, size, NO_TS, s);
+    int attr = b[i + 17];
+    int codec = attr & 7;
+    if (codec == 0) {
+      if (offset >= s.startOffset && offset < s.endOffset) add(rows, b, offset, ts, mKey, mKeyLen, mVal, mValLen);
+      return;
+    }
+    if (codec > 3 || mValLen < 0) throw new Fallback("legacy codec " + codec);
+    int magic = b[i + 16];
+    boolean logAppend = magic == 1 && (attr & 0x08) != 0;
+    int[] n = new int[1];
+    byte[] in = Codecs.decompress(codec, b, mVal, mValLen, n);
+    // first pass: where each inner message is, and the last (relative) offset
+    int q = 0;
+    int count = 0;
+    long lastInner = -1;
+    while (q < n[0]) {
+      if (n[0] - q < 12) throw new Fallback("inner entry");
+      long length = getInt(in, q + 8);
+      if (length < 14 || q + 12 + length > n[0]) throw new Fallback("inner length");
+      long o = getLong(in, q);
+      if (o <= lastInner && count > 0) throw new Fallback("inner offsets");
+      lastInner = o;
+      count++;
+      q += 12 + (int) length;
+    }
+    if (count == 0) throw new Fallback("empty wrapper");
+    long shift = magic >= 1 ? offset - lastInner : 0;
+    if (lastInner + shift != offset) throw new Fallback("wrapper offset is not its last record's");
+    boolean firstInner = true;
+    q = 0;
+    while (q < n[0]) {
+      int length = getInt(in, q + 8);
+      long innerTs = message(in, q, 12 + length, logAppend ? ts : NO_TS, s);
+      if ((in[q + 17] & 7) != 0) throw new Fallback("nested compression");
+      long abs = getLong(in, q) + shift;
+      if (firstInner && abs <= before) throw new Fallback("offsets do not grow");
+      firstInner = false;
+      if (abs >= s.startOffset && abs < s.endOffset) add(rows, in, abs, innerTs, mKey, mKeyLen, mVal, mValLen);
+      q += 12 + length;
+    }
+    if (offset >= s.endOffset) done = true;
+  }
+
+  private static final long NO_TS = Long.MIN_VALUE;
+  private int mKey;
+  private int mKeyLen;
+  private int mVal;
+  private int mValLen;
+  private int mTsType;
+
+  /** One v0/v1 message at i: its CRC checked, key and value found (mKey..), its timestamp in ms
+   * returned (-1 for magic 0) and its type in mTsType; {@code forcedTs} other than NO_TS: the
+   * wrapper's LogAppendTime. */
+  private long message(byte[] b, int i, int size, long forcedTs, TaskPlan.Split s) {
+    int magic = b[i + 16];
+    if (magic != 0 && magic != 1) throw new Fallback("legacy magic");
+    int min = magic == 0 ? 26 : 34;
+    if (size < min) throw new Fallback("short message");
+    crc32.reset();
+    crc32.update(b, i + 16, size - 16);
+    if ((int) crc32.getValue() != getInt(b, i + 12)) throw new Fallback("crc");
+    int attr = b[i + 17];
+    int p = i + 18;
+    long ts = -1;
+    mTsType = -1;
+    if (magic == 1) {
+      ts = getLong(b, p);
+      p += 8;
+      mTsType = (attr & 0x08) != 0 ? 1 : 0;
+    }
+    if (forcedTs != NO_TS) {
+      ts = forcedTs;
+      mTsType = 1;
+    }
+    int e = i + size;
+    mKeyLen = getInt(b, p);
+    p += 4;
+    mKey = p;
+    if (mKeyLen < -1 || (mKeyLen > 0 && (p += mKeyLen) > e - 4)) throw new Fallback("key length");
+    mValLen = getInt(b, p);
+    p += 4;
+    mVal = p;
+    if (mValLen < -1 || (mValLen > 0 && (p += mValLen) > e)) throw new Fallback("value length");
+    if (p != e) throw new Fallback("message size");
+    return ts;
+  }
+
+  private void add(Rows rows, byte[] b, long offset, long ts, int ko, int kl, int vo, int vl) {
+    rows.room();
+    int n = rows.n;
+    if (rows.headers) rows.hNull[n] = true;
+    rows.offsets[n] = offset;
+    if (rows.timestamp) rows.ts[n] = ts * 1000;
+    if (rows.timestampType) rows.tsType[n] = mTsType;
+    if (rows.key) {
+      rows.keyBase[n] = b;
+      rows.keyOff[n] = ko;
+      rows.keyLen[n] = kl;
+    }
+    if (rows.value) {
+      rows.valBase[n] = b;
+      rows.valOff[n] = vo;
+      rows.valLen[n] = vl;
+    }
+    rows.commit();
+  }
+}

@@ -1,0 +1,273 @@
+"""The Python half of the JVM source: its planner, and its reader of last resort.
+
+The JVM source (``kafkalog-spark.jar``, Java sources in ``kafkalog/spark/jvm/``) decodes record
+batches in Spark's executors, but it plans nothing itself: which partitions, offsets, segments
+and byte ranges a query reads, where ``read_committed`` stops and which transactions were
+aborted are the answers of this package's planner (:func:`kafkalog.spark.plan.plan_read`, the
+option parser, the pushdown bounds, the stream reader), asked by the driver JVM through one
+persistent subprocess per driver that runs :func:`serve`: one JSON request per line on stdin, one
+JSON answer per line on stdout. So both sources refuse the same options with the same messages
+and read the same rows.
+
+A task that meets anything the Java decoder does not take as a plain, whole, valid batch (a bad
+CRC, a length past the split, offsets out of order, a codec error, a segment cut or swapped since
+planning, a remote URI) hands the rest of its split to :func:`read_rest`, run as
+``python -m kafkalog.spark.jvm_bridge read``: the Python reader reads it and streams Arrow IPC
+back. Damage errors naming file and byte, and ``failOnDataLoss=false``'s skips and warnings, are
+then the Python source's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from kafkalog.errors import KafkalogError
+
+#: the short name the Python source is registered under as well, for the JVM source to hand
+#: writes to (and for anyone to read through Python on purpose)
+PYTHON_NAME = "kafkalog_python"
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+class _Collect(logging.Handler):
+    """The planner's log records of one request, handed to the JVM to log as its own."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[list[str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append([record.levelname, record.getMessage()])
+
+
+def _filter(spec: dict[str, Any]) -> Any:
+    """A filter as PySpark hands one to a Python source, from the JVM's JSON of Spark's."""
+    from pyspark.sql import datasource as ds
+
+    def value(v: Any) -> Any:
+        if isinstance(v, dict) and "micros" in v:
+            return _EPOCH + dt.timedelta(microseconds=int(v["micros"]))
+        return v
+
+    kind = getattr(ds, spec["op"])
+    attribute = (spec["attribute"],)
+    if spec["op"] == "In":
+        return kind(attribute, tuple(value(v) for v in spec["value"]))
+    return kind(attribute, value(spec["value"]))
+
+
+def _split_json(split: Any) -> dict[str, Any]:
+    out = dataclasses.asdict(split)
+    out["identity"] = None if split.identity is None else list(split.identity)
+    return out
+
+
+def _tasks_json(parts: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "splits": [_split_json(s) for s in p.splits],
+            "aborted": {d: [list(a) for a in r] for d, r in p.aborted.items()},
+            "location": p.location,
+            "failOnDataLoss": p.fail_on_data_loss,
+        }
+        for p in parts
+    ]
+
+
+class Planner:
+    """What the driver JVM asks, answered with kafkalog's own planner."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, Any] = {}
+
+    def schema(self, req: dict[str, Any]) -> dict[str, Any]:
+        from kafkalog.spark.columns import full_schema
+        from kafkalog.spark.options import parse_read_options
+
+        opts = parse_read_options(req["options"], streaming=None)
+        return {
+            "ddl": full_schema(opts.include_headers, opts.columns),
+            "includeHeaders": opts.include_headers,
+        }
+
+    def columns(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A schema the user gave, checked as the Python source checks it."""
+        from pyspark.sql.types import StructType
+
+        from kafkalog.spark.columns import choose_columns
+        from kafkalog.spark.options import parse_read_options
+
+        opts = parse_read_options(req["options"], streaming=None)
+        chosen = choose_columns(
+            StructType.fromJson(json.loads(req["schema"])), opts.include_headers
+        )
+        return {"fields": [list(f) for f in chosen.fields]}
+
+    def plan(self, req: dict[str, Any]) -> dict[str, Any]:
+        from kafkalog.spark.partitions import pack
+        from kafkalog.spark.plan import plan_read
+        from kafkalog.spark.pushdown import bounds_from_filters
+
+        opts = parse(req["options"], streaming=False)
+        bounds = None
+        if opts.pushdown and req.get("filters"):
+            bounds = bounds_from_filters([_filter(f) for f in req["filters"]])
+        splits, aborted = plan_read(opts, bounds)
+        out: dict[str, Any] = {
+            "tasks": _tasks_json(pack(splits, opts, aborted)),
+            "includeHeaders": opts.include_headers,
+            "statsDir": opts.stats_dir,
+        }
+        if bounds is not None:
+            out["bounds"] = {
+                "offsetLo": bounds.offset_lo,
+                "offsetHi": bounds.offset_hi,
+                "tsLo": bounds.ts_lo,
+                "tsHi": bounds.ts_hi,
+            }
+        return out
+
+    def stream_open(self, req: dict[str, Any]) -> dict[str, Any]:
+        from kafkalog.spark.stream import KafkaLogStreamReader
+
+        opts = parse(req["options"], streaming=True)
+        self.streams[req["id"]] = KafkaLogStreamReader(opts)
+        limit = opts.max_offsets_per_trigger
+        return {"maxRows": limit, "includeHeaders": opts.include_headers}
+
+    def stream(self, req: dict[str, Any]) -> dict[str, Any]:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        reader = self.streams[req["id"]]
+        method = req["method"]
+        if method == "ping":  # opened (stream_open answered the read limit)
+            return {}
+        if method == "initialOffset":
+            return {"offset": reader.initialOffset()}
+        if method == "prepareForTriggerAvailableNow":
+            reader.prepareForTriggerAvailableNow()
+            return {}
+        if method == "latestOffset":
+            rows = req.get("maxRows")
+            limit = ReadAllAvailable() if rows is None else ReadMaxRows(int(rows))
+            return {"offset": reader.latestOffset(req["start"], limit)}
+        if method == "partitions":
+            parts = reader.partitions(req["start"], req["end"])
+            return {
+                "tasks": _tasks_json(list(parts)),
+                "includeHeaders": reader.opts.include_headers,
+            }
+        if method == "stop":
+            self.streams.pop(req["id"], None)
+            return {}
+        raise ValueError(f"unknown stream call {method!r}")
+
+    def ping(self, req: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def answer(self, req: dict[str, Any]) -> dict[str, Any]:
+        collect = _Collect()
+        logger = logging.getLogger("kafkalog")
+        logger.addHandler(collect)
+        try:
+            handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+                "schema": self.schema,
+                "columns": self.columns,
+                "plan": self.plan,
+                "stream_open": self.stream_open,
+                "stream": self.stream,
+                "ping": self.ping,
+            }
+            out = handlers[req["op"]](req)
+        except KafkalogError as problem:
+            # the line a Python source's user reads last: "kafkalog.spark.options.OptionError: ..."
+            kind = type(problem)
+            said = f"{kind.__module__}.{kind.__qualname__}: {problem}"
+            out = {"error": said, "kind": kind.__name__}
+        except Exception as problem:  # every failure goes back to the JVM, said
+            out = {"error": f"{type(problem).__name__}: {problem}", "kind": "internal"}
+        finally:
+            logger.removeHandler(collect)
+        out["log"] = collect.lines
+        return out
+
+
+def parse(options: dict[str, str], *, streaming: bool) -> Any:
+    from kafkalog.spark.options import parse_read_options
+
+    return parse_read_options(options, streaming=streaming)
+
+
+def serve(stdin: IO[str], stdout: IO[str]) -> None:
+    """Answer the driver JVM's requests until it closes stdin."""
+    logging.getLogger("kafkalog").setLevel(logging.INFO)
+    planner = Planner()
+    for line in stdin:
+        if not line.strip():
+            continue
+        stdout.write(json.dumps(planner.answer(json.loads(line))) + "\n")
+        stdout.flush()
+
+
+def _rest_batches(req: dict[str, Any]) -> Iterator[Any]:
+    """The rows of the split in ``req`` from its byte ``start`` and offset ``after`` on, read by
+    the Python source's task reader, in Spark's columns (all of them: the JVM picks)."""
+    from kafkalog import files
+    from kafkalog.spark.plan import Split
+    from kafkalog.spark.task import read_split
+
+    raw = dict(req["split"])
+    raw["identity"] = None if raw["identity"] is None else tuple(raw["identity"])
+    split = Split(**raw)
+    location = req.get("location") or ""
+    if files.is_remote(location):
+        files.resolve(location)  # this process learns the store's settings
+    yield from read_split(
+        split,
+        include_headers=bool(req["includeHeaders"]),
+        aborted=[(int(a[0]), int(a[1]), int(a[2])) for a in req.get("aborted", [])],
+        fail_on_data_loss=bool(req["failOnDataLoss"]),
+    )
+
+
+def read_rest(request: str, out: IO[bytes]) -> None:
+    """``python -m kafkalog.spark.jvm_bridge read REQUEST``: Arrow IPC of a split's rows on
+    ``out``; a kafkalog error as its message on stderr and exit status 3."""
+    import pyarrow as pa
+
+    from kafkalog.spark.task import spark_schema_arrow
+
+    req = json.loads(request)
+    schema = spark_schema_arrow(bool(req["includeHeaders"]))
+    with pa.ipc.new_stream(out, schema) as writer:
+        for batch in _rest_batches(req):
+            writer.write_batch(batch)
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    if argv[:1] == ["serve"]:
+        serve(sys.stdin, sys.stdout)
+        return 0
+    if argv[:1] == ["read"] and len(argv) == 2:
+        try:
+            read_rest(sys.stdin.read() if argv[1] == "-" else argv[1], sys.stdout.buffer)
+        except KafkalogError as problem:
+            sys.stderr.write(f"KAFKALOG-ERROR {type(problem).__name__}: {problem}\n")
+            return 3
+        return 0
+    sys.stderr.write("usage: python -m kafkalog.spark.jvm_bridge serve | read REQUEST|-\n")
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover - run by the JVM source
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,143 @@
+"""How the JVM source gets there: the jar built from the repo's Java sources, carried by a
+wheel, put in front of ``format("kafkalog")`` by ``register``, and, with no JDK and no jar, the
+Python source serving every read with one INFO line saying why."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from provenance import FIXTURES
+
+ROOT = Path(__file__).resolve().parents[2]
+PIP_WHEEL = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q"]
+
+
+def test_register_puts_the_jvm_source_in_front(spark: Any) -> None:
+    """The suite's session (built the usual way, then ``register``) reads batches and streams
+    in the JVM: Spark's plan names the JVM scan, and pruned columns and pushed filters."""
+    from kafkalog.spark.jar import find_jar, jar_name
+    from kafkalog.spark.source import path_in_use
+
+    assert path_in_use(spark) == "jvm"
+    assert find_jar(build=False).name == jar_name()
+    df = spark.read.format("kafkalog").option("path", str(FIXTURES / "kafka-0.9.0.1-broker"))
+    df.load().createOrReplaceTempView("jvm_setup_probe")
+    plan = spark.sql("EXPLAIN SELECT value FROM jvm_setup_probe WHERE offset >= 3").first()[0]
+    assert "kafkalog (JVM)" in plan and "columns=value" in plan and "filters=1" in plan
+    stream = spark.readStream.format("kafkalog").option("path", "/nonexistent").load()
+    assert stream.isStreaming and "value" in stream.columns
+
+
+def test_the_jar_is_named_by_its_sources(tmp_path: Path, monkeypatch: Any) -> None:
+    """A changed source is a new jar (a stale one is never used), built by javac into the
+    cache; it registers the source with Spark's service loader."""
+    from kafkalog.spark import jar
+
+    monkeypatch.setenv("KAFKALOG_CACHE_DIR", str(tmp_path))
+    copy = tmp_path / "jvm"
+    import shutil
+
+    shutil.copytree(jar.JAVA_ROOT, copy, ignore=shutil.ignore_patterns("*.jar"))
+    monkeypatch.setattr(jar, "JAVA_ROOT", copy)
+    first = jar.jar_name()
+    built = jar.find_jar()
+    assert built == tmp_path / first and built.is_file()
+    with zipfile.ZipFile(built) as z:
+        assert z.read(jar.SERVICE).decode().strip() == jar.PROVIDER
+        assert "kafkalog/jvm/KafkaLogSource.class" in z.namelist()
+    source = next(copy.rglob("Rows.java"))
+    source.write_text(source.read_text() + "\n// changed\n")
+    assert jar.jar_name() != first
+
+
+def test_a_wheel_carries_the_jar(tmp_path: Path) -> None:
+    out = tmp_path / "wheel"
+    done = subprocess.run(
+        [*PIP_WHEEL, "-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "KAFKALOG_REQUIRE_JAR": "1"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    from kafkalog.spark.jar import jar_name
+
+    (wheel,) = out.glob("kafkalog-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    assert f"kafkalog/spark/jvm/{jar_name()}" in names
+    assert "kafkalog/spark/jvm/kafkalog/jvm/SplitReader.java" in names
+
+
+def test_without_a_jdk_or_jar_the_python_source_serves(tmp_path: Path) -> None:
+    """No javac, an empty cache: ``register`` says once, at INFO, why and how to get the fast
+    path, and the suite's Spark reads of fixtures, columns and pushdown pass on the Python
+    source (run here in a pytest of their own)."""
+    env = {
+        **os.environ,
+        "KAFKALOG_JAVAC": str(tmp_path / "no-javac"),
+        "KAFKALOG_CACHE_DIR": str(tmp_path / "cache"),
+        "KAFKALOG_FIXTURES": str(FIXTURES),
+    }
+    fixture = FIXTURES / "kafka-0.9.0.1-broker"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        f"""
+import logging, sys
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(message)s")
+from pyspark.sql import SparkSession
+import kafkalog.spark
+from kafkalog.spark.source import path_in_use
+s = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+kafkalog.spark.register(s)
+kafkalog.spark.register(s)
+n = s.read.format("kafkalog").option("path", {str(fixture)!r}).load().count()
+print("PATH", path_in_use(s), n)
+"""
+    )
+    done = subprocess.run(
+        [sys.executable, str(probe)], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    infos = [line for line in done.stdout.splitlines() if "Python data source serves" in line]
+    assert len(infos) == 1 and infos[0].startswith("INFO ") and "JDK" in infos[0], done.stdout
+    assert "PATH python 700" in done.stdout
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
+    suite = ["tests/spark/test_read_fixtures.py", "tests/spark/test_columns.py"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", *suite],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env=env,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert " passed" in run.stdout and "skipped" not in run.stdout
+
+
+def test_the_info_line_is_logged_once(caplog: Any, monkeypatch: Any, tmp_path: Path) -> None:
+    from kafkalog.spark import jvm_path
+
+    monkeypatch.setenv("KAFKALOG_JAVAC", str(tmp_path / "no-javac"))
+    monkeypatch.setenv("KAFKALOG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(jvm_path, "_said", set())
+
+    class Conf:
+        def get(self, key: str, default: str) -> str:
+            return default
+
+    class Session:
+        conf = Conf()
+
+    with caplog.at_level(logging.INFO, logger="kafkalog.spark"):
+        assert jvm_path.use_jvm(Session()) == "python"
+        assert jvm_path.use_jvm(Session()) == "python"
+    lines = [r for r in caplog.records if "Python data source serves" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
