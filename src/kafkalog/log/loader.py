@@ -458,6 +458,11 @@ class LogLoader:
         start = active.scan_start(max(active.base_offset, end - 1))
         if start > active.size:
             return None
+        # from the last whole batch on: a clean close vouches for the batches before it, as
+        # Kafka's clean open checks none of them (damage there is a read's to find, and must
+        # not take the partition offline: serve's __consumer_offsets reads around it)
+        for entry in active._walk(start):
+            start = entry.position
         problem = first_problem(active, start, None if start else active.base_offset)
         if problem is None:
             return None
