@@ -3,7 +3,6 @@ matrix's shared parts (tests/log/test_damage.py, tests/server/test_serve_damage.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -107,32 +106,6 @@ def flip_base(which: str) -> Callable[[Path], None]:
     return damage
 
 
-def flip_last_base(jump: str) -> Callable[[Path], None]:
-    """The base offset of the log's last batch flipped (outside the CRC; no batch or segment
-    after it): ``2**32`` higher (past the 2**31 offsets a segment can span), ``high`` ~16.7
-    million higher, ``low`` below the batch before it. Past the segment's span it is always
-    proven; otherwise only what the directory proves of the log's end (a clean close's
-    record, the offset index) tells (tests/log/test_damage_last_batch.py)."""
-
-    def damage(d: Path) -> None:
-        seg = holding(d)[-1]
-        position, _ = entries(seg)[-1]
-        data = bytearray(seg.read_bytes())
-        if jump == "2**32":
-            data[position + 3] ^= 0x01  # past any segment's span: provable without evidence
-        elif jump == "high":
-            data[position + 5] ^= 0xFF
-        else:
-            base = struct.unpack_from(">q", data, position)[0]
-            struct.pack_into(">q", data, position, base - 2 if base >= 2 else base - 2**40)
-        stat = seg.stat()
-        seg.write_bytes(bytes(data))
-        # a byte flipped where it lies (a disk, a copy), not an append: the mtime stays
-        os.utime(seg, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-
-    return damage
-
-
 def missing_log(d: Path) -> None:
     """A segment's ``.log`` deleted by hand, its ``.index`` left: the middle one, or the last
     of two."""
@@ -174,7 +147,6 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     "base offset +16.7M, first batch of a segment": (flip_base("first"), False),
     "base offset +16.7M, last batch of a segment": (flip_base("last"), False),
     "segment .log missing, index left": (missing_log, False),
-    "base offset +2**32, last batch of the log": (flip_last_base("2**32"), False),
 }
 
 #: kinds that need a log of several segments (a log of one has no earlier or middle one)

@@ -146,14 +146,6 @@ class IndexOffsetOverflowError(KafkalogError):
     IndexOffsetOverflowException): the segment must be rolled first."""
 
 
-class SegmentSpanDamageError(DamagedLogError, IndexOffsetOverflowError):
-    """A segment's last batch whose offsets reach 2**31 or more past the segment's base
-    offset, which no writer that rolls segments leaves: a flipped base offset (outside the
-    CRC), or a legacy segment (KAFKA-6264) that Kafka 2.0+ splits at load. Either way
-    nothing is read from it as it stands and nothing is changed; both kinds of caller (of
-    damage and of an offset overflow) catch it."""
-
-
 class InvalidOffsetError(KafkalogError):
     """An append that would break the index's ordering (Kafka's InvalidOffsetException)."""
 

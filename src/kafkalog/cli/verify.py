@@ -482,27 +482,9 @@ def _verify_segment(
                 report.warning(log_path, tail.position, f"{text} (active segment)")
             else:
                 report.problem(log_path, tail.position, text)
-        if active and tail is None and starts:
-            _check_log_end(base, log_path, scan, report)
         break
     scan.last = previous_last
     return scan
-
-
-def _check_log_end(base: int, log_path: str, scan: _Scan, report: Report) -> None:
-    """The log's last batch (no batch or segment after it to show its base offset, outside
-    the CRC, in line) against what the directory proves of where the log ends."""
-    from kafkalog.log.end_evidence import past_proven_end
-
-    first, last = scan.starts[scan.last_position]
-    past = past_proven_end(os.path.dirname(log_path), log_path, base, last)
-    if past is not None:
-        report.problem(
-            log_path,
-            scan.last_position,
-            f"the log's last batch holds offsets {first}..{last}, {past}: its base offset, "
-            "outside the batch CRC, is wrong",
-        )
 
 
 def _first_offset(entry: LogEntry) -> int:

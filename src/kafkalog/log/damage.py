@@ -23,9 +23,7 @@ from kafkalog.errors import (
     BatchTooLargeError,
     CorruptRecordError,
     DamagedLogError,
-    SegmentSpanDamageError,
 )
-from kafkalog.log.end_evidence import closed_log_end, past_span
 from kafkalog.log.segment import LogSegment, offset_order_problem, torn_absurd_entry
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.reader import IncompleteTail, LogEntry
@@ -44,10 +42,6 @@ class Problem:
     expected_offset: int | None  # the offset the entry there should start at, when known
     declared_size: int | None = None  # for an entry cut off by the end of the file
     absurd: bool = False  # a length no writer can have written (larger than any batch)
-    # why it cannot be a torn tail though nothing valid follows (a whole, valid batch whose
-    # offsets the directory proves wrong: see LogSegment.end_problem, end_evidence)
-    proven: str | None = None
-    overflow: bool = False  # past the offsets a segment can span (SegmentSpanDamageError)
 
     def describe(self) -> str:
         if self.expected_offset is None:
@@ -68,7 +62,6 @@ def first_problem(
     # the CRC, and when the entry before goes back into line without the last one, the last
     # one is the damaged one (its flipped offset only shows at the next entry)
     before: tuple[int, int, int | None] | None = None  # (position, previous, expected) then
-    last_entry: LogEntry | None = None
     try:
         for entry in seg.log.entries(start, limits=seg.limits, verify_crc=True, tail=tail):
             wrong = offset_order_problem(entry, previous, seg.base_offset)
@@ -76,7 +69,6 @@ def first_problem(
                 if (
                     before is not None
                     and offset_order_problem(entry, before[1], seg.base_offset) is None
-                    and not seg.is_proven_last(entry)
                 ):
                     at, _, was_expected = before
                     return Problem(
@@ -86,9 +78,8 @@ def first_problem(
                         f"the batch after it ({wrong})",
                         was_expected,
                     )
-                return Problem(seg.log.path, position, wrong, expected, proven=_no_crash_since(seg))
+                return Problem(seg.log.path, position, wrong, expected)
             before = (position, previous, expected)
-            last_entry = entry
             previous = entry.last_offset
             position = entry.position + entry.size_in_bytes
             expected = entry.last_offset + 1
@@ -119,18 +110,6 @@ def first_problem(
         )
     cut = tail[0] if tail else None
     if cut is None:
-        if before is not None and last_entry is not None and upper is None:
-            wrong = seg.end_problem(last_entry)
-            if wrong is not None:
-                at, _, was_expected = before
-                return Problem(
-                    seg.log.path,
-                    at,
-                    wrong,
-                    was_expected,
-                    proven=wrong,
-                    overflow=past_span(seg.base_offset, last_entry.last_offset),
-                )
         return None
     declared = cut.declared_size
     what = "entry header" if declared is None else f"entry of {declared} bytes"
@@ -146,12 +125,8 @@ def first_problem(
 def check_tail(seg: LogSegment, problem: Problem, *, is_last: bool, directory: str) -> None:
     """Return when ``problem`` is a torn tail (see the module doc); raise
     :class:`DamagedLogError` otherwise."""
-    if problem.proven is not None:
-        why: str | None = "a whole, valid batch, not a torn tail" + (
-            "" if problem.proven == problem.reason else f": {problem.proven}"
-        )
-    elif problem.absurd:
-        why = "with a length no writer can have written"
+    if problem.absurd:
+        why: str | None = "with a length no writer can have written"
     elif not is_last:
         why = "in a segment that is not the last one (later segments follow it)"
     else:
@@ -161,20 +136,8 @@ def check_tail(seg: LogSegment, problem: Problem, *, is_last: bool, directory: s
         raise damaged(problem, directory, why)
 
 
-def _no_crash_since(seg: LogSegment) -> str | None:
-    """Why bytes out of line at the end of ``seg`` cannot be a torn tail: a clean close
-    recorded after its last write (no crash since, so nothing was torn); None otherwise."""
-    if not seg.is_last or seg.next_base is not None:
-        return None
-    end = closed_log_end(seg.directory, seg.log.path)
-    if end is None:
-        return None
-    return f"the log was closed cleanly since its last write ({end[1]}): no crash tore it"
-
-
 def damaged(problem: Problem, directory: str, why: str) -> DamagedLogError:
-    cls = SegmentSpanDamageError if problem.overflow else DamagedLogError
-    return cls.found(
+    return DamagedLogError.found(
         f"{problem.describe()}, {why}",
         path=problem.path,
         position=problem.position,
@@ -219,11 +182,9 @@ class OffsetOrder:
     the entries in file order, this holds each back until the next one tells whether it or
     the next one is the damaged one."""
 
-    def __init__(self, previous: int, segment_base: int, last_of: LogSegment | None = None) -> None:
+    def __init__(self, previous: int, segment_base: int) -> None:
         self.previous = previous  # the last offset of the entries released
         self.base = segment_base
-        # the segment, when the directory may prove its last entry wrong (LogSegment.end_problem)
-        self.last_of = last_of
         self.held: LogEntry | None = None
 
     @property
@@ -243,16 +204,12 @@ class OffsetOrder:
         if offset_order_problem(entry, held.last_offset, self.base) is None:
             self.previous, self.held = held.last_offset, entry
             return held, None, self.previous
-        if offset_order_problem(entry, self.previous, self.base) is None and not (
-            self.last_of is not None and self.last_of.is_proven_last(entry)
-        ):
+        if offset_order_problem(entry, self.previous, self.base) is None:
             self.held = entry  # the held one jumped ahead: it is the damaged one
             return None, held, self.previous
         return None, entry, held.last_offset
 
-    def finish(
-        self, upper: int | None, last_of: LogSegment | None = None
-    ) -> tuple[LogEntry | None, LogEntry | None, int]:
+    def finish(self, upper: int | None) -> tuple[LogEntry | None, LogEntry | None, int]:
         """The held entry at the end of the segment, checked against the next segment's base
         ``upper`` (its offsets must stay below it); as :meth:`push`."""
         held, self.held = self.held, None
@@ -260,12 +217,6 @@ class OffsetOrder:
             return None, None, self.previous
         if upper is not None and held.last_offset >= upper:
             return None, held, self.previous
-        if (
-            last_of is not None
-            and held.position + held.size_in_bytes >= last_of.size
-            and last_of.end_problem(held) is not None
-        ):
-            return None, held, self.previous  # the log's last batch, past its proven end
         self.previous = held.last_offset
         return held, None, self.previous
 
@@ -282,7 +233,7 @@ def skip_damage(
     """The entries of ``seg`` from byte ``start`` (whose offsets follow ``previous``), damage
     skipped to the next whole, valid batch whose offsets go on from the ones read, each skip
     handed to ``on_damage``: what a reader that asked to skip damage walks."""
-    order = OffsetOrder(previous, seg.base_offset, seg)
+    order = OffsetOrder(previous, seg.base_offset)
     # entries found out of order, said once the next good entry tells where their offsets end
     pending: list[tuple[LogEntry, int, str]] = []
 
@@ -321,7 +272,7 @@ def skip_damage(
             if resume is None:
                 break
             position = resume
-    yield from release(*order.finish(next_base, seg))
+    yield from release(*order.finish(next_base))
     say_pending(next_base)
 
 

@@ -92,7 +92,6 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
     from kafkalog.index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex, TransactionIndex
     from kafkalog.log.batch_indexer import BatchIndexer
     from kafkalog.log.damage import OffsetOrder
-    from kafkalog.log.end_evidence import past_proven_end
     from kafkalog.log.layout import segment_logs
     from kafkalog.records import DEFAULT_LIMITS, LogReader
     from kafkalog.records.reader import read_only_buffer
@@ -144,7 +143,6 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
                             f"{base}..{base + 2**31 - 1}, from the file name)",
                         )
                     indexer.add(batch, batch.position)
-                held = order.held
                 _, bad, after = order.finish(None if last_segment else logs[i + 1][0])
                 if bad is not None:
                     raise Refused(
@@ -153,21 +151,6 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
                         _out_of_line(bad, after) + f", at or past the next segment's base "
                         f"offset {logs[i + 1][0]}",
                     )
-                if (
-                    last_segment
-                    and held is not None
-                    and reader.incomplete_tail is None
-                    and held.position + held.size_in_bytes == len(data)
-                ):
-                    # the log's last batch: judged by what the directory proves of its end
-                    past = past_proven_end(directory, log_path, base, held.last_offset)
-                    if past is not None:
-                        raise Refused(
-                            log_path,
-                            held.position,
-                            f"{_batch_name(held)}, the log's last, holds offsets {past}: its "
-                            "base offset (outside the batch CRC) is wrong",
-                        )
             except Refused:
                 raise
             except KafkalogError as e:  # unparseable, or offsets the index cannot take

@@ -7,7 +7,6 @@ written, renamed, resized, trimmed or locked, and partitions are opened only whe
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -16,7 +15,6 @@ from typing import Any
 from kafkalog import files
 from kafkalog.errors import InvalidTopicError, ReadOnlyError
 from kafkalog.log.checkpoints import CLEANER_OFFSET_CHECKPOINT
-from kafkalog.log.end_evidence import marker_removed
 from kafkalog.log.layout import (
     new_partition_dir_name,
     partition_dir_name,
@@ -71,11 +69,6 @@ class LogDir:
         try:
             self.had_clean_shutdown = checkpoints.CleanShutdownMarker.exists(self.path)
             if writable and self.had_clean_shutdown:
-                with contextlib.suppress(OSError):
-                    marker_removed(
-                        self.path,
-                        os.stat(checkpoints.CleanShutdownMarker.path(self.path)).st_mtime_ns,
-                    )
                 # a crash while we hold the directory must count as unclean (KAFKA-10471)
                 checkpoints.CleanShutdownMarker.remove(self.path)
             self.recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)

@@ -29,7 +29,6 @@ from kafkalog.errors import (
     IndexOffsetOverflowError,
     KafkalogError,
     ReadOnlyError,
-    SegmentSpanDamageError,
 )
 from kafkalog.index import (
     AbortedTxn,
@@ -42,7 +41,6 @@ from kafkalog.index import (
 from kafkalog.index.base import INT32_MAX
 from kafkalog.index.offset_index import OffsetPosition
 from kafkalog.log.batch_indexer import BatchIndexer
-from kafkalog.log.end_evidence import past_proven_end, past_span
 from kafkalog.log.index_interval import entry_due
 from kafkalog.log.layout import (
     INDEX_SUFFIX,
@@ -853,7 +851,6 @@ class LogSegment:
                         if (
                             held is not None
                             and offset_order_problem(entry, before_held, self.base_offset) is None
-                            and not self.is_proven_last(entry)
                         ):
                             raise self._damaged(_jumped_ahead(held, entry), held.position)
                         raise self._damaged(wrong, entry.position)
@@ -916,17 +913,6 @@ class LogSegment:
         else:
             upper = self.next_base
             what = f"the next segment (base offset {upper})"
-            if upper is None and after >= self.log.size:
-                wrong = self.end_problem(held)
-                if wrong is not None:
-                    if past_span(self.base_offset, held.last_offset):
-                        raise SegmentSpanDamageError.found(
-                            wrong,
-                            path=self.log.path,
-                            position=held.position,
-                            partition=self.directory,
-                        )
-                    raise self._damaged(wrong, held.position)
         if upper is not None and held.last_offset >= upper:
             first = held.base_offset if isinstance(held, RecordBatch) else held.last_offset
             raise self._damaged(
@@ -935,45 +921,6 @@ class LogSegment:
                 "batch CRC) is wrong",
                 held.position,
             )
-
-    def is_proven_last(self, entry: LogEntry) -> bool:
-        """Whether ``entry`` is this last segment's last one, its offsets proven wrong by the
-        directory (then it, not the batch before it, is the damaged one)."""
-        return (
-            entry.position + entry.size_in_bytes >= self.log.size
-            and self.end_problem(entry) is not None
-        )
-
-    def end_problem(self, entry: LogEntry) -> str | None:
-        """Why ``entry``, the last whole batch of this segment with nothing after it, cannot
-        hold the offsets its header says (None when nothing proves it): its base offset is
-        outside the CRC and no later batch or segment shows it in line, so it is judged by
-        what the directory proves of where the log ends (:mod:`kafkalog.log.end_evidence`)
-        and by the segment's offset index, whose entries key offsets that exist."""
-        if self.next_base is not None or not self.is_last:
-            return None
-        first = entry.base_offset if isinstance(entry, RecordBatch) else entry.last_offset
-        claim = (
-            f"non-consecutive offsets: the batch at byte {entry.position} (the log's last) "
-            f"holds offsets {first}..{entry.last_offset}"
-        )
-        blame = ": its base offset (outside the batch CRC) is wrong"
-        past = past_proven_end(self.directory, self.log.path, self.base_offset, entry.last_offset)
-        if past is not None:
-            return f"{claim}, {past}{blame}"
-        index = self._index_if_present(self.offset_index)
-        if index is not None and index.entries > 0 and isinstance(entry, RecordBatch):
-            last = index.entry(index.entries - 1)
-            # an entry keys an offset of the append that starts at its position (spec §4):
-            # at the last batch's own position that append starts with the last batch, so its
-            # base offset is at most the offset keyed (only a lower bound holds the other way:
-            # a crash may have torn later batches of that append off, the index keeping them)
-            if last.position == entry.position and entry.base_offset > last.offset:
-                return (
-                    f"{claim}, but the offset index's last entry keys offset {last.offset} "
-                    f"in the append starting there{blame}"
-                )
-        return None
 
     def _damaged(self, what: str, position: int) -> DamagedLogError:
         return DamagedLogError.found(

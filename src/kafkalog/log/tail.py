@@ -26,7 +26,6 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 from kafkalog.errors import BatchTooLargeError, CorruptRecordError, DamagedLogError, KafkalogError
-from kafkalog.log.end_evidence import past_proven_end
 from kafkalog.log.layout import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
@@ -170,23 +169,6 @@ class TailReader:
                             f"holds offsets up to {entry.last_offset}, at or past the next "
                             f"segment's base offset {self._next_base}"
                         )
-                    if wrong is None and upper is None:
-                        # the log's last segment: judged by what the directory proves of the
-                        # log's end (no batch or segment after it shows the base offset wrong)
-                        path = segment_file(self.directory, self._base, LOG_SUFFIX)
-                        past = past_proven_end(
-                            self.directory,
-                            path,
-                            self._base,
-                            entry.last_offset,
-                            at_end=entry.position + entry.size_in_bytes >= os.fstat(fd).st_size,
-                        )
-                        if past is not None:
-                            wrong = (
-                                f"non-consecutive offsets: the batch at byte {entry.position} "
-                                f"holds offsets up to {entry.last_offset}, {past}: its base "
-                                "offset (outside the batch CRC) is wrong"
-                            )
                     if wrong is not None:
                         raise DamagedLogError.found(
                             wrong,
