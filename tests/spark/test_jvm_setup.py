@@ -30,7 +30,8 @@ def test_register_puts_the_jvm_source_in_front(spark: Any) -> None:
     df.load().createOrReplaceTempView("jvm_setup_probe")
     plan = spark.sql("EXPLAIN SELECT value FROM jvm_setup_probe WHERE offset >= 3").first()[0]
     assert "kafkalog (JVM)" in plan and "columns=value" in plan and "filters=1" in plan
-    stream = spark.readStream.format("kafkalog").option("path", "/nonexistent").load()
+    broker = str(FIXTURES / "kafka-0.9.0.1-broker")  # load() checks the path (issue 34)
+    stream = spark.readStream.format("kafkalog").option("path", broker).load()
     assert stream.isStreaming and "value" in stream.columns
 
 
