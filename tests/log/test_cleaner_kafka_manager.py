@@ -185,20 +185,25 @@ def set_checkpoint(log: Log, offset: int) -> None:
     _write_checkpoint(log.directory, (log.topic, log.partition), offset)
 
 
+def wishing_well(d: LogDir) -> list[Log]:
+    """Kafka's three "wishing-well" partitions, cleaned to 20: cleanable [20, 20], [20, 25],
+    [20, 30]."""
+    logs = filthy_logs(d, "wishing-well", 3, 20, 5)
+    for log in logs:
+        set_checkpoint(log, 20)
+    return logs
+
+
 def test_grab_filthiest_returns_log_with_dirtiest_ratio(tmp_path: Path) -> None:
     with LogDir(tmp_path / "d", writable=True) as d:
-        logs = filthy_logs(d, "wishing-well", 3, 20, 5)  # cleanable [20, 20], [20, 25], [20, 30]
-        for log in logs:
-            set_checkpoint(log, 20)
+        logs = wishing_well(d)
         result = clean_filthiest(logs, manager=CleanerManager())
         assert result is not None and result.partition == 2
 
 
 def test_grab_filthiest_ignores_uncleanable_partitions(tmp_path: Path) -> None:
     with LogDir(tmp_path / "d", writable=True) as d:
-        logs = filthy_logs(d, "wishing-well", 3, 20, 5)
-        for log in logs:
-            set_checkpoint(log, 20)
+        logs = wishing_well(d)
         manager = CleanerManager()
         manager.mark_uncleanable(logs[2], "marked by the test")
         result = clean_filthiest(logs, manager=manager)
@@ -207,9 +212,7 @@ def test_grab_filthiest_ignores_uncleanable_partitions(tmp_path: Path) -> None:
 
 def test_grab_filthiest_ignores_in_progress_partitions(tmp_path: Path) -> None:
     with LogDir(tmp_path / "d", writable=True) as d:
-        logs = filthy_logs(d, "wishing-well", 3, 20, 5)
-        for log in logs:
-            set_checkpoint(log, 20)
+        logs = wishing_well(d)
         with cleaning(logs[2].directory):  # LogCleaningInProgress
             result = clean_filthiest(logs, manager=CleanerManager())
             # and a second cleaning of it meanwhile is refused, not run twice
@@ -220,9 +223,7 @@ def test_grab_filthiest_ignores_in_progress_partitions(tmp_path: Path) -> None:
 
 def test_grab_filthiest_ignores_in_progress_and_uncleanable(tmp_path: Path) -> None:
     with LogDir(tmp_path / "d", writable=True) as d:
-        logs = filthy_logs(d, "wishing-well", 3, 20, 5)
-        for log in logs:
-            set_checkpoint(log, 20)
+        logs = wishing_well(d)
         manager = CleanerManager()
         manager.mark_uncleanable(logs[1], "marked by the test")
         with cleaning(logs[2].directory):

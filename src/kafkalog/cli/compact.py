@@ -130,16 +130,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         name = f"{topic}-{partition}"
         if not config.compact:
             totals["skipped"] += 1
-            row = {
-                "type": "partition",
-                "partition": name,
-                "skipped": True,
-                "reason": f"cleanup.policy={','.join(config.cleanup_policy)}",
-            }
-            if args.json:
-                print(json.dumps(row), file=out)
-            else:
-                print(f"{name}: skipped ({row['reason']}: not compacted)", file=out)
+            reason = f"cleanup.policy={','.join(config.cleanup_policy)}"
+            row = {"type": "partition", "partition": name, "skipped": True, "reason": reason}
+            _say(args.json, row, f"{name}: skipped ({reason}: not compacted)", out)
             continue
         try:
             with Log(directory, config, writable=not args.dry_run) as log:
@@ -155,19 +148,13 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
             # Kafka's cleaner passes by a partition being cleaned
             totals["skipped"] += 1
             row = {"type": "partition", "partition": name, "skipped": True, "reason": str(e)}
-            if args.json:
-                print(json.dumps(row), file=out)
-            else:
-                print(f"{name}: skipped (in use: {e})", file=out)
+            _say(args.json, row, f"{name}: skipped (in use: {e})", out)
             continue
         except (KafkalogError, OSError) as e:
             # Kafka's cleaner marks such a partition uncleanable and cleans the others
             totals["uncleanable"] += 1
             row = {"type": "partition", "partition": name, "uncleanable": True, "error": str(e)}
-            if args.json:
-                print(json.dumps(row), file=out)
-            else:
-                print(f"{name}: uncleanable, left as it was: {e}", file=out)
+            _say(args.json, row, f"{name}: uncleanable, left as it was: {e}", out)
             continue
         totals["partitions"] += 1
         totals["bytesBefore"] += result.size_before
@@ -200,3 +187,8 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
             file=out,
         )
     return 1 if totals["uncleanable"] else 0
+
+
+def _say(as_json: bool, row: dict[str, object], text: str, out: IO[str]) -> None:
+    """One partition's line: its JSON row under --json, else the sentence for a person."""
+    print(json.dumps(row) if as_json else text, file=out)
