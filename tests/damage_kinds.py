@@ -3,6 +3,7 @@ matrix's shared parts (tests/log/test_damage.py, tests/server/test_serve_damage.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -102,6 +103,28 @@ def flip_base(which: str) -> Callable[[Path], None]:
         data = bytearray(seg.read_bytes())
         data[position + 5] ^= 0xFF
         seg.write_bytes(bytes(data))
+
+    return damage
+
+
+def flip_last_base(jump: str) -> Callable[[Path], None]:
+    """The base offset of the log's last batch flipped (outside the CRC; no batch or segment
+    after it to show it out of line): ``high`` ~16.7 million higher, ``low`` 2 lower. Only the
+    segment's own evidence tells (kafkalog.log.last_batch; tests/log/test_damage_last_batch.py).
+    The ``.log``'s mtime is kept: a byte flipped where it lies (a disk, a copy), not an append."""
+
+    def damage(d: Path) -> None:
+        seg = holding(d)[-1]
+        position, _ = entries(seg)[-1]
+        data = bytearray(seg.read_bytes())
+        if jump == "high":
+            data[position + 5] ^= 0xFF
+        else:
+            base = struct.unpack_from(">q", data, position)[0]
+            struct.pack_into(">q", data, position, base - 2)
+        stat = seg.stat()
+        seg.write_bytes(bytes(data))
+        os.utime(seg, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
     return damage
 

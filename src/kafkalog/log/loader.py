@@ -316,7 +316,15 @@ class LogLoader:
         segment goes and the leader-epoch cache is cleared; the caller then starts an empty
         segment at the log start offset. Read-only, the segments are only left out of view."""
         active = self.log.segments.active
-        if active is None or self.log.read_next_offset(active) >= log_start:
+        if active is None:
+            return
+        try:
+            end = self.log.read_next_offset(active)
+        except CorruptRecordError:
+            if self.log.writable:
+                raise
+            return  # read-only: the load goes on (the end is found past the damage below)
+        if end >= log_start:
             return
         for seg in list(self.log.segments):
             if self.log.writable:
