@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkalog import files
+from kafkalog.index import OffsetIndex, TimeIndex
 from kafkalog.log.checkpoints import LOG_CLEAN_SHUTDOWN_FILE, LogCleanShutdown
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.reader import LogEntry
@@ -49,18 +50,27 @@ class Keyed:
 
 
 def marker_end(directory: str, log_path: str) -> int | None:
-    """The log end offset kafkalog's own clean close recorded, while no append came after it
-    (the marker at least as new as the ``.log``); None otherwise."""
+    """The log end offset kafkalog's own clean close recorded, while no append came after it:
+    the marker names this ``.log`` (the last segment's base) and its size then, and is at
+    least as new; a marker without them (an older kafkalog) must be strictly newer. None
+    otherwise."""
     if files.is_remote(directory):
         return None
     try:
         marker = os.stat(os.path.join(directory, LOG_CLEAN_SHUTDOWN_FILE)).st_mtime_ns
-        log = os.stat(log_path).st_mtime_ns
+        log = os.stat(log_path)
     except OSError:
         return None
-    if marker < log:
+    found = LogCleanShutdown.read_end(directory)
+    if found is None:
         return None
-    return LogCleanShutdown.read(directory)
+    end, base, size = found
+    if base is None or size is None:
+        return end if marker > log.st_mtime_ns else None
+    name_base = int(os.path.basename(log_path)[:20])
+    if marker < log.st_mtime_ns or base != name_base or size != log.st_size:
+        return None
+    return end
 
 
 def problem(
@@ -120,23 +130,26 @@ def judge_files(
     segment_base: int,
     entry: LogEntry,
     entries: Callable[[int, int], list[LogEntry]],
+    loaded: dict[str, OffsetIndex | TimeIndex] | None = None,
 ) -> str | None:
     """:func:`problem` for ``entry``, the last whole batch of the log's last segment (based at
-    ``segment_base`` in ``directory``), with the evidence read from the files: for readers
-    that walk a ``.log`` without a :class:`~kafkalog.log.segment.LogSegment` (the
-    ``TailReader``, ``rebuild-index``, ``verify``). ``entries(start, end)`` lists the
-    segment's entries between two byte positions."""
-    from kafkalog.index import OffsetIndex, TimeIndex
+    ``segment_base`` in ``directory``), with the evidence read from its files: ``entries(start,
+    end)`` lists the segment's entries between two byte positions; ``loaded`` holds the index
+    objects a segment already has open (by suffix), the others are read read-only (never
+    created: a reader and a failing open change nothing)."""
     from kafkalog.log.layout import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
 
     keyed: list[Keyed] = []
     positions: list[int] = []
     for suffix, kind in ((INDEX_SUFFIX, OffsetIndex), (TIME_INDEX_SUFFIX, TimeIndex)):
         path = segment_file(directory, segment_base, suffix)
-        if files.is_remote(path) or not os.path.exists(path):
-            continue
+        index = (loaded or {}).get(suffix)
+        opened = index is None
         try:
-            index = kind(path, segment_base, writable=False)
+            if index is None:
+                if files.is_remote(path) or not os.path.exists(path):
+                    continue
+                index = kind(path, segment_base, writable=False)
         except Exception:  # an index that cannot be read is no evidence, never an error
             continue
         try:
@@ -144,17 +157,20 @@ def judge_files(
                 continue
             if isinstance(index, OffsetIndex):
                 keyed.append(Keyed(index.last_offset, path))
+                # the last entry below the batch (entries past it: an index ahead of a live
+                # writer's visible bytes, or a torn append's)
                 for k in range(index.entries - 1, max(-1, index.entries - 65), -1):
                     at = index.entry(k).position
                     if at < entry.position:
                         positions = [at]
                         break
-            elif isinstance(index, TimeIndex):
+            else:
                 keyed.append(Keyed(index.last_entry.offset, path))
         except Exception:
             keyed = [k for k in keyed if k.path != path]
         finally:
-            index.close()
+            if opened:
+                index.close()
     previous = previous_last_offset(entries, positions, entry.position, segment_base)
     if previous is None:
         keyed, previous = [], segment_base - 1

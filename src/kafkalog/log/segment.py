@@ -42,7 +42,6 @@ from kafkalog.index.base import INT32_MAX
 from kafkalog.index.offset_index import OffsetPosition
 from kafkalog.log import last_batch
 from kafkalog.log.batch_indexer import BatchIndexer
-from kafkalog.log.checkpoints import LOG_CLEAN_SHUTDOWN_FILE
 from kafkalog.log.index_interval import entry_due
 from kafkalog.log.layout import (
     INDEX_SUFFIX,
@@ -959,41 +958,17 @@ class LogSegment:
         return answer
 
     def _judge_last(self, entry: LogEntry) -> str | None:
-        keyed: list[last_batch.Keyed] = []
-        positions: list[int] = []
-        try:
-            index = self._offset_index()
-            if index is not None and index.entries:
-                # the last entry below the batch (entries past it: an index ahead of a live
-                # writer's visible bytes, or a torn append's)
-                for k in range(index.entries - 1, max(-1, index.entries - 65), -1):
-                    at = index.entry(k).position
-                    if at < entry.position:
-                        positions = [at]
-                        break
-                keyed.append(last_batch.Keyed(index.last_offset, index.path))
-            tindex = self._time_index()
-            if tindex is not None and tindex.entries:
-                keyed.append(last_batch.Keyed(tindex.last_entry.offset, tindex.path))
-        except (KafkalogError, OSError, ValueError):
-            keyed = []  # an index that cannot be read is no evidence
-        previous = last_batch.previous_last_offset(
-            lambda a, b: list(self.log.entries(a, b, limits=self.limits)),
-            positions,
-            entry.position,
+        loaded: dict[str, OffsetIndex | TimeIndex] = {}
+        if self.offset_index.is_loaded:
+            loaded[INDEX_SUFFIX] = self.offset_index.get()
+        if self.time_index.is_loaded:
+            loaded[TIME_INDEX_SUFFIX] = self.time_index.get()
+        return last_batch.judge_files(
+            self.directory,
             self.base_offset,
-        )
-        if previous is None:
-            keyed = []
-            previous = self.base_offset - 1
-        end = last_batch.marker_end(self.directory, self.log.path)
-        return last_batch.problem(
             entry,
-            previous_last=previous,
-            segment_base=self.base_offset,
-            keyed=keyed,
-            end=end,
-            end_source=LOG_CLEAN_SHUTDOWN_FILE,
+            lambda a, b: list(self.log.entries(a, b, limits=self.limits)),
+            loaded,
         )
 
     def _damaged(self, what: str, position: int) -> DamagedLogError:
