@@ -4,12 +4,16 @@ matrix's shared parts (tests/log/test_damage.py, tests/server/test_serve_damage.
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import LogReader, Record
+
+Reader = Callable[[Path], list[int]]
 
 
 def entries(path: Path) -> list[tuple[int, int]]:
@@ -186,3 +190,123 @@ def written(tmp: Path) -> Path:
         for i in range(300):
             log.append_records([Record.of(b"value %05d" % i, key=b"k%d" % (i % 7))])
     return d
+
+
+# -- the readers of the matrix, and its check ------------------------------------------------
+def records(d: Path) -> list[int]:
+    with Log(d, writable=False) as log:
+        return [r.offset for r in log.records()]
+
+
+def arrow(d: Path) -> list[int]:
+    with Log(d, writable=False) as log:
+        return [int(o) for o in log.read_arrow().column("offset").to_pylist()]
+
+
+def writable(d: Path) -> list[int]:
+    with Log(d, TopicConfig(segment_bytes=4096), had_clean_shutdown=False) as log:
+        return [r.offset for r in log.records()]
+
+
+def planner(d: Path) -> list[int]:
+    from kafkalog.spark.options import parse_read_options
+    from kafkalog.spark.plan import plan_read
+    from kafkalog.spark.task import read_split
+
+    topic = d.name.rsplit("-", 1)[0]
+    opts = parse_read_options({"path": str(d.parent), "subscribe": topic})
+    splits, _ = plan_read(opts)
+    out: list[int] = []
+    for split in splits:
+        for batch in read_split(split, include_headers=False):
+            out.extend(int(o) for o in batch.column("offset").to_pylist())
+    return out
+
+
+def tail(d: Path) -> list[int]:
+    from kafkalog.log.tail import TailReader
+
+    reader = TailReader(str(d), start_offset=0)
+    out: list[int] = []
+    try:
+        while records := reader.poll(timeout=0):
+            out.extend(r.offset for r in records)
+    finally:
+        reader.close()
+    return out
+
+
+def fetch(d: Path) -> list[int]:
+    """Serve's read path: ``Log.read`` (Kafka's LocalLog.read) from offset to offset, the
+    bytes parsed as a client would."""
+    out: list[int] = []
+    with Log(d, writable=False) as log:
+        offset = log.log_start_offset
+        while True:  # to an empty answer at the end, as a consumer polls
+            data = log.read(offset, 1 << 16)
+            if not data:
+                break
+            try:  # a client checks each CRC, and refuses the fetch (never reads it wrong)
+                entries = list(LogReader(data, verify_crc=True))
+            except CorruptRecordError as e:
+                raise KafkalogError(f"{d}: a fetch from {offset}: at byte {e.position}") from e
+            for entry in entries:
+                out.extend(
+                    r.offset for r in entry.records() if r.offset >= offset and not entry.is_control
+                )
+                offset = max(offset, entry.last_offset + 1)
+    return out
+
+
+READERS: dict[str, Reader] = {  # the writable open last: it may cut a torn tail
+    "records": records,
+    "fetch (serve's read)": fetch,
+    "TailReader": tail,
+    "read_arrow": arrow,
+    "spark planner": planner,
+    "writable open": writable,
+}
+
+
+def files_of(d: Path) -> dict[str, bytes]:
+    # the writer's own lock file is written by every writable open; everything else must stay
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name != ".kafkalog.lock"}
+
+
+def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> None:
+    """One damage kind done to a copy of ``source``, read by every reader (:data:`READERS`):
+    each raises naming the file and byte, or reads every record (a torn tail: every record
+    before it); no file changes but a writable open's cut. Also the matrix of serve-written
+    sources (tests/server/test_serve_damage_matrix.py)."""
+    mutate, torn = DAMAGES[damage]
+    if damage in NEEDS_SEGMENTS and len(segments(source)) < 2:
+        return  # a log of one segment has no earlier segment (its cut is a torn tail)
+    pristine = records(source)
+    last_entry = [e for s in segments(source) for e in LogReader(s.read_bytes())][-1]
+    in_last_entry = len(last_entry.records())
+    d = tmp_path / name.replace("/", "_") / source.name
+    shutil.copytree(source, d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    mutate(d)
+    before = files_of(d)
+    for reader_name, reader in READERS.items():
+        where = f"{damage} / {name} / {reader_name}"
+        try:
+            got = reader(d)
+        except KafkalogError as e:
+            assert not torn, f"{where}: a torn tail raised {e}"
+            assert str(d) in str(e) and "byte" in str(e), f"{where}: {e}"
+            if reader_name == "writable open":
+                assert isinstance(e, DamagedLogError) and "kafkalog repair" in str(e), where
+            continue
+        if torn:
+            # a torn tail: every record of the whole batches before it
+            assert got == pristine[: len(got)], where
+            assert len(got) >= len(pristine) - in_last_entry, where
+        else:
+            assert got == pristine, f"{where}: {len(got)} of {len(pristine)} records, no error"
+        if reader_name != "writable open":
+            assert files_of(d) == before, f"{where}: files changed"
+    if not torn:
+        assert files_of(d) == before, f"{damage} / {name}: files changed"

@@ -16,9 +16,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from test_damage import READERS
 
-from damage_kinds import entries, flip_last_base, holding, written
+from damage_kinds import READERS, entries, flip_last_base, holding, written
 from kafkalog.cli.main import main
 from kafkalog.errors import DamagedLogError, KafkalogError
 from kafkalog.log import Log
