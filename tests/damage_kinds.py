@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.log import Log, TopicConfig
-from kafkalog.records import LogReader, Record
+from kafkalog.records import LogReader, Record, RecordBatch
 
 Reader = Callable[[Path], list[int]]
 
@@ -133,6 +133,35 @@ def flip_last_base(jump: str) -> Callable[[Path], None]:
     return damage
 
 
+def last_batch_evidence(d: Path) -> bool:
+    """A brute force, independent of kafkalog's readers: whether the last segment's index
+    files key an offset of its last batch past the batch before (then a base offset flipped
+    ~16.7 million up leaves that offset in no batch). Trailing zero entries (a preallocated
+    file) and entries keying the segment's base are no evidence."""
+    seg = holding(d)[-1]
+    if seg != sorted(d.glob("*.log"))[-1]:
+        return False
+    base = int(seg.name[:20])
+    found = list(LogReader(seg.read_bytes()))
+    last = found[-1]
+    if not isinstance(last, RecordBatch):
+        return False
+    previous = found[-2].last_offset if len(found) > 1 else base - 1
+    keyed: list[int] = []
+    for suffix, size, at in ((".index", 8, 0), (".timeindex", 12, 8)):
+        path = seg.with_suffix(suffix)
+        if not path.exists():
+            continue
+        data = path.read_bytes()
+        rel = [
+            struct.unpack_from(">i", data, k + at)[0]
+            for k in range(0, len(data) - size + 1, size)
+            if any(data[k : k + size])
+        ]
+        keyed += [base + r for r in rel if r > 0]
+    return any(previous < o <= last.last_offset for o in keyed)
+
+
 def missing_log(d: Path) -> None:
     """A segment's ``.log`` deleted by hand, its ``.index`` left: the middle one, or the last
     of two."""
@@ -175,6 +204,10 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     "base offset +16.7M, last batch of a segment": (flip_base("last"), False),
     "segment .log missing, index left": (missing_log, False),
 }
+
+#: the log's last batch, its base offset flipped: found only where the segment's own evidence
+#: proves it (:func:`last_batch_evidence`, kafkalog.log.last_batch), so not in :data:`DAMAGES`
+LAST_BATCH = "base offset +16.7M, last batch of the log"
 
 #: kinds that need a log of several segments (a log of one has no earlier or middle one)
 NEEDS_SEGMENTS = {

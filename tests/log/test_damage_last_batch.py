@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from damage_kinds import READERS, entries, flip_last_base, holding, written
+from damage_kinds import READERS, entries, flip_last_base, holding, last_batch_evidence, written
 from kafkalog.cli.main import main
 from kafkalog.errors import DamagedLogError, KafkalogError
 from kafkalog.log import Log
@@ -25,7 +25,7 @@ from kafkalog.log.checkpoints import OwnLogStart
 from kafkalog.log.damage import SkippedBytes
 from kafkalog.log.last_batch import marker_end
 from kafkalog.log.tail import TailReader
-from kafkalog.records import LogReader, Record, RecordBatch
+from kafkalog.records import LogReader, Record
 from provenance import FIXTURES
 
 #: every partition directory of the real writers' fixtures
@@ -48,35 +48,6 @@ def _files(d: Path) -> dict[str, tuple[bytes, int]]:
         for p in sorted(d.rglob("*"))
         if p.is_file() and p.name != ".kafkalog.lock"
     }
-
-
-def _index_evidence(d: Path) -> bool:
-    """A brute force, independent of kafkalog's readers: whether the last segment's index
-    files key an offset of its last batch past the batch before (then a base offset flipped
-    ~16.7 million up leaves that offset in no batch). Trailing zero entries (a preallocated
-    file) and entries keying the segment's base are no evidence."""
-    seg = holding(d)[-1]
-    if seg != sorted(d.glob("*.log"))[-1]:
-        return False
-    base = int(seg.name[:20])
-    found = list(LogReader(seg.read_bytes()))
-    last = found[-1]
-    if not isinstance(last, RecordBatch):
-        return False
-    previous = found[-2].last_offset if len(found) > 1 else base - 1
-    keyed: list[int] = []
-    for suffix, size, at in ((".index", 8, 0), (".timeindex", 12, 8)):
-        path = seg.with_suffix(suffix)
-        if not path.exists():
-            continue
-        data = path.read_bytes()
-        rel = [
-            struct.unpack_from(">i", data, k + at)[0]
-            for k in range(0, len(data) - size + 1, size)
-            if any(data[k : k + size])
-        ]
-        keyed += [base + r for r in rel if r > 0]
-    return any(previous < o <= last.last_offset for o in keyed)
 
 
 def _last_offset_before(seg: Path, position: int) -> int:
@@ -144,7 +115,7 @@ def test_its_own_index_entries_prove_a_kafka_written_last_batch_wrong(tmp_path: 
     clean close appends it) keys an offset of the last batch."""
     d = tmp_path / "v2-none-0"
     shutil.copytree(FIXTURES / "kafka-4.0-snapshot-javacode" / "v2-none-0", d)
-    assert _index_evidence(d)
+    assert last_batch_evidence(d)
     flip_last_base("high")(d)
     _assert_every_reader_blames_the_last_batch(d)
 
@@ -156,7 +127,7 @@ def test_every_reader_of_the_matrix_on_every_fixture_with_evidence(tmp_path: Pat
     the Spark planner and its tasks, a writable open)."""
     proven = 0
     for k, source in enumerate(PARTITIONS):
-        if not holding(source) or not _index_evidence(source):
+        if not holding(source) or not last_batch_evidence(source):
             continue
         d = tmp_path / str(k) / source.name
         shutil.copytree(source, d)

@@ -321,9 +321,10 @@ class LogLoader:
         try:
             end = self.log.read_next_offset(active)
         except CorruptRecordError:
-            if self.log.writable:
-                raise
-            return  # read-only: the load goes on (the end is found past the damage below)
+            # a torn tail (cut below, after a copy) or damage (refused below; a read-only open
+            # goes on past it): the end before it decides, not an error here, or a zero tail
+            # under a clean-shutdown marker would take a data directory's partition offline
+            end = end_past_damage(active)
         if end >= log_start:
             return
         for seg in list(self.log.segments):
