@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 
 from kafka_clients import config, rdkafka
-from kafkalog.log import Log
+from kafkalog.log import Log, LogDir
 from kafkalog.server import ServerThread
 
 #: the groups committed, and the offset each committed on ``txn``
@@ -81,6 +81,11 @@ def write_serve_source(data: Path) -> dict[str, Path]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         code = main(["compact", str(data)])
     assert code == 0, out.getvalue()
+    # a broker's restart after the cleaning: its loader removes the swapped-out segments'
+    # ``.deleted`` files (a writable open in the matrix would, and must change nothing else)
+    with LogDir(data, writable=True) as restarted:
+        restarted.log("compacted", 0)
+    assert not list(data.glob("*/*.deleted"))
     offsets = [p for p in sorted(data.glob("__consumer_offsets-*")) if _records(p)]
     assert offsets, "no group committed"
     found = {"txn": data / "txn-0", "compacted": data / "compacted-0"}

@@ -197,6 +197,7 @@ def test_real_clients_through_serve_get_the_records_before_the_damage_then_an_er
         else:
             DAMAGES[damage][0](d)
         damaged[name] = d
+    assert damaged, f"{damage}: no partition damaged: the run would prove nothing"
     torn = damage != LAST_BATCH and DAMAGES[damage][1]
     offsets_partition = int(serve_source["__consumer_offsets"].name.rsplit("-", 1)[1])
     with (
