@@ -236,3 +236,23 @@ def test_a_read_only_open_with_a_log_start_goes_on_past_a_damaged_last_batch(
         assert [r.offset for r in log.records(on_damage=lambda _: None)] == list(range(120, 299))
     code, _, err = _run("lookup", str(d), "--offset", "299")
     assert code == 2 and "byte" in err, err
+
+
+def test_a_live_broker_s_preallocated_indexes_are_read_from_their_end(tmp_path: Path) -> None:
+    """A live broker's active segment has its index files preallocated (zeros after the
+    entries): the readers that judge from the files (the TailReader, verify) find the last
+    real entry without reading the zeros as entries."""
+    d = tmp_path / "v2-none-0"
+    shutil.copytree(FIXTURES / "kafka-4.0-snapshot-javacode" / "v2-none-0", d)
+    seg = holding(d)[-1]
+    for suffix in (".index", ".timeindex"):
+        with open(seg.with_suffix(suffix), "ab") as f:
+            f.write(bytes(12 * 4096))
+    assert _no_alarm(d, "preallocated")
+    flip_last_base("high")(d)
+    with pytest.raises(DamagedLogError):
+        tail = TailReader(str(d))
+        while tail.poll(max_records=10_000):
+            pass
+    code, out, _ = _run("verify", str(d))
+    assert code == 1 and "(the log's last)" in out, out

@@ -30,7 +30,9 @@ gaps: a base offset above it is legal; one at or below it is already out of orde
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -125,6 +127,44 @@ def previous_last_offset(
     return None
 
 
+def _tail_entries(path: str, size: int, wanted: int = 64) -> list[bytes]:
+    """The last (at most ``wanted``) entries of an index file of ``size``-byte entries, in
+    file order, with no read of the whole file: a live broker's preallocated index ends in
+    zeros, found by a binary search (its entries are a non-zero prefix; an all-zero entry
+    after the first is the preallocated space)."""
+    with open(path, "rb") as f:
+        count = os.fstat(f.fileno()).st_size // size
+
+        def entry(n: int) -> bytes:
+            return os.pread(f.fileno(), size, n * size)
+
+        lo, hi = 0, count  # entries [0, lo) are real; the answer is in [lo, hi]
+        if count and not any(entry(0)):
+            # a first entry of zeros: the one at relative offset 0, position 0, or nothing
+            lo, hi = 1, count
+            if count == 1 or not any(entry(1)):
+                return []
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if any(entry(mid)):
+                lo = mid + 1
+            else:
+                hi = mid
+        first = max(0, lo - wanted)
+        data = os.pread(f.fileno(), (lo - first) * size, first * size)
+    return [data[k : k + size] for k in range(0, len(data), size)]
+
+
+def _ordered(pairs: list[tuple[int, int]], *, strict: bool) -> bool:
+    """Whether both fields of ``pairs`` grow (strictly, or never fall), none negative."""
+    if any(a < 0 or b < 0 for a, b in pairs):
+        return False
+    steps = list(itertools.pairwise(pairs))
+    if strict:
+        return all(b[0] > a[0] and b[1] > a[1] for a, b in steps)
+    return all(b[0] >= a[0] and b[1] >= a[1] for a, b in steps)
+
+
 def judge_files(
     directory: str,
     segment_base: int,
@@ -144,13 +184,26 @@ def judge_files(
     for suffix, kind in ((INDEX_SUFFIX, OffsetIndex), (TIME_INDEX_SUFFIX, TimeIndex)):
         path = segment_file(directory, segment_base, suffix)
         index = (loaded or {}).get(suffix)
-        opened = index is None
-        try:
-            if index is None:
-                if files.is_remote(path) or not os.path.exists(path):
-                    continue
-                index = kind(path, segment_base, writable=False)
-        except Exception:  # an index that cannot be read is no evidence, never an error
+        if index is None:
+            if files.is_remote(path) or not os.path.exists(path):
+                continue
+            try:  # read from its end only (a reader polling a live log asks at every poll)
+                found = _tail_entries(path, 8 if kind is OffsetIndex else 12)
+            except OSError:
+                continue  # an index that cannot be read is no evidence, never an error
+            if not found:
+                continue
+            # entries out of order are a damaged index (rebuilt by a writable open): no evidence
+            if kind is OffsetIndex:
+                pairs = [struct.unpack(">ii", e) for e in found]
+                if _ordered(pairs, strict=True):
+                    keyed.append(Keyed(segment_base + pairs[-1][0], path))
+                    below = [at for _, at in pairs if at < entry.position]
+                    positions = below[-1:]
+            else:
+                stamps = [struct.unpack(">qi", e) for e in found]
+                if _ordered([(rel, ts) for ts, rel in stamps], strict=False):
+                    keyed.append(Keyed(segment_base + stamps[-1][1], path))
             continue
         try:
             if not index.entries:
@@ -166,11 +219,8 @@ def judge_files(
                         break
             else:
                 keyed.append(Keyed(index.last_entry.offset, path))
-        except Exception:
+        except Exception:  # an index that cannot be read is no evidence, never an error
             keyed = [k for k in keyed if k.path != path]
-        finally:
-            if opened:
-                index.close()
     previous = previous_last_offset(entries, positions, entry.position, segment_base)
     if previous is None:
         keyed, previous = [], segment_base - 1
