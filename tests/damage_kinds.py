@@ -3,12 +3,17 @@ matrix's shared parts (tests/log/test_damage.py, tests/server/test_serve_damage.
 
 from __future__ import annotations
 
+import os
+import shutil
 import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.log import Log, TopicConfig
-from kafkalog.records import LogReader, Record
+from kafkalog.records import LogReader, Record, RecordBatch
+
+Reader = Callable[[Path], list[int]]
 
 
 def entries(path: Path) -> list[tuple[int, int]]:
@@ -106,6 +111,57 @@ def flip_base(which: str) -> Callable[[Path], None]:
     return damage
 
 
+def flip_last_base(jump: str) -> Callable[[Path], None]:
+    """The base offset of the log's last batch flipped (outside the CRC; no batch or segment
+    after it to show it out of line): ``high`` ~16.7 million higher, ``low`` 2 lower. Only the
+    segment's own evidence tells (kafkalog.log.last_batch; tests/log/test_damage_last_batch.py).
+    The ``.log``'s mtime is kept: a byte flipped where it lies (a disk, a copy), not an append."""
+
+    def damage(d: Path) -> None:
+        seg = holding(d)[-1]
+        position, _ = entries(seg)[-1]
+        data = bytearray(seg.read_bytes())
+        if jump == "high":
+            data[position + 5] ^= 0xFF
+        else:
+            base = struct.unpack_from(">q", data, position)[0]
+            struct.pack_into(">q", data, position, base - 2)
+        stat = seg.stat()
+        seg.write_bytes(bytes(data))
+        os.utime(seg, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    return damage
+
+
+def last_batch_evidence(d: Path) -> bool:
+    """A brute force, independent of kafkalog's readers: whether the last segment's index
+    files key an offset of its last batch past the batch before (then a base offset flipped
+    ~16.7 million up leaves that offset in no batch). Trailing zero entries (a preallocated
+    file) and entries keying the segment's base are no evidence."""
+    seg = holding(d)[-1]
+    if seg != sorted(d.glob("*.log"))[-1]:
+        return False
+    base = int(seg.name[:20])
+    found = list(LogReader(seg.read_bytes()))
+    last = found[-1]
+    if not isinstance(last, RecordBatch):
+        return False
+    previous = found[-2].last_offset if len(found) > 1 else base - 1
+    keyed: list[int] = []
+    for suffix, size, at in ((".index", 8, 0), (".timeindex", 12, 8)):
+        path = seg.with_suffix(suffix)
+        if not path.exists():
+            continue
+        data = path.read_bytes()
+        rel = [
+            struct.unpack_from(">i", data, k + at)[0]
+            for k in range(0, len(data) - size + 1, size)
+            if any(data[k : k + size])
+        ]
+        keyed += [base + r for r in rel if r > 0]
+    return any(previous < o <= last.last_offset for o in keyed)
+
+
 def missing_log(d: Path) -> None:
     """A segment's ``.log`` deleted by hand, its ``.index`` left: the middle one, or the last
     of two."""
@@ -149,6 +205,10 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     "segment .log missing, index left": (missing_log, False),
 }
 
+#: the log's last batch, its base offset flipped: found only where the segment's own evidence
+#: proves it (:func:`last_batch_evidence`, kafkalog.log.last_batch), so not in :data:`DAMAGES`
+LAST_BATCH = "base offset +16.7M, last batch of the log"
+
 #: kinds that need a log of several segments (a log of one has no earlier or middle one)
 NEEDS_SEGMENTS = {
     "earlier segment cut off",
@@ -163,3 +223,123 @@ def written(tmp: Path) -> Path:
         for i in range(300):
             log.append_records([Record.of(b"value %05d" % i, key=b"k%d" % (i % 7))])
     return d
+
+
+# -- the readers of the matrix, and its check ------------------------------------------------
+def records(d: Path) -> list[int]:
+    with Log(d, writable=False) as log:
+        return [r.offset for r in log.records()]
+
+
+def arrow(d: Path) -> list[int]:
+    with Log(d, writable=False) as log:
+        return [int(o) for o in log.read_arrow().column("offset").to_pylist()]
+
+
+def writable(d: Path) -> list[int]:
+    with Log(d, TopicConfig(segment_bytes=4096), had_clean_shutdown=False) as log:
+        return [r.offset for r in log.records()]
+
+
+def planner(d: Path) -> list[int]:
+    from kafkalog.spark.options import parse_read_options
+    from kafkalog.spark.plan import plan_read
+    from kafkalog.spark.task import read_split
+
+    topic = d.name.rsplit("-", 1)[0]
+    opts = parse_read_options({"path": str(d.parent), "subscribe": topic})
+    splits, _ = plan_read(opts)
+    out: list[int] = []
+    for split in splits:
+        for batch in read_split(split, include_headers=False):
+            out.extend(int(o) for o in batch.column("offset").to_pylist())
+    return out
+
+
+def tail(d: Path) -> list[int]:
+    from kafkalog.log.tail import TailReader
+
+    reader = TailReader(str(d), start_offset=0)
+    out: list[int] = []
+    try:
+        while records := reader.poll(timeout=0):
+            out.extend(r.offset for r in records)
+    finally:
+        reader.close()
+    return out
+
+
+def fetch(d: Path) -> list[int]:
+    """Serve's read path: ``Log.read`` (Kafka's LocalLog.read) from offset to offset, the
+    bytes parsed as a client would."""
+    out: list[int] = []
+    with Log(d, writable=False) as log:
+        offset = log.log_start_offset
+        while True:  # to an empty answer at the end, as a consumer polls
+            data = log.read(offset, 1 << 16)
+            if not data:
+                break
+            try:  # a client checks each CRC, and refuses the fetch (never reads it wrong)
+                entries = list(LogReader(data, verify_crc=True))
+            except CorruptRecordError as e:
+                raise KafkalogError(f"{d}: a fetch from {offset}: at byte {e.position}") from e
+            for entry in entries:
+                out.extend(
+                    r.offset for r in entry.records() if r.offset >= offset and not entry.is_control
+                )
+                offset = max(offset, entry.last_offset + 1)
+    return out
+
+
+READERS: dict[str, Reader] = {  # the writable open last: it may cut a torn tail
+    "records": records,
+    "fetch (serve's read)": fetch,
+    "TailReader": tail,
+    "read_arrow": arrow,
+    "spark planner": planner,
+    "writable open": writable,
+}
+
+
+def files_of(d: Path) -> dict[str, bytes]:
+    # the writer's own lock file is written by every writable open; everything else must stay
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name != ".kafkalog.lock"}
+
+
+def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> None:
+    """One damage kind done to a copy of ``source``, read by every reader (:data:`READERS`):
+    each raises naming the file and byte, or reads every record (a torn tail: every record
+    before it); no file changes but a writable open's cut. Also the matrix of serve-written
+    sources (tests/server/test_serve_damage_matrix.py)."""
+    mutate, torn = DAMAGES[damage]
+    if damage in NEEDS_SEGMENTS and len(segments(source)) < 2:
+        return  # a log of one segment has no earlier segment (its cut is a torn tail)
+    pristine = records(source)
+    last_entry = [e for s in segments(source) for e in LogReader(s.read_bytes())][-1]
+    in_last_entry = len(last_entry.records())
+    d = tmp_path / name.replace("/", "_") / source.name
+    shutil.copytree(source, d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    mutate(d)
+    before = files_of(d)
+    for reader_name, reader in READERS.items():
+        where = f"{damage} / {name} / {reader_name}"
+        try:
+            got = reader(d)
+        except KafkalogError as e:
+            assert not torn, f"{where}: a torn tail raised {e}"
+            assert str(d) in str(e) and "byte" in str(e), f"{where}: {e}"
+            if reader_name == "writable open":
+                assert isinstance(e, DamagedLogError) and "kafkalog repair" in str(e), where
+            continue
+        if torn:
+            # a torn tail: every record of the whole batches before it
+            assert got == pristine[: len(got)], where
+            assert len(got) >= len(pristine) - in_last_entry, where
+        else:
+            assert got == pristine, f"{where}: {len(got)} of {len(pristine)} records, no error"
+        if reader_name != "writable open":
+            assert files_of(d) == before, f"{where}: files changed"
+    if not torn:
+        assert files_of(d) == before, f"{damage} / {name}: files changed"

@@ -8,6 +8,7 @@ import contextlib
 import io
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +123,24 @@ def test_verify_and_rebuild_index_on_a_real_09_gzip_partition(tmp_path: Path) ->
     assert after == before  # the broker's indexes left alone
     with Log(d, writable=False) as log:
         assert [r.offset for r in log.records()] == list(range(2000))
+
+
+@pytest.mark.parametrize("tail", [zero_tail, absurd_tail])
+def test_a_torn_tail_in_a_data_directory_with_a_log_start_checkpoint_is_cut(
+    tmp_path: Path, tail: Any
+) -> None:
+    """A data directory (serve's) keeps every partition's log start in its checkpoint; the
+    open compares it with the log end before the torn tail is found: a zero tail under the
+    clean-shutdown marker had taken the partition offline (found by the serve-written source
+    of the damage matrix, tests/server/test_serve_damage_matrix.py)."""
+    from kafkalog.log import LogDir
+
+    data = tmp_path / "data"
+    with LogDir(data, writable=True) as ld:
+        log = ld.log("t", 0, create=True)
+        for i in range(50):
+            log.append_records([Record.of(b"v%d" % i)])
+    assert "t 0 0" in (data / "log-start-offset-checkpoint").read_text()
+    tail(data / "t-0")
+    with LogDir(data, writable=True) as ld:
+        assert ld.log("t", 0).log_end_offset == 50

@@ -97,3 +97,25 @@ def test_batch_and_stream_fail_or_skip_as_asked(
     assert sorted(r.offset for r in streamed) == offsets, damage
     assert all(r.value == f"value {r.offset:05d}" for r in streamed), damage
     assert tree_snapshot(d) == before
+
+
+@pytest.mark.parametrize("fmt", ["kafkalog", "kafkalog_python"], ids=["jvm", "python"])
+def test_a_last_batch_proven_out_of_line_fails_or_is_skipped(
+    spark: Any, fmt: str, source: Path, tmp_path: Path
+) -> None:
+    """The log's last batch, its base offset flipped (no neighbour after it; kafkalog's own
+    clean-close record proves it, tests/log/test_damage_last_batch.py): both Spark sources
+    (the JVM hand-over and the Python one) fail naming file and byte, or skip it when asked."""
+    from damage_kinds import flip_last_base
+
+    d = tmp_path / "data" / source.name
+    shutil.copytree(source, d)
+    flip_last_base("high")(d)
+    before = tree_snapshot(d)
+    reader = spark.read.format(fmt).option("path", str(d.parent))
+    with pytest.raises(Exception, match="kafkalog repair") as failed:
+        reader.load().selectExpr("offset").collect()
+    assert re.search(r"00250\.log at byte \d+", str(failed.value)), failed.value
+    rows = reader.option("failOnDataLoss", "false").load().selectExpr("offset").collect()
+    assert sorted(r.offset for r in rows) == list(range(299))
+    assert tree_snapshot(d) == before

@@ -165,6 +165,10 @@ def lookup(log: Any, args: argparse.Namespace) -> dict[str, Any]:
         found["reason"] = f"no record at or after {label}"
         return found
     seg = log.floor_segment(offset)
+    if log.damage_at_end is not None and offset >= log.log_end_offset:
+        # the log's end is before damage (a read-only open went on past it): the offset
+        # may be one the damaged bytes held, so the damage is the answer, not "outside"
+        raise log.damage_at_end
     if seg is None or offset >= log.log_end_offset:
         found["reason"] = (
             f"offset {offset} is outside [{log.log_start_offset}, {log.log_end_offset})"

@@ -406,6 +406,7 @@ def _verify_segment(
     position = 0
     # the entry before: (position, the last offset before it, its name)
     held: tuple[int, int, str] | None = None
+    last_entry: LogEntry | None = None
     while True:
         reader = LogReader(data, path=log_path, start=position)
         try:
@@ -451,6 +452,7 @@ def _verify_segment(
                     report.problem(log_path, entry.position, f"{name}: {_reason_at(e)}")
                 previous_last = max(previous_last, entry.last_offset)
                 scan.last_position = entry.position
+                last_entry = entry
                 running = max(running, entry.max_timestamp)
                 starts[entry.position] = (first, entry.last_offset)
                 batch_max.append((first, entry.last_offset, running))
@@ -482,9 +484,31 @@ def _verify_segment(
                 report.warning(log_path, tail.position, f"{text} (active segment)")
             else:
                 report.problem(log_path, tail.position, text)
+        elif (
+            active
+            and last_entry is not None
+            and last_entry.position + last_entry.size_in_bytes == len(data)
+        ):
+            _check_last_batch(base, log_path, data, last_entry, report)
         break
     scan.last = previous_last
     return scan
+
+
+def _check_last_batch(base: int, log_path: str, data: Any, entry: LogEntry, report: Report) -> None:
+    """The log's last batch (no batch or segment after it to show its base offset, outside
+    the CRC, in line), judged by its segment's own evidence (kafkalog.log.last_batch)."""
+    from kafkalog.log.last_batch import judge_files
+    from kafkalog.records import LogReader
+
+    wrong = judge_files(
+        os.path.dirname(log_path),
+        base,
+        entry,
+        lambda a, b: list(LogReader(data[a:b], base_position=a)),
+    )
+    if wrong is not None:
+        report.problem(log_path, entry.position, wrong)
 
 
 def _first_offset(entry: LogEntry) -> int:

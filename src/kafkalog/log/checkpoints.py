@@ -788,16 +788,37 @@ class LogCleanShutdown:
     def read(partition_dir: StrPath) -> int | None:
         """The recovery point the marker holds; None without a marker (or an unreadable one:
         then the log recovers, which is always safe)."""
-        try:
-            with open(LogCleanShutdown.path(partition_dir), "rb") as f:
-                text = f.read(64).decode("ascii").strip()
-        except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
-            return None
-        return int(text) if text.isdigit() else None
+        found = LogCleanShutdown.read_end(partition_dir)
+        return None if found is None else found[0]
 
     @staticmethod
-    def write(partition_dir: StrPath, recovery_point: int) -> None:
-        _atomic_write(LogCleanShutdown.path(partition_dir), f"{recovery_point}\n".encode())
+    def read_end(partition_dir: StrPath) -> tuple[int, int | None, int | None] | None:
+        """(the recovery point, the last segment's base offset, its ``.log``'s size) the
+        marker holds; the last two are None in a marker written before they were kept."""
+        try:
+            with open(LogCleanShutdown.path(partition_dir), "rb") as f:
+                fields = f.read(96).decode("ascii").split()
+        except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+            return None
+        if not fields or not all(x.isdigit() for x in fields):
+            return None
+        if len(fields) == 3:
+            return int(fields[0]), int(fields[1]), int(fields[2])
+        return (int(fields[0]), None, None) if len(fields) == 1 else None
+
+    @staticmethod
+    def write(
+        partition_dir: StrPath, recovery_point: int, last_log: tuple[int, int] | None = None
+    ) -> None:
+        """The marker, with the last segment's (base offset, ``.log`` size) when given: a
+        reader knows from them that no append came after the close (an append changes the
+        size; an mtime may not tell, at a coarse clock's resolution)."""
+        text = (
+            f"{recovery_point}"
+            if last_log is None
+            else f"{recovery_point} {last_log[0]} {last_log[1]}"
+        )
+        _atomic_write(LogCleanShutdown.path(partition_dir), f"{text}\n".encode())
 
     @staticmethod
     def remove(partition_dir: StrPath) -> None:

@@ -42,6 +42,9 @@ class Problem:
     expected_offset: int | None  # the offset the entry there should start at, when known
     declared_size: int | None = None  # for an entry cut off by the end of the file
     absurd: bool = False  # a length no writer can have written (larger than any batch)
+    # why it cannot be a torn tail though nothing valid follows: a whole, valid last batch
+    # whose offsets the segment's own evidence proves wrong (LogSegment.end_problem)
+    proven: bool = False
 
     def describe(self) -> str:
         if self.expected_offset is None:
@@ -62,6 +65,7 @@ def first_problem(
     # the CRC, and when the entry before goes back into line without the last one, the last
     # one is the damaged one (its flipped offset only shows at the next entry)
     before: tuple[int, int, int | None] | None = None  # (position, previous, expected) then
+    last_entry: LogEntry | None = None
     try:
         for entry in seg.log.entries(start, limits=seg.limits, verify_crc=True, tail=tail):
             wrong = offset_order_problem(entry, previous, seg.base_offset)
@@ -69,6 +73,7 @@ def first_problem(
                 if (
                     before is not None
                     and offset_order_problem(entry, before[1], seg.base_offset) is None
+                    and not seg.is_proven_last(entry)
                 ):
                     at, _, was_expected = before
                     return Problem(
@@ -78,8 +83,12 @@ def first_problem(
                         f"the batch after it ({wrong})",
                         was_expected,
                     )
-                return Problem(seg.log.path, position, wrong, expected)
+                # out of line at the end of the log's last segment after kafkalog's own clean
+                # close recorded no append since: no crash tore it, so it is no torn tail
+                closed = seg.is_last and seg.next_base is None and seg.closed_cleanly()
+                return Problem(seg.log.path, position, wrong, expected, proven=closed)
             before = (position, previous, expected)
+            last_entry = entry
             previous = entry.last_offset
             position = entry.position + entry.size_in_bytes
             expected = entry.last_offset + 1
@@ -110,6 +119,10 @@ def first_problem(
         )
     cut = tail[0] if tail else None
     if cut is None:
+        if before is not None and last_entry is not None and upper is None:
+            wrong = seg.end_problem(last_entry)
+            if wrong is not None:
+                return Problem(seg.log.path, before[0], wrong, before[2], proven=True)
         return None
     declared = cut.declared_size
     what = "entry header" if declared is None else f"entry of {declared} bytes"
@@ -125,8 +138,10 @@ def first_problem(
 def check_tail(seg: LogSegment, problem: Problem, *, is_last: bool, directory: str) -> None:
     """Return when ``problem`` is a torn tail (see the module doc); raise
     :class:`DamagedLogError` otherwise."""
-    if problem.absurd:
-        why: str | None = "with a length no writer can have written"
+    if problem.proven:
+        why: str | None = "a whole, valid batch, not a torn tail"
+    elif problem.absurd:
+        why = "with a length no writer can have written"
     elif not is_last:
         why = "in a segment that is not the last one (later segments follow it)"
     else:
@@ -182,9 +197,11 @@ class OffsetOrder:
     the entries in file order, this holds each back until the next one tells whether it or
     the next one is the damaged one."""
 
-    def __init__(self, previous: int, segment_base: int) -> None:
+    def __init__(self, previous: int, segment_base: int, last_of: LogSegment | None = None) -> None:
         self.previous = previous  # the last offset of the entries released
         self.base = segment_base
+        # the segment, when its last entry may be proven out of line (LogSegment.end_problem)
+        self.last_of = last_of
         self.held: LogEntry | None = None
 
     @property
@@ -204,7 +221,9 @@ class OffsetOrder:
         if offset_order_problem(entry, held.last_offset, self.base) is None:
             self.previous, self.held = held.last_offset, entry
             return held, None, self.previous
-        if offset_order_problem(entry, self.previous, self.base) is None:
+        if offset_order_problem(entry, self.previous, self.base) is None and not (
+            self.last_of is not None and self.last_of.is_proven_last(entry)
+        ):
             self.held = entry  # the held one jumped ahead: it is the damaged one
             return None, held, self.previous
         return None, entry, held.last_offset
@@ -217,6 +236,8 @@ class OffsetOrder:
             return None, None, self.previous
         if upper is not None and held.last_offset >= upper:
             return None, held, self.previous
+        if self.last_of is not None and self.last_of.is_proven_last(held):
+            return None, held, self.previous  # the log's last batch, proven out of line
         self.previous = held.last_offset
         return held, None, self.previous
 
@@ -233,7 +254,7 @@ def skip_damage(
     """The entries of ``seg`` from byte ``start`` (whose offsets follow ``previous``), damage
     skipped to the next whole, valid batch whose offsets go on from the ones read, each skip
     handed to ``on_damage``: what a reader that asked to skip damage walks."""
-    order = OffsetOrder(previous, seg.base_offset)
+    order = OffsetOrder(previous, seg.base_offset, seg)
     # entries found out of order, said once the next good entry tells where their offsets end
     pending: list[tuple[LogEntry, int, str]] = []
 

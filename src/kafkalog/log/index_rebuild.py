@@ -10,10 +10,11 @@ the end of the last segment is refused too unless ``force``. The ``index.interva
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafkalog import files
 from kafkalog.errors import KafkalogError
@@ -85,6 +86,12 @@ def _initial_state(directory: str, first_base: int) -> ProducerStateManager:
     return state
 
 
+def _entries_between(data: Any, limits: Any, start: int, end: int) -> list[Any]:
+    from kafkalog.records import LogReader
+
+    return list(LogReader(data[start:end], limits=limits, base_position=start))
+
+
 def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> list[RebuiltSegment]:
     """Rebuild every segment's index files into ``work`` from the ``.log`` files, as Kafka's
     ``LogSegment.recover`` writes them, without changing anything in ``directory``; raise
@@ -92,6 +99,7 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
     from kafkalog.index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, TimeIndex, TransactionIndex
     from kafkalog.log.batch_indexer import BatchIndexer
     from kafkalog.log.damage import OffsetOrder
+    from kafkalog.log.last_batch import judge_files
     from kafkalog.log.layout import segment_logs
     from kafkalog.records import DEFAULT_LIMITS, LogReader
     from kafkalog.records.reader import read_only_buffer
@@ -143,6 +151,7 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
                             f"{base}..{base + 2**31 - 1}, from the file name)",
                         )
                     indexer.add(batch, batch.position)
+                held = order.held
                 _, bad, after = order.finish(None if last_segment else logs[i + 1][0])
                 if bad is not None:
                     raise Refused(
@@ -151,6 +160,21 @@ def rebuilt_indexes(directory: str, interval: int, force: bool, work: str) -> li
                         _out_of_line(bad, after) + f", at or past the next segment's base "
                         f"offset {logs[i + 1][0]}",
                     )
+                if (
+                    last_segment
+                    and held is not None
+                    and reader.incomplete_tail is None
+                    and held.position + held.size_in_bytes == len(data)
+                ):
+                    # the log's last batch: judged by its segment's own evidence (last_batch)
+                    wrong = judge_files(
+                        directory,
+                        base,
+                        held,
+                        functools.partial(_entries_between, data, limits),
+                    )
+                    if wrong is not None:
+                        raise Refused(log_path, held.position, wrong)
             except Refused:
                 raise
             except KafkalogError as e:  # unparseable, or offsets the index cannot take

@@ -316,7 +316,16 @@ class LogLoader:
         segment goes and the leader-epoch cache is cleared; the caller then starts an empty
         segment at the log start offset. Read-only, the segments are only left out of view."""
         active = self.log.segments.active
-        if active is None or self.log.read_next_offset(active) >= log_start:
+        if active is None:
+            return
+        try:
+            end = self.log.read_next_offset(active)
+        except CorruptRecordError:
+            # a torn tail (cut below, after a copy) or damage (refused below; a read-only open
+            # goes on past it): the end before it decides, not an error here, or a zero tail
+            # under a clean-shutdown marker would take a data directory's partition offline
+            end = end_past_damage(active)
+        if end >= log_start:
             return
         for seg in list(self.log.segments):
             if self.log.writable:

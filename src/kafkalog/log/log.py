@@ -1381,7 +1381,8 @@ class Log:
                 active.time_index.get()
             if self._own_marker and os.path.isdir(self.directory):
                 # last, once everything is on disk: the next open needs no recovery
-                LogCleanShutdown.write(self.directory, self.recovery_point)
+                last = (active.base_offset, active.size) if active is not None else None
+                LogCleanShutdown.write(self.directory, self.recovery_point, last)
         self._local.close()
         self._release_lock()
 

@@ -40,6 +40,7 @@ from kafkalog.index import (
 )
 from kafkalog.index.base import INT32_MAX
 from kafkalog.index.offset_index import OffsetPosition
+from kafkalog.log import last_batch
 from kafkalog.log.batch_indexer import BatchIndexer
 from kafkalog.log.index_interval import entry_due
 from kafkalog.log.layout import (
@@ -562,6 +563,8 @@ class LogSegment:
         self.next_base: int | None = None
         # the next base its last batch was found to end below (LocalLog's reads check it once)
         self.end_checked_for: int | None = None
+        # the last judgement of the log's last batch (end_problem), by entry and file size
+        self._end_problem: tuple[tuple[int, int, int, int], str | None] | None = None
         self._max_ts_and_offset = _UNKNOWN
         self.rolling_based_timestamp: int | None = None
         self.created = self._now_ms()
@@ -851,6 +854,7 @@ class LogSegment:
                         if (
                             held is not None
                             and offset_order_problem(entry, before_held, self.base_offset) is None
+                            and not self.is_proven_last(entry)
                         ):
                             raise self._damaged(_jumped_ahead(held, entry), held.position)
                         raise self._damaged(wrong, entry.position)
@@ -913,6 +917,10 @@ class LogSegment:
         else:
             upper = self.next_base
             what = f"the next segment (base offset {upper})"
+            if upper is None and after >= self.log.size:
+                wrong = self.end_problem(held)
+                if wrong is not None:
+                    raise self._damaged(wrong, held.position)
         if upper is not None and held.last_offset >= upper:
             first = held.base_offset if isinstance(held, RecordBatch) else held.last_offset
             raise self._damaged(
@@ -921,6 +929,47 @@ class LogSegment:
                 "batch CRC) is wrong",
                 held.position,
             )
+
+    def is_proven_last(self, entry: LogEntry) -> bool:
+        """Whether ``entry`` ends this segment, the log's last, and is proven out of line
+        (:meth:`end_problem`): then it, not the batch before it, is the damaged one."""
+        return (
+            entry.position + entry.size_in_bytes >= self.log.size
+            and self.end_problem(entry) is not None
+        )
+
+    def closed_cleanly(self) -> bool:
+        """Whether kafkalog's own clean close recorded this log's end with no append since
+        (:func:`kafkalog.log.last_batch.marker_end`): then nothing at its end was torn."""
+        return last_batch.marker_end(self.directory, self.log.path) is not None
+
+    def end_problem(self, entry: LogEntry) -> str | None:
+        """Why ``entry``, the last whole batch of the log's last segment (nothing valid after
+        it), cannot hold the offsets its header says, or None (:mod:`kafkalog.log.last_batch`:
+        this segment's own indexes, kafkalog's own clean-close record). Remembered for the
+        entry and file size: a reader at the end of a live log asks again and again."""
+        if self.next_base is not None or not self.is_last:
+            return None
+        key = (entry.position, entry.size_in_bytes, self.log.size, entry.base_offset)
+        if self._end_problem is not None and self._end_problem[0] == key:
+            return self._end_problem[1]
+        answer = self._judge_last(entry)
+        self._end_problem = (key, answer)
+        return answer
+
+    def _judge_last(self, entry: LogEntry) -> str | None:
+        loaded: dict[str, OffsetIndex | TimeIndex] = {}
+        if self.offset_index.is_loaded:
+            loaded[INDEX_SUFFIX] = self.offset_index.get()
+        if self.time_index.is_loaded:
+            loaded[TIME_INDEX_SUFFIX] = self.time_index.get()
+        return last_batch.judge_files(
+            self.directory,
+            self.base_offset,
+            entry,
+            lambda a, b: list(self.log.entries(a, b, limits=self.limits)),
+            loaded,
+        )
 
     def _damaged(self, what: str, position: int) -> DamagedLogError:
         return DamagedLogError.found(

@@ -26,6 +26,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 from kafkalog.errors import BatchTooLargeError, CorruptRecordError, DamagedLogError, KafkalogError
+from kafkalog.log import last_batch
 from kafkalog.log.layout import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
@@ -36,6 +37,7 @@ from kafkalog.log.layout import (
 from kafkalog.log.log import Log
 from kafkalog.log.segment import cut_off_damage, offset_order_problem, torn_absurd_entry
 from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
+from kafkalog.records.reader import LogEntry
 
 _CHUNK = 1 << 20  # bytes read per pread when that many are there
 _LIST_EVERY = 0.1  # seconds between directory listings while the log does not grow
@@ -169,6 +171,17 @@ class TailReader:
                             f"holds offsets up to {entry.last_offset}, at or past the next "
                             f"segment's base offset {self._next_base}"
                         )
+                    if (
+                        wrong is None
+                        and upper is None
+                        and entry.position + entry.size_in_bytes >= os.fstat(fd).st_size
+                        and not self._later_segment_exists()
+                    ):
+                        # the log's last batch: no batch or segment after it shows its base
+                        # offset in line; judged by its segment's own evidence (last_batch)
+                        wrong = last_batch.judge_files(
+                            self.directory, self._base, entry, self._entries_between
+                        )
                     if wrong is not None:
                         raise DamagedLogError.found(
                             wrong,
@@ -234,6 +247,11 @@ class TailReader:
                     partition=self.directory,
                 )
             return  # a batch still being written: the next poll reads it
+
+    def _entries_between(self, start: int, end: int) -> list[LogEntry]:
+        """The entries of the open segment between two byte positions (headers only)."""
+        data = os.pread(self._fd, end - start, start)
+        return list(LogReader(data, limits=self.limits, base_position=start))
 
     def _later_segment_exists(self) -> bool:
         return any(
