@@ -337,6 +337,7 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
                         max_offset=upper,
                         min_one_message=total == 0,
                         include_aborted=isolation == READ_COMMITTED,
+                        verify_crcs=True,  # librdkafka checks none by default
                     )
                     data: bytes | FileRegion = b"" if read.region is None else read.region
                     if read.aborted is not None:
@@ -393,7 +394,12 @@ def _read_before_damage(
         size //= 2
         try:
             read = log.fetch(
-                offset, size, max_offset=upper, min_one_message=True, include_aborted=committed
+                offset,
+                size,
+                max_offset=upper,
+                min_one_message=True,
+                include_aborted=committed,
+                verify_crcs=True,
             )
         except (KafkalogError, OSError):
             continue
