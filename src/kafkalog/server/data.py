@@ -1,7 +1,9 @@
 """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords over the partition logs.
 
 Produced batches go through ``Log.append`` (CRC, max.message.bytes, offsets, LogAppendTime and
-the log's producer state); fetched bytes are the segment bytes as stored, never decoded.
+the log's producer state); fetched bytes are the segment bytes as stored, never decoded, their
+offsets and CRCs checked by the log (``verify_crcs``: librdkafka checks no CRC by default) the
+first time they are fetched.
 """
 
 from __future__ import annotations
