@@ -46,6 +46,7 @@ from kafkalog.log.layout import (
 )
 from kafkalog.log.segment import FileRegion, LogSegment
 from kafkalog.log.segment_set import SegmentSet
+from kafkalog.log.verified import check_fetched_crcs
 from kafkalog.records import Record
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.types import Limits, TimestampUnit
@@ -201,6 +202,8 @@ class LocalLog:
         # a torn tail is where the log ends; anything else is an error (damage module)
         check_tail(active, problem, is_last=True, directory=self.directory)
         active.log.size = problem.position
+        if active.log.verified is not None:  # (a read-only file keeps none; never stale)
+            active.log.verified.cut(problem.position)
         return active.read_next_offset()
 
     def delete_segment(self, seg: LogSegment) -> None:
@@ -380,12 +383,18 @@ class LocalLog:
         max_offset: int | None = None,
         min_one_message: bool = True,
         include_aborted: bool = False,
+        verify_crcs: bool = False,
     ) -> FetchInfo:
         """Kafka's ``LocalLog.read``: the bytes of whole batches from the one holding ``start``,
         at most ``max_bytes`` (at least the first batch with ``min_one_message``), and none at
         or past the batch where ``max_offset`` (a high watermark or last stable offset; default
         the log end) begins: the bound is a byte position, so no batch is parsed to cut there.
-        With ``include_aborted``, the aborted transactions overlapping what is returned."""
+        With ``include_aborted``, the aborted transactions overlapping what is returned.
+
+        With ``verify_crcs``, every whole batch returned has had its CRC checked (a mismatch
+        is a :class:`DamagedLogError` naming file and byte, as any damage): bytes a fetch of
+        this process already verified in a file it writes are neither read nor checked again
+        (:mod:`kafkalog.log.verified`)."""
         self._check_in_range(start)
         for lost in self.lost:
             if lost.overlaps(start, start + 1) or (
@@ -418,16 +427,27 @@ class LocalLog:
             region = seg.log.region(found.position, length)
             if not region.length:
                 break
-            wrong = fetched_offsets_problem(
-                seg.log.read(found.position, region.length),
-                found.position,
-                seg.base_offset - 1,
-                upper,
-            )
-            if wrong is not None:
-                raise DamagedLogError.found(
-                    wrong[1], path=seg.log.path, position=wrong[0], partition=seg.directory
-                )
+            verified = seg.log.verified if verify_crcs else None
+            if verified is None or not verified.covers(
+                found.position, found.position + region.length
+            ):
+                # (bytes verified before had their offsets checked too, against bounds that
+                # only a truncation lowers, and it forgets them)
+                data = seg.log.read(found.position, region.length)
+                wrong = fetched_offsets_problem(data, found.position, seg.base_offset - 1, upper)
+                if wrong is not None:
+                    raise DamagedLogError.found(
+                        wrong[1], path=seg.log.path, position=wrong[0], partition=seg.directory
+                    )
+                if verify_crcs:
+                    check_fetched_crcs(
+                        data,
+                        found.position,
+                        path=seg.log.path,
+                        partition=seg.directory,
+                        limits=seg.limits,
+                        verified=verified,
+                    )
             if include_aborted:
                 # Kafka's fetchUpperBoundOffset: an offset of the first indexed append after the
                 # bytes returned (every offset returned is below it), else the next segment's

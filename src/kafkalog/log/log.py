@@ -1030,16 +1030,21 @@ class Log:
         max_offset: int | None = None,
         min_one_message: bool = True,
         include_aborted: bool = False,
+        verify_crcs: bool = False,
     ) -> FetchInfo:
         """Kafka's fetch read (:meth:`LocalLog.fetch`): whole batches from the one holding
         ``start_offset``, none at or past ``max_offset`` (a last stable offset), with the
-        aborted transactions they overlap when asked."""
+        aborted transactions they overlap when asked. With ``verify_crcs`` (``kafkalog
+        serve``: librdkafka checks no CRC by default) every whole batch returned has a
+        matching CRC, checked once per byte of a writable log, else a
+        :class:`~kafkalog.errors.DamagedLogError` names file and byte."""
         return self._local.fetch(
             start_offset,
             max_bytes,
             max_offset=max_offset,
             min_one_message=min_one_message,
             include_aborted=include_aborted,
+            verify_crcs=verify_crcs,
         )
 
     @_writes_pending_first

@@ -51,6 +51,7 @@ from kafkalog.log.layout import (
     segment_file,
 )
 from kafkalog.log.producer_state import ProducerStateManager
+from kafkalog.log.verified import VerifiedRanges
 from kafkalog.records import LogReader, RecordBatch
 from kafkalog.records.batch import batch_at
 from kafkalog.records.reader import IncompleteTail, LogEntry
@@ -191,6 +192,9 @@ class SegmentFile:
         self._reader: files.ReadHandle | None = None
         self._users = files.HandleUsers()  # reads in flight, so that close waits for them
         self.fd = -1
+        # the byte ranges whose whole batches a fetch found valid (log/verified.py): only for
+        # a file this process writes (another writer may rewrite bytes between two looks)
+        self.verified: VerifiedRanges | None = VerifiedRanges() if writable else None
         if not writable and listed_size is not None:
             # the size came with the directory listing: open on the first read, so opening a
             # log of many segments in an object store costs one listing, not a request each
@@ -321,6 +325,8 @@ class SegmentFile:
         if os.fstat(self.fd).st_size > size:
             os.ftruncate(self.fd, size)
         self.size = size
+        if self.verified is not None:
+            self.verified.cut(size)  # bytes appended here next are new: check them again
         return removed
 
     def trim(self) -> None:

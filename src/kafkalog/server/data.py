@@ -1,7 +1,9 @@
 """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords over the partition logs.
 
 Produced batches go through ``Log.append`` (CRC, max.message.bytes, offsets, LogAppendTime and
-the log's producer state); fetched bytes are the segment bytes as stored, never decoded.
+the log's producer state); fetched bytes are the segment bytes as stored, never decoded, their
+offsets and CRCs checked by the log (``verify_crcs``: librdkafka checks no CRC by default) the
+first time they are fetched.
 """
 
 from __future__ import annotations
@@ -337,6 +339,7 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
                         max_offset=upper,
                         min_one_message=total == 0,
                         include_aborted=isolation == READ_COMMITTED,
+                        verify_crcs=True,  # librdkafka checks none by default
                     )
                     data: bytes | FileRegion = b"" if read.region is None else read.region
                     if read.aborted is not None:
@@ -393,7 +396,12 @@ def _read_before_damage(
         size //= 2
         try:
             read = log.fetch(
-                offset, size, max_offset=upper, min_one_message=True, include_aborted=committed
+                offset,
+                size,
+                max_offset=upper,
+                min_one_message=True,
+                include_aborted=committed,
+                verify_crcs=True,
             )
         except (KafkalogError, OSError):
             continue
