@@ -148,9 +148,13 @@ def child(side: str, data: str, parquet: str, spawned: float) -> dict[str, float
         early = [at for at in times if at <= t["answered"]]
         if early:
             t[name] = max(early) if name == "read_end" else min(early)
-    t["pyworkers"] = float(len([a for a in seen.get("pyworker", []) if a <= t["answered"]]))
+    started = seen.get("pyworker", [])
+    workers = {
+        "pyworkers_register": float(len([a for a in started if a <= t["registered"]])),
+        "pyworkers": float(len([a for a in started if t["registered"] < a <= t["answered"]])),
+    }
     out = {k: v - spawned for k, v in t.items()}
-    out["pyworkers"] = t["pyworkers"]
+    out.update(workers)
     return out
 
 
@@ -376,10 +380,13 @@ def _table(labels: list[tuple[str, str]], med: dict[str, dict[str, float]]) -> l
             value = _get(med[label], end, start) if _kind(side) in kinds else None
             cells.append(f"{value:>13.2f}s" if value is not None else f"{'':>14}")
         lines.append(f"{name:<56}" + "".join(cells))
-    lines.append(
-        f"{'Python workers started by the first query':<56}"
-        + "".join(f"{med[label].get('pyworkers', 0):>14.0f}" for label, _ in labels)
-    )
+    for key, name in (
+        ("pyworkers_register", "Python worker processes started by register()"),
+        ("pyworkers", "Python worker processes started by load() + 1st action"),
+    ):
+        lines.append(
+            f"{name:<56}" + "".join(f"{med[label].get(key, 0):>14.0f}" for label, _ in labels)
+        )
     return lines
 
 
@@ -434,14 +441,13 @@ def _summary(
 
 
 def compare(data: str, parquet: str, rounds: int, before: str) -> None:
-    """The JVM path and the Python source from the ``before`` source tree and from this one
-    (``PYTHONPATH`` as given), and Parquet, interleaved round by round."""
+    """The JVM path from the ``before`` source tree and from this one (``PYTHONPATH`` as
+    given), the Python source (this tree's) and Parquet, interleaved round by round."""
     after = os.environ.get("PYTHONPATH", "")
     sides: list[tuple[str, str, str | None]] = [
         ("JVM before", "jvm", before),
         ("JVM after", "jvm", after),
-        ("Python before", "kafkalog", before),
-        ("Python after", "kafkalog", after),
+        ("Python", "kafkalog", after),
         ("Parquet", "parquet", None),
     ]
     runs, med = _rounds(sides, data, parquet, rounds)

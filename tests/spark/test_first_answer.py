@@ -1,7 +1,7 @@
 """A new driver's first answer on the JVM path (issue 34 §4): the planner process ``register``
 starts in the background is the one the JVM asks, it warms its imports up while it waits, it
 ends with the process that started it (however that ends), a planner that is gone is replaced,
-one that cannot start is said at ``load()``, and the JVM source's small reads use every core."""
+and one that cannot start is said at ``load()``."""
 
 from __future__ import annotations
 
@@ -212,18 +212,3 @@ else:
     assert "is kafkalog installed for that interpreter" in lines["LOAD"]
     assert _gone(started), "the planner register() started outlived its driver"
     assert all(_gone(int(pid)) for pid in planners), f"planners left behind: {planners}"
-
-
-def test_the_jvm_source_spreads_a_small_read_over_tasks() -> None:
-    """The JVM planner's floor of four tasks holds down to 8 MiB a task (its tasks start in
-    milliseconds); the Python source's stays at 64 MiB (each of its tasks starts a worker)."""
-    from kafkalog.spark.jvm_bridge import parse
-    from kafkalog.spark.options import parse_read_options
-    from kafkalog.spark.plan import task_count
-
-    mib = 1024 * 1024
-    options = {"path": str(BROKER)}
-    jvm, python = parse(options, streaming=False), parse_read_options(options, streaming=False)
-    assert [task_count(n * mib, jvm) for n in (1, 10, 20, 80, 300)] == [1, 1, 2, 4, 4]
-    assert [task_count(n * mib, python) for n in (1, 80, 130, 300)] == [1, 1, 2, 4]
-    assert parse(options, streaming=True).min_task_bytes == 8 * mib

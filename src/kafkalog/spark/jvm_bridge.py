@@ -207,17 +207,10 @@ class Planner:
         return out
 
 
-#: the JVM source's floor of four tasks holds down to this much per task (the Python source's
-#: is 64 MiB, each of its tasks starting a Python worker): a JVM task starts in milliseconds,
-#: so a new driver's first query over ~100 MB reads on every core, not in one task
-JVM_MIN_TASK_BYTES = 8 * 1024 * 1024
-
-
 def parse(options: dict[str, str], *, streaming: bool) -> Any:
     from kafkalog.spark.options import parse_read_options
 
-    opts = parse_read_options(options, streaming=streaming)
-    return dataclasses.replace(opts, min_task_bytes=min(opts.min_task_bytes, JVM_MIN_TASK_BYTES))
+    return parse_read_options(options, streaming=streaming)
 
 
 def serve(stdin: IO[str], stdout: IO[str], *, warm: bool = True) -> None:

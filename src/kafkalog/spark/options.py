@@ -128,9 +128,6 @@ class ReadOptions:
     #: the source declares, so nothing else is decoded (Spark cannot prune a Python source's
     #: columns; this is ``.schema(...)`` without writing the types)
     columns: tuple[str, ...] | None = None
-    #: not an option: below this much per task, fewer tasks than the floor of four (see
-    #: ``task_count``); the JVM source's planner lowers it, its tasks cost milliseconds to start
-    min_task_bytes: int = MIN_TASK_BYTES
 
 
 _TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}

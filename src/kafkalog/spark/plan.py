@@ -18,7 +18,7 @@ from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
 from kafkalog.log.local_log import SegmentRange
-from kafkalog.spark.options import EARLIEST, LATEST, OptionError, ReadOptions
+from kafkalog.spark.options import EARLIEST, LATEST, MIN_TASK_BYTES, OptionError, ReadOptions
 
 # the selection and load-time checks, here too for callers of the planner (a JVM front end)
 from kafkalog.spark.selection import INTERNAL_TOPICS as INTERNAL_TOPICS
@@ -360,7 +360,7 @@ def task_count(total: int, opts: ReadOptions) -> int:
     core idle for a third of the run; five of 103 MB do not divide either.)"""
     if total <= 0:
         return 1
-    n = max(-(-total // opts.max_bytes_per_split), min(4, total // opts.min_task_bytes))
+    n = max(-(-total // opts.max_bytes_per_split), min(4, total // MIN_TASK_BYTES))
     if opts.min_partitions:
         n = max(n, opts.min_partitions)
     if n <= 1:
