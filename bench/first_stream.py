@@ -7,8 +7,8 @@ a jar (the JVM source, planned by its Python planner process), ``python`` the Py
 (``KAFKALOG_JVM=0``). The stream reads the sample's ``clicks`` topic from the earliest offsets
 with ``maxOffsetsPerTrigger`` into Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every
 micro-batch the same size until the end); each micro-batch's phases are Spark's own progress
-events (``query.recentProgress``: ``durationMs``), and ``start()`` to the first micro-batch's
-start is timed around them.
+events (``query.recentProgress``: ``durationMs``), its tasks' span from Spark's event log, and
+``start()`` to the first micro-batch's start is timed around them.
 """
 
 from __future__ import annotations
@@ -35,11 +35,15 @@ def child(side: str, data: str, per_trigger: int) -> dict[str, Any]:
     import kafkalog.spark
 
     t0 = time.time()
+    events = tempfile.mkdtemp(prefix="kafkalog-first-stream-events-")
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.compress", "false")
+        .config("spark.eventLog.dir", "file://" + events)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -71,16 +75,22 @@ def child(side: str, data: str, per_trigger: int) -> dict[str, Any]:
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     spark.stop()
     shutil.rmtree(checkpoint, ignore_errors=True)
+    tasks = _tasks(events)
+    shutil.rmtree(events, ignore_errors=True)
     batches = []
     for p in progress:
         at = _epoch(p["timestamp"])
         d = p["durationMs"]
+        end = at + d.get("triggerExecution", 0) / 1000
+        mine = [(a, b) for a, b in tasks if at <= a <= end]
         batches.append(
             {
                 "start": at - started,
                 "rows": p["numInputRows"],
                 "total": d.get("triggerExecution", 0) / 1000,
                 **{k: d.get(k, 0) / 1000 for k in PARTS},
+                "tasks": len(mine),
+                "task_span": max(b for _, b in mine) - min(a for a, _ in mine) if mine else 0.0,
             }
         )
     return {
@@ -91,6 +101,21 @@ def child(side: str, data: str, per_trigger: int) -> dict[str, Any]:
         "end": ended - started,
         "batches": batches,
     }
+
+
+def _tasks(directory: str) -> list[tuple[float, float]]:
+    """Every task's launch and finish (wall clock, s) from Spark's event log."""
+    out = []
+    for d, _, names in os.walk(directory):
+        for name in names:
+            if not name.startswith(("events_", "local-")):
+                continue
+            with open(os.path.join(d, name)) as log:
+                for line in log:
+                    if '"SparkListenerTaskEnd"' in line:
+                        info = json.loads(line)["Task Info"]
+                        out.append((info["Launch Time"] / 1000, info["Finish Time"] / 1000))
+    return out
 
 
 def _epoch(stamp: str) -> float:
@@ -145,8 +170,11 @@ def run(data: str, per_trigger: int, rounds: int, before: str | None = None) -> 
         ("start() to the first micro-batch's start", lambda r: r["batches"][0]["start"]),
         ("first micro-batch", lambda r: r["batches"][0]["total"]),
         *[(f"  {part}", _first_part(part)) for part in PARTS],
+        ("  its tasks: first launch to last end", _first_part("task_span")),
+        ("  its tasks (count)", _first_part("tasks")),
         ("later micro-batches (median)", lambda r: _later(r, "total")),
         *[(f"  {part}", _later_part(part)) for part in PARTS],
+        ("  their tasks: first launch to last end", _later_part("task_span")),
         ("first minus later", lambda r: r["batches"][0]["total"] - _later(r, "total")),
         ("micro-batches", lambda r: len(r["batches"])),
     ]
