@@ -97,8 +97,9 @@ os.kill(os.getpid(), signal.SIGKILL)
     )
     done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr
-    pid, _ = done.stdout.split()
+    pid, directory = done.stdout.split()
     assert _gone(int(pid)), f"planner {pid} outlived the killed driver"
+    assert not os.path.exists(directory), "the killed driver's planner left its socket behind"
 
 
 def _planners() -> dict[int, str]:

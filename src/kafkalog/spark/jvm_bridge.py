@@ -300,12 +300,20 @@ def listen(server_fd: int) -> None:
     import socket
     import threading
 
+    server = socket.socket(fileno=server_fd)
+
     def watch_parent() -> None:
         sys.stdin.buffer.read()  # returns at EOF: the Python driver closed it or ended
+        # its socket and private directory go too (a driver ended without its atexit hooks)
+        path = str(server.getsockname())
+        directory = os.path.dirname(path)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            if os.path.basename(directory).startswith("kafkalog-planner-"):
+                os.rmdir(directory)
         os._exit(0)
 
     threading.Thread(target=watch_parent, name="kafkalog-planner-parent", daemon=True).start()
-    server = socket.socket(fileno=server_fd)
     while True:
         _warm(server.fileno(), _PENDING)
         conn, _ = server.accept()
