@@ -19,9 +19,12 @@ target leaves for it (two cores' worth of the time between the replay and ceilin
     python bench/bench_spark.py --first-query [--rounds 3]   # time to the first answer
     python bench/bench_spark.py --first-query --before OLD/src   # the same, old tree beside
     python bench/bench_spark.py --jvm [--records N] [--rounds 5]  # JVM vs Python vs Parquet
+    python bench/bench_spark.py --first-stream [--per-trigger 200000] [--before OLD/src]
 
-``--first-query`` times a new process's first query instead, phase by phase, against a Parquet
-first query of the same rows (see ``bench/first_query.py``).
+``--first-query`` times a new process's first query instead, phase by phase, on the JVM path
+and the Python source against a Parquet first query of the same rows (see
+``bench/first_query.py``); ``--first-stream`` a stream's first micro-batch against its later
+ones (``bench/first_stream.py``).
 """
 
 from __future__ import annotations
@@ -52,6 +55,14 @@ def main() -> None:
         "--data", default=os.path.join(tempfile.gettempdir(), "kafkalog-bench-spark")
     )
     parser.add_argument("--first-query", action="store_true", help="time to the first answer")
+    parser.add_argument(
+        "--first-stream",
+        action="store_true",
+        help="a stream's first micro-batch against its later ones, JVM and Python sources",
+    )
+    parser.add_argument(
+        "--per-trigger", type=int, default=200_000, help="with --first-stream: maxOffsetsPerTrigger"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per side")
     parser.add_argument(
         "--before",
@@ -69,6 +80,9 @@ def main() -> None:
 
     write_sample(args.data, args.records)
     parquet_path = args.data.rstrip("/") + ".parquet"
+    if args.first_stream:
+        _first_stream(args)
+        return
     if args.first_query:
         import first_query
 
@@ -197,6 +211,13 @@ def main() -> None:
         f"{t_fixed:>11.2f}s{t_one_each - t_fixed:>+8.2f}s  (fixed cost beyond the API's floor)"
     )
     spark.stop()
+
+
+def _first_stream(args: Any) -> None:
+    """``--first-stream``: see ``bench/first_stream.py``."""
+    import first_stream
+
+    first_stream.run(args.data, args.per_trigger, args.rounds, args.before)
 
 
 def _write_parquet(data: str, parquet_path: str) -> None:

@@ -25,8 +25,10 @@ Beside them: each module a Python worker imports, timed alone in a fresh interpr
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +39,8 @@ from typing import Any
 
 QUERY = ("count(*) as n", "sum(length(value)) as bytes", "max(timestamp) as latest")
 MARKS = "KAFKALOG_BENCH_MARKS"
+#: the planner's own marks (kafkalog.spark.jvm_bridge.TRACE_ENV; the bench hook's where absent)
+PLANNER_TRACE = "KAFKALOG_PLANNER_TRACE"
 
 
 def _mark(name: str) -> None:
@@ -82,17 +86,27 @@ def _spy_source() -> Any:
 
 
 def child(side: str, data: str, parquet: str, spawned: float) -> dict[str, float]:
-    """One fresh process's first and second query; phases in seconds since ``spawned``."""
+    """One fresh process's first and second query; phases in seconds since ``spawned``.
+
+    ``side`` is ``kafkalog`` (the Python source, marked from its workers), ``jvm`` (what
+    ``kafkalog.spark.register`` puts in front of ``format("kafkalog")`` with a jar: the JVM
+    source, its planner process marked by ``bench/first_hook``) or ``parquet``."""
     t: dict[str, float] = {"spawned": spawned}
     from pyspark.sql import SparkSession
 
     if side == "kafkalog":
-        import kafkalog.spark.source  # noqa: F401  (what a user's register() imports)
+        importlib.import_module("kafkalog.spark.source")  # what a user's register() imports
+    if side == "jvm":
+        importlib.import_module("kafkalog.spark")  # what a user imports to call register()
     t["imported"] = time.time()
+    events = tempfile.mkdtemp(prefix="kafkalog-first-events-")
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.compress", "false")
+        .config("spark.eventLog.dir", "file://" + events)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -110,6 +124,8 @@ def child(side: str, data: str, parquet: str, spawned: float) -> dict[str, float
 
         spark.conf.set(PUSHDOWN_CONF, "true")
         spark.dataSource.register(_spy_source())
+    if side == "jvm":
+        _register_marked(spark)
     t["registered"] = time.time()
     df = frame()
     t["loaded"] = time.time()
@@ -119,27 +135,100 @@ def child(side: str, data: str, parquet: str, spawned: float) -> dict[str, float
     t["answered_again"] = time.time()
     assert tuple(first) == tuple(second)
     spark.stop()
-    if side == "kafkalog":
-        seen: dict[str, list[float]] = {}
+    t.update(_spark_events(events, t["loaded"], t["answered"]))
+    shutil.rmtree(events, ignore_errors=True)
+    seen: dict[str, list[float]] = {}
+    if os.path.exists(os.environ[MARKS]):
         with open(os.environ[MARKS]) as marks:
             for line in marks:
                 name, at = line.split()
                 seen.setdefault(name, []).append(float(at))
-        # the first query's marks: before its answer; its tasks' reads end with the last one
-        for name, times in seen.items():
-            early = [at for at in times if at <= t["answered"]]
+    # the first query's marks: before its answer; its tasks' reads end with the last one
+    for name, times in seen.items():
+        early = [at for at in times if at <= t["answered"]]
+        if early:
             t[name] = max(early) if name == "read_end" else min(early)
-    return {k: v - spawned for k, v in t.items()}
+    started = seen.get("pyworker", [])
+    workers = {
+        "pyworkers_register": float(len([a for a in started if a <= t["registered"]])),
+        "pyworkers": float(len([a for a in started if t["registered"] < a <= t["answered"]])),
+    }
+    out = {k: v - spawned for k, v in t.items()}
+    out.update(workers)
+    return out
+
+
+def _register_marked(spark: Any) -> None:
+    """``kafkalog.spark.register(spark)``, with the jar's look-up (or build) marked."""
+    import kafkalog.spark
+    from kafkalog.spark import jvm_path
+
+    found = jvm_path.find_jar
+
+    def find_jar(*args: Any, **kwargs: Any) -> Any:
+        _mark("jar_start")
+        try:
+            return found(*args, **kwargs)
+        finally:
+            _mark("jar_end")
+
+    jvm_path.find_jar = find_jar  # type: ignore[assignment]
+    try:
+        kafkalog.spark.register(spark)
+    finally:
+        jvm_path.find_jar = found  # type: ignore[assignment]
+    from kafkalog.spark.source import path_in_use
+
+    assert path_in_use(spark) == "jvm", "no JVM path here (no JDK or jar?)"
+
+
+def _spark_events(directory: str, start: float, end: float) -> dict[str, float]:
+    """From Spark's event log (wall clock, ms): the first action's first task launch, last task
+    end and last job end (events between ``start`` and ``end``)."""
+    launches: list[float] = []
+    finishes: list[float] = []
+    jobs: list[float] = []
+    paths = [
+        os.path.join(d, n)
+        for d, _, names in os.walk(directory)
+        for n in names
+        if n.startswith(("events_", "local-"))
+    ]
+    for path in paths:
+        with open(path) as log:
+            for line in log:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind = event.get("Event")
+                if kind == "SparkListenerTaskEnd":
+                    info = event["Task Info"]
+                    launches.append(info["Launch Time"] / 1000)
+                    finishes.append(info["Finish Time"] / 1000)
+                elif kind == "SparkListenerJobEnd":
+                    jobs.append(event["Completion Time"] / 1000)
+    out: dict[str, float] = {}
+    inside = [i for i, at in enumerate(launches) if start <= at <= end]
+    if inside:
+        out["first_task"] = min(launches[i] for i in inside)
+        out["last_task_end"] = max(finishes[i] for i in inside)
+    done = [at for at in jobs if start <= at <= end]
+    if done:
+        out["job_end"] = max(done)
+    return out
+
+
+HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_hook")
 
 
 def _run_child(side: str, data: str, parquet: str, src: str | None = None) -> dict[str, float]:
     """One fresh process of ``side``; with ``src``, kafkalog imported from that tree (its
-    workers inherit the environment, so they import it too)."""
+    workers and the JVM source's planner inherit the environment, so they import it too)."""
     with tempfile.NamedTemporaryFile("w", suffix=".marks", delete=False) as marks:
         path = marks.name
-    env = {**os.environ, MARKS: path, "PYSPARK_PYTHON": sys.executable}
-    if src is not None:
-        env["PYTHONPATH"] = src
+    env = {**os.environ, MARKS: path, PLANNER_TRACE: path, "PYSPARK_PYTHON": sys.executable}
+    tree = src if src is not None else os.environ.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, HOOK) if p)
     spawned = time.time()
     out = subprocess.run(
         [sys.executable, __file__, "--child", side, data, parquet, repr(spawned)],
@@ -237,102 +326,153 @@ print(a, b)
     return float(a), float(b)
 
 
-def phases(k: dict[str, float], p: dict[str, float]) -> list[tuple[str, float | None, float]]:
-    """(phase, kafkalog seconds, Parquet seconds); sub-phases of kafkalog have no peer (-1)."""
-    rows: list[tuple[str, float | None, float]] = [
-        ("driver imports (interpreter + pyspark [+ kafkalog])", k["imported"], p["imported"]),
-        ("SparkSession (JVM start)", k["session"] - k["imported"], p["session"] - p["imported"]),
-        ("load()", k["loaded"] - k["registered"], p["loaded"] - p["registered"]),
-        ("  worker start + imports to schema()", k["schema_start"] - k["registered"], -1),
-        ("  schema() (options parsed)", k["schema_end"] - k["schema_start"], -1),
-        ("first action", k["answered"] - k["loaded"], p["answered"] - p["loaded"]),
-        ("  planner worker start + imports to reader()", k["reader_start"] - k["loaded"], -1),
-        ("  reader() + partitions() (planning)", k["partitions_end"] - k["reader_start"], -1),
-        ("  task worker start + imports to read()", k["read_start"] - k["partitions_end"], -1),
-        ("  read() to its first batch (numba loads)", k["first_batch"] - k["read_start"], -1),
-        ("  rest of the tasks' read", k["read_end"] - k["first_batch"], -1),
-        ("  Spark to the answer", k["answered"] - k["read_end"], -1),
-        ("spawn to first answer", k["answered"], p["answered"]),
-        (
-            "second action (warm)",
-            k["answered_again"] - k["answered"],
-            p["answered_again"] - p["answered"],
-        ),
-    ]
-    return rows
+def _get(r: dict[str, float], later: str, earlier: str) -> float | None:
+    if later in r and earlier in r:
+        return r[later] - r[earlier]
+    return None
+
+
+#: (phase, its end mark, its start mark, the sides it applies to: j(vm), p(ython), q (Parquet))
+PHASES: list[tuple[str, str, str, str]] = [
+    ("driver imports (interpreter + pyspark [+ kafkalog])", "imported", "spawned", "jpq"),
+    ("SparkSession (JVM start)", "session", "imported", "jpq"),
+    ("register()", "registered", "session", "jp"),
+    ("  jar found (or built): find_jar", "jar_end", "jar_start", "j"),
+    ("  ADD JAR and confs, after the jar", "registered", "jar_end", "j"),
+    ("load()", "loaded", "registered", "jpq"),
+    ("  planner process: spawned (from register())", "planner_spawned", "registered", "j"),
+    ("  planner: spawn to interpreter up", "planner_python_up", "planner_spawned", "j"),
+    ("  planner: its imports, up to serving", "planner_serving", "planner_python_up", "j"),
+    ("  planner: up to its imports warm (after only)", "planner_warm", "planner_python_up", "j"),
+    ("  planner: schema request in, from load()", "req:schema", "registered", "j"),
+    ("  planner: schema answered", "ans:schema", "req:schema", "j"),
+    ("  worker start + imports to schema()", "schema_start", "registered", "p"),
+    ("  schema() (options parsed)", "schema_end", "schema_start", "p"),
+    ("first action", "answered", "loaded", "jpq"),
+    ("  Spark's analysis to the plan request", "req:plan", "loaded", "j"),
+    ("  planner: plan answered", "ans:plan", "req:plan", "j"),
+    ("  plan answered to the first task", "first_task", "ans:plan", "j"),
+    ("  planner worker start + imports to reader()", "reader_start", "loaded", "p"),
+    ("  reader() + partitions() (planning)", "partitions_end", "reader_start", "p"),
+    ("  task worker start + imports to read()", "read_start", "partitions_end", "p"),
+    ("  read() to its first batch (numba loads)", "first_batch", "read_start", "p"),
+    ("  rest of the tasks' read", "read_end", "first_batch", "p"),
+    ("  Spark's planning to the first task", "first_task", "loaded", "q"),
+    ("  tasks: first launch to last end", "last_task_end", "first_task", "jpq"),
+    ("  last task end to the answer", "answered", "last_task_end", "jpq"),
+    ("load() + first action (the query)", "answered", "registered", "jpq"),
+    ("register() + load() + first action", "answered", "session", "jpq"),
+    ("spawn to first answer", "answered", "spawned", "jpq"),
+    ("second action (warm)", "answered_again", "answered", "jpq"),
+]
+
+
+def _kind(side: str) -> str:
+    return {"jvm": "j", "kafkalog": "p", "parquet": "q"}[side]
+
+
+def _table(labels: list[tuple[str, str]], med: dict[str, dict[str, float]]) -> list[str]:
+    """One row per phase, one column per (label, side); blank where a phase is not a side's."""
+    lines = [f"{'phase':<56}" + "".join(f"{label:>14}" for label, _ in labels)]
+    for name, end, start, kinds in PHASES:
+        cells = []
+        for label, side in labels:
+            value = _get(med[label], end, start) if _kind(side) in kinds else None
+            cells.append(f"{value:>13.2f}s" if value is not None else f"{'':>14}")
+        lines.append(f"{name:<56}" + "".join(cells))
+    for key, name in (
+        ("pyworkers_register", "Python worker processes started by register()"),
+        ("pyworkers", "Python worker processes started by load() + 1st action"),
+    ):
+        lines.append(
+            f"{name:<56}" + "".join(f"{med[label].get(key, 0):>14.0f}" for label, _ in labels)
+        )
+    return lines
+
+
+def _rounds(
+    sides: list[tuple[str, str, str | None]], data: str, parquet: str, rounds: int
+) -> tuple[dict[str, list[dict[str, float]]], dict[str, dict[str, float]]]:
+    """Every side in turn, round after round (a shared machine's load drifts: each round sees
+    the sides under about the same load), after one discarded run of each (numba's on-disk
+    cache, the jar's cache and the OS's file cache filled, as a user's second session finds
+    them); the runs and the median of each mark."""
+    for _, side, src in sides:
+        _run_child(side, data, parquet, src)
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in sides}
+    for _ in range(rounds):
+        for label, side, src in sides:
+            runs[label].append(_run_child(side, data, parquet, src))
+    med = {
+        label: {
+            key: statistics.median(r[key] for r in rs if key in r)
+            for key in set().union(*(r.keys() for r in rs))
+        }
+        for label, rs in runs.items()
+    }
+    return runs, med
+
+
+def _summary(
+    labels: list[tuple[str, str]],
+    runs: dict[str, list[dict[str, float]]],
+    med: dict[str, dict[str, float]],
+) -> list[str]:
+    parquet = med["Parquet"]["answered"] - med["Parquet"]["registered"]
+    lines = []
+    for label, side in labels:
+        if side == "parquet":
+            continue
+        query = med[label]["answered"] - med[label]["registered"]
+        full = med[label]["answered"] - med[label]["session"]
+        lines.append(
+            f"{label}: load() + first action {query:.2f}s, with register() {full:.2f}s, against "
+            f"Parquet's {parquet:.2f}s ({full / parquet:.2f}x, {full - parquet:+.2f}s; "
+            f"target <= +1 s)"
+        )
+    lines.append(
+        "every round (register() + load() + first action, s): "
+        + "; ".join(
+            f"{label} " + " ".join(f"{r['answered'] - r['session']:.1f}" for r in runs[label])
+            for label, _ in labels
+        )
+    )
+    return lines
 
 
 def compare(data: str, parquet: str, rounds: int, before: str) -> None:
-    """kafkalog from the ``before`` source tree, from this one (``PYTHONPATH`` as given) and
-    Parquet, interleaved round by round (a loaded machine's load drifts: each round sees the
-    three under about the same load); medians of ``rounds`` after one discarded run of each."""
+    """The JVM path from the ``before`` source tree and from this one (``PYTHONPATH`` as
+    given), the Python source (this tree's) and Parquet, interleaved round by round."""
     after = os.environ.get("PYTHONPATH", "")
-    sides = [
-        ("before", "kafkalog", before),
-        ("after", "kafkalog", after),
+    sides: list[tuple[str, str, str | None]] = [
+        ("JVM before", "jvm", before),
+        ("JVM after", "jvm", after),
+        ("Python", "kafkalog", after),
         ("Parquet", "parquet", None),
     ]
-    for _, side, src in sides:
-        _run_child(side, data, parquet, src)
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in sides}
-    for _ in range(rounds):
-        for name, side, src in sides:
-            runs[name].append(_run_child(side, data, parquet, src))
-    med = {
-        name: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
-        for name, rs in runs.items()
-    }
-    b, a, p = med["before"], med["after"], med["Parquet"]
-    print(f"first query in a new process, before / after / Parquet interleaved, median of {rounds}")
-    print(f"{'phase':<54}{'before':>9}{'after':>9}{'Parquet':>9}")
-    for (name, old, peer), (_, new, _) in zip(phases(b, p), phases(a, p), strict=True):
-        assert old is not None and new is not None
-        tail = f"{peer:>8.2f}s" if peer >= 0 else ""
-        print(f"{name:<54}{old:>8.2f}s{new:>8.2f}s{tail}")
-    for name, k in (("before", b), ("after", a)):
-        query, peer = k["answered"] - k["registered"], p["answered"] - p["registered"]
-        print(
-            f"load() + first action, {name}: {query:.2f}s against Parquet's {peer:.2f}s "
-            f"({query / peer:.2f}x, {query - peer:+.2f}s)"
-        )
-    print(
-        "every round (load() + first action, s): "
-        + "; ".join(
-            f"{name} " + " ".join(f"{r['answered'] - r['registered']:.1f}" for r in rs)
-            for name, rs in runs.items()
-        )
-    )
+    runs, med = _rounds(sides, data, parquet, rounds)
+    labels = [(label, side) for label, side, _ in sides]
+    print(f"first query in a new process, interleaved, median of {rounds} (local[2])")
+    print("\n".join(_table(labels, med) + _summary(labels, runs, med)))
 
 
 def run(data: str, parquet: str, rounds: int) -> None:
-    # one discarded run of each first: numba's on-disk cache and the OS's file cache filled,
-    # as a user's second session finds them
-    _run_child("kafkalog", data, parquet)
-    _run_child("parquet", data, parquet)
-    ks, ps = [], []
-    for _ in range(rounds):
-        ks.append(_run_child("kafkalog", data, parquet))
-        ps.append(_run_child("parquet", data, parquet))
-    k = {name: statistics.median(r[name] for r in ks) for name in ks[0]}
-    p = {name: statistics.median(r[name] for r in ps) for name in ps[0]}
-    print(f"first query in a new process, median of {rounds} (local[2]): count/sum/max over clicks")
-    print(f"{'phase':<54}{'kafkalog':>10}{'Parquet':>10}{'ratio':>8}")
-    for name, ours, peer in phases(k, p):
-        assert ours is not None
-        if peer < 0:
-            print(f"{name:<54}{ours:>9.2f}s")
-        else:
-            print(f"{name:<54}{ours:>9.2f}s{peer:>9.2f}s{ours / peer:>7.2f}x")
-    query_k = k["answered"] - k["registered"]
-    query_p = p["answered"] - p["registered"]
-    print(
-        f"{'load() + first action (the query, JVM warm)':<54}{query_k:>9.2f}s{query_p:>9.2f}s"
-        f"{query_k / query_p:>7.2f}x"
-    )
+    sides: list[tuple[str, str, str | None]] = [
+        ("JVM", "jvm", None),
+        ("Python", "kafkalog", None),
+        ("Parquet", "parquet", None),
+    ]
+    runs, med = _rounds(sides, data, parquet, rounds)
+    labels = [(label, side) for label, side, _ in sides]
+    print(f"first query in a new process, interleaved, median of {rounds} (local[2]): ")
+    print("count/sum/max over clicks")
+    print("\n".join(_table(labels, med) + _summary(labels, runs, med)))
     print("a Python worker's imports, each alone in a fresh interpreter:")
     for module, seconds in import_times(
         [
             "pyspark.sql.datasource",
+            "kafkalog.spark",
+            "kafkalog.spark.jvm_bridge",
             "kafkalog.spark.source",
             "kafkalog.spark.plan",
             "kafkalog.spark.task",

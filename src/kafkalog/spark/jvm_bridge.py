@@ -213,15 +213,137 @@ def parse(options: dict[str, str], *, streaming: bool) -> Any:
     return parse_read_options(options, streaming=streaming)
 
 
-def serve(stdin: IO[str], stdout: IO[str]) -> None:
-    """Answer the driver JVM's requests until it closes stdin."""
+def serve(stdin: IO[str], stdout: IO[str], *, warm: bool = True) -> None:
+    """Answer the driver JVM's requests until it closes stdin; while none is waiting, import
+    what the next answers need (:data:`WARM_UP`), so a new driver's first query finds them
+    loaded."""
     logging.getLogger("kafkalog").setLevel(logging.INFO)
     planner = Planner()
-    for line in stdin:
+    _trace("planner_serving")
+    pending = _PENDING if warm else []
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (tests)
+        lines: Iterator[str | bytes] = iter(stdin)
+    else:
+        lines = _requests(fd, pending)
+    for line in lines:
         if not line.strip():
             continue
-        stdout.write(json.dumps(planner.answer(json.loads(line))) + "\n")
+        req = json.loads(line)
+        op = str(req.get("op")) + (f".{req['method']}" if "method" in req else "")
+        _trace(f"req:{op}")
+        stdout.write(json.dumps(planner.answer(req)) + "\n")
         stdout.flush()
+        _trace(f"ans:{op}")
+
+
+#: the modules the planner's answers import (the options and columns at ``load()``, the
+#: planner's at the first action, the stream reader's), in that order: :func:`serve` imports
+#: them while it waits (~0.2 s of a new process's first plan otherwise), never numba
+WARM_UP = (
+    "kafkalog.spark.options",
+    "kafkalog.spark.columns",
+    "kafkalog.spark.selection",
+    "kafkalog.spark.pushdown",
+    "kafkalog.spark.plan",
+    "kafkalog.spark.partitions",
+    "kafkalog.spark.stream",
+    "pyspark.sql.streaming.datasource",
+)
+#: what this process has not warmed up yet
+_PENDING = list(WARM_UP)
+
+
+def _warm(fd: int, pending: list[str]) -> None:
+    """Import the next of ``pending`` until ``fd`` is readable or nothing is left (a module
+    that fails to import is left for the request that needs it to report)."""
+    import importlib
+    import select
+
+    while pending and not select.select([fd], [], [], 0)[0]:
+        try:
+            importlib.import_module(pending.pop(0))
+        except Exception:
+            continue  # the request that needs it says why
+        finally:
+            if not pending:
+                _trace("planner_warm")
+
+
+def _requests(fd: int, pending: list[str]) -> Iterator[bytes]:
+    """The request lines read from ``fd``, warming ``pending`` up while none is waiting."""
+    import os
+
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            _warm(fd, pending)
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                if buffer.strip():
+                    yield buffer
+                return
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
+        yield line
+
+
+def listen(server_fd: int) -> None:
+    """``python -m kafkalog.spark.jvm_bridge serve --listen-fd N``: the planner
+    :func:`kafkalog.spark.jvm_path.start_planner` starts at ``register()``, before the JVM asks
+    anything. It answers the driver JVM on connections to the listening Unix socket ``N`` (one
+    at a time, each as :func:`serve` answers its stdin), warming its imports up meanwhile, and
+    ends when the process that started it closes its stdin (or ends)."""
+    import contextlib
+    import os
+    import socket
+    import threading
+
+    server = socket.socket(fileno=server_fd)
+
+    def watch_parent() -> None:
+        sys.stdin.buffer.read()  # returns at EOF: the Python driver closed it or ended
+        # its socket and private directory go too (a driver ended without its atexit hooks)
+        path = str(server.getsockname())
+        directory = os.path.dirname(path)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            if os.path.basename(directory).startswith("kafkalog-planner-"):
+                os.rmdir(directory)
+        os._exit(0)
+
+    threading.Thread(target=watch_parent, name="kafkalog-planner-parent", daemon=True).start()
+    while True:
+        _warm(server.fileno(), _PENDING)
+        conn, _ = server.accept()
+        # a JVM gone away (a reset connection): the next session's JVM may connect again
+        with (
+            conn,
+            conn.makefile("r", encoding="utf-8") as rd,
+            conn.makefile("w") as wr,
+            contextlib.suppress(BrokenPipeError, ConnectionResetError),
+        ):
+            serve(rd, wr)
+
+
+#: a file the planner appends ``event wall-clock-time`` lines to (its serve loop's start, each
+#: request in and answer out): bench/bench_spark.py ``--first-query`` reads the phases from it
+TRACE_ENV = "KAFKALOG_PLANNER_TRACE"
+_TRACE = None
+
+
+def _trace(event: str) -> None:
+    global _TRACE
+    if _TRACE is None:
+        import os
+
+        _TRACE = os.environ.get(TRACE_ENV, "")
+    if _TRACE:
+        import time
+
+        with open(_TRACE, "a") as out:
+            out.write(f"{event} {time.time()!r}\n")
 
 
 def _rest_batches(req: dict[str, Any]) -> Iterator[Any]:
@@ -263,6 +385,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    if argv[:1] == ["serve"] and argv[1:2] == ["--listen-fd"] and len(argv) == 3:
+        listen(int(argv[2]))
+        return 0
     if argv[:1] == ["serve"]:
         serve(sys.stdin, sys.stdout)
         return 0
@@ -273,7 +398,9 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"KAFKALOG-ERROR {type(problem).__name__}: {problem}\n")
             return 3
         return 0
-    sys.stderr.write("usage: python -m kafkalog.spark.jvm_bridge serve | read REQUEST|-\n")
+    sys.stderr.write(
+        "usage: python -m kafkalog.spark.jvm_bridge serve [--listen-fd N] | read REQUEST|-\n"
+    )
     return 2
 
 

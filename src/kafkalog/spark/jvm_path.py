@@ -11,9 +11,17 @@ session's class loader, which Spark installs on the calling thread and ships to 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kafkalog
@@ -26,6 +34,8 @@ PYTHON_CONF = "spark.kafkalog.python"
 PYTHONPATH_CONF = "spark.kafkalog.pythonpath"
 #: set to "python" in a session (or KAFKALOG_JVM=0 in the environment): no JVM path
 PATH_CONF = "spark.kafkalog.path"
+#: the Unix socket of the planner :func:`start_planner` started (Bridge.java connects to it)
+PLANNER_CONF = "spark.kafkalog.planner"
 
 _said: set[str] = set()
 
@@ -36,23 +46,31 @@ def _say_once(message: str) -> None:
         logger.info(message)
 
 
+def python_path(before_jar: Callable[[], None] | None) -> str:
+    if before_jar is not None:
+        before_jar()
+    return "python"
+
+
 def is_connect(spark: Any) -> bool:
     """A Spark Connect session (its classes live in ``pyspark.sql.connect``)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def use_jvm(spark: Any) -> str:
+def use_jvm(spark: Any, before_jar: Callable[[], None] | None = None) -> str:
     """Add the jar to ``spark`` (building it on first use): ``"jvm"`` when batch reads and
-    streams of ``format("kafkalog")`` now run in the JVM on this thread, else ``"python"``."""
+    streams of ``format("kafkalog")`` now run in the JVM on this thread, else ``"python"``.
+    ``before_jar`` (the Python sources' registration) runs alongside ``ADD JAR`` on a thread
+    of its own (which Spark does not give the jar), or, on the Python path, here."""
     if os.environ.get("KAFKALOG_JVM", "1") == "0" or spark.conf.get(PATH_CONF, "jvm") == "python":
-        return "python"
+        return python_path(before_jar)
     if is_connect(spark):
         _say_once(
             "kafkalog: a Spark Connect session: format('kafkalog') reads through the Python "
             "source; for the JVM path put kafkalog's jar (python -m kafkalog.spark.jar) in the "
             "server's spark.jars"
         )
-        return "python"
+        return python_path(before_jar)
     try:
         jar = find_jar()
     except JarUnavailable as why:
@@ -60,8 +78,126 @@ def use_jvm(spark: Any) -> str:
             f"kafkalog: the Python data source serves format('kafkalog') ({why}); for the "
             "faster JVM path install a JDK 17+ (javac) and call kafkalog.spark.register again"
         )
-        return "python"
+        return python_path(before_jar)
     spark.conf.set(PYTHON_CONF, sys.executable)
-    spark.conf.set(PYTHONPATH_CONF, os.path.dirname(os.path.dirname(kafkalog.__file__)))
-    spark.sql(f"ADD JAR '{jar}'")
+    spark.conf.set(PYTHONPATH_CONF, kafkalog_path())
+    socket_path = start_planner()
+    if socket_path is not None:
+        spark.conf.set(PLANNER_CONF, socket_path)
+    else:
+        spark.conf.unset(PLANNER_CONF)
+    with alongside(before_jar):
+        spark.sql(f"ADD JAR '{jar}'")
     return "jvm"
+
+
+def kafkalog_path() -> str:
+    """The directory this ``kafkalog`` package is imported from (the planner's PYTHONPATH)."""
+    return os.path.dirname(os.path.dirname(kafkalog.__file__))
+
+
+@contextlib.contextmanager
+def alongside(work: Callable[[], None] | None) -> Iterator[None]:
+    """Run ``work`` in a thread of its own while the ``with`` body runs, and wait for it (its
+    exception raised here). ``None``: nothing."""
+    if work is None:
+        yield
+        return
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as problem:  # handed to the caller's thread
+            failed.append(problem)
+
+    thread = threading.Thread(target=run, name="kafkalog-register", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
+
+
+class _Planner:
+    """The planner process this interpreter started, and the socket it listens on."""
+
+    def __init__(self, process: subprocess.Popen[bytes], directory: str, path: str) -> None:
+        self.process = process
+        self.directory = directory
+        self.path = path
+
+
+_planner: _Planner | None = None
+_planner_lock = threading.Lock()
+
+
+def start_planner() -> str | None:
+    """Start the JVM source's planner now, in the background (once per interpreter): the path
+    of the Unix socket it answers on, for ``Bridge.java`` to connect to at ``load()`` instead of
+    starting one then. A new driver's first query then finds its interpreter started and its
+    imports done (they overlap ``ADD JAR`` and the JVM's own work). ``None`` where it cannot be
+    started (no Unix sockets): the JVM starts its own at ``load()``, as it always can.
+
+    The socket is bound here, before the process starts, so the JVM's connection is accepted
+    whenever it comes; the process ends when this interpreter does (it watches its stdin) or at
+    :func:`stop_planner`."""
+    global _planner
+    with _planner_lock:
+        if _planner is not None and _planner.process.poll() is None:
+            return _planner.path
+        stop_planner_locked()
+        if not hasattr(socket, "AF_UNIX"):
+            return None
+        directory = tempfile.mkdtemp(prefix="kafkalog-planner-")  # 0700: this user's only
+        path = os.path.join(directory, "planner.sock")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            server.bind(path)
+            server.listen(4)
+            env = dict(os.environ)
+            old = env.get("PYTHONPATH")
+            env["PYTHONPATH"] = kafkalog_path() + (os.pathsep + old if old else "")
+            cmd = [sys.executable, "-m", "kafkalog.spark.jvm_bridge", "serve", "--listen-fd"]
+            process = subprocess.Popen(
+                [*cmd, str(server.fileno())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(server.fileno(),),
+                env=env,
+            )
+        except OSError as problem:
+            logger.debug("kafkalog: no planner started at register() (%s)", problem)
+            shutil.rmtree(directory, ignore_errors=True)
+            return None
+        finally:
+            server.close()  # the planner holds its own copy
+        _planner = _Planner(process, directory, path)
+        return path
+
+
+def stop_planner() -> None:
+    """End the planner :func:`start_planner` started (at exit, and for tests); the JVM starts
+    one of its own if it asks again."""
+    with _planner_lock:
+        stop_planner_locked()
+
+
+def stop_planner_locked() -> None:
+    global _planner
+    planner, _planner = _planner, None
+    if planner is None:
+        return
+    if planner.process.stdin is not None:
+        planner.process.stdin.close()  # its signal to end
+    try:
+        planner.process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        planner.process.kill()
+        planner.process.wait()
+    shutil.rmtree(planner.directory, ignore_errors=True)
+
+
+atexit.register(stop_planner)

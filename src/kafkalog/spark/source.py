@@ -7,7 +7,7 @@ Register it with :func:`register` (or import ``pyspark_kafkalog``, which Spark f
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -170,10 +170,30 @@ def register(spark: Any, *, pushdown: bool = True) -> None:
     from kafkalog.spark.jvm_path import use_jvm
 
     chosen = KafkaLogPushdownSource if pushdown else KafkaLogDataSource
-    _register_python(spark, chosen)
-    spark.dataSource.register(_python_named(chosen))
     spark.conf.set(PUSHDOWN_USED_CONF, "true" if pushdown else "false")  # the JVM source's
-    spark.conf.set(PATH_USED_CONF, use_jvm(spark))
+    spark.conf.set(PATH_USED_CONF, use_jvm(spark, _python_sources(spark, chosen)))
+
+
+_python_sources_seen = False
+
+
+def _python_sources(spark: Any, chosen: type[DataSource]) -> Callable[[], None] | None:
+    """The Python sources' registration, for :func:`~kafkalog.spark.jvm_path.use_jvm` to run
+    alongside ``ADD JAR`` the first time in this interpreter: Spark's first Python data source
+    registration starts a Python worker to look up installed ``pyspark_*`` sources (~1-2 s that
+    Parquet never pays), which then overlaps the first ``spark.sql`` (``ADD JAR``, the SQL
+    parser's start). Later calls register here, first, as before (``None``)."""
+    global _python_sources_seen
+
+    def run() -> None:
+        _register_python(spark, chosen)
+        spark.dataSource.register(_python_named(chosen))
+
+    if _python_sources_seen:
+        run()
+        return None
+    _python_sources_seen = True
+    return run
 
 
 #: whether the JVM source takes Spark's filters: ``register``'s ``pushdown``, as the Python one

@@ -8,6 +8,9 @@ import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
+import java.net.UnixDomainSocketAddress;
+import java.nio.channels.Channels;
+import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import org.apache.spark.sql.SparkSession;
@@ -26,9 +29,12 @@ final class Bridge {
   /** the Spark confs {@code kafkalog.spark.register} sets: the interpreter and its path */
   static final String PYTHON_CONF = "spark.kafkalog.python";
   static final String PYTHONPATH_CONF = "spark.kafkalog.pythonpath";
+  /** the Unix socket of the planner {@code register} started (kafkalog.spark.jvm_path) */
+  static final String PLANNER_CONF = "spark.kafkalog.planner";
 
   private static Bridge current;
-  private final Process process;
+  private final Process process; // null: the planner register() started, on a socket
+  private final SocketChannel channel;
   private final BufferedWriter in;
   private final BufferedReader out;
   private final String python;
@@ -42,8 +48,49 @@ final class Bridge {
       pb.environment().put("PYTHONPATH", old == null ? pythonPath : pythonPath + java.io.File.pathSeparator + old);
     }
     process = pb.start();
+    channel = null;
     in = new BufferedWriter(new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8));
     out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+  }
+
+  /**
+   * The planner {@code kafkalog.spark.register} started in the background (its interpreter
+   * started and its imports done while the JVM was busy), on the Unix socket it listens on.
+   */
+  private Bridge(String python, SocketChannel channel) {
+    this.python = python;
+    this.process = null;
+    this.channel = channel;
+    in = new BufferedWriter(new OutputStreamWriter(Channels.newOutputStream(channel), StandardCharsets.UTF_8));
+    out = new BufferedReader(new InputStreamReader(Channels.newInputStream(channel), StandardCharsets.UTF_8));
+  }
+
+  /** The started planner's socket, or null (none named, or no longer there: start one). */
+  static Bridge connect(String python) {
+    String socket = conf(PLANNER_CONF);
+    if (socket == null || socket.isEmpty()) return null;
+    try {
+      return new Bridge(python, SocketChannel.open(UnixDomainSocketAddress.of(socket)));
+    } catch (IOException | RuntimeException e) {
+      LOG.info("kafkalog: the planner started at register() is not there (" + e + "); starting one");
+      return null;
+    }
+  }
+
+  boolean alive() {
+    return process != null ? process.isAlive() : channel.isOpen();
+  }
+
+  void close() {
+    if (process != null) {
+      process.destroy();
+      return;
+    }
+    try {
+      channel.close();
+    } catch (IOException e) {
+      // closing a socket the planner may have closed first
+    }
   }
 
   /** The interpreter and PYTHONPATH for kafkalog: the session's confs, else the environment. */
@@ -69,18 +116,30 @@ final class Bridge {
   }
 
   static synchronized JsonNode ask(ObjectNode request) {
+    return ask(request, true);
+  }
+
+  /**
+   * One question; with {@code retry}, a planner started at register() found gone (between
+   * questions: its connection closed) is asked again through a new one.
+   */
+  private static JsonNode ask(ObjectNode request, boolean retry) {
     String[] py = pythonOf();
     try {
-      if (current == null || !current.process.isAlive() || !current.python.equals(py[0])) {
-        if (current != null) current.process.destroy();
-        current = new Bridge(py[0], py[1]);
+      if (current == null || !current.alive() || !current.python.equals(py[0])) {
+        if (current != null) current.close();
+        current = connect(py[0]);
+        if (current == null) current = new Bridge(py[0], py[1]);
       }
       current.in.write(JSON.writeValueAsString(request));
       current.in.write("\n");
       current.in.flush();
       String line = current.out.readLine();
       if (line == null) {
+        boolean started = current.process == null;
+        current.close();
         current = null;
+        if (started && retry) return ask(request, false);
         throw new IllegalStateException(
             "kafkalog: the planner process (" + py[0] + " -m kafkalog.spark.jvm_bridge) ended; "
                 + "is kafkalog installed for that interpreter? (conf " + PYTHON_CONF + ")");
@@ -100,8 +159,14 @@ final class Bridge {
       }
       return answer;
     } catch (IOException e) {
+      boolean started = current != null && current.process == null;
+      if (current != null) current.close();
       current = null;
-      throw new IllegalStateException("kafkalog: cannot talk to the planner process " + py[0], e);
+      if (started && retry) return ask(request, false);
+      throw new IllegalStateException(
+          "kafkalog: cannot start or talk to the planner process (" + py[0] + " -m kafkalog.spark.jvm_bridge): "
+              + e.getMessage() + "; is kafkalog installed for that interpreter? (conf " + PYTHON_CONF + ")",
+          e);
     }
   }
 

@@ -1,0 +1,214 @@
+"""A stream's first micro-batch against its later ones, in a new process (issue 34 §4:
+the first no slower than a later one plus 1 s), ``bench_spark.py --first-stream``.
+
+Each side runs in a fresh process (a new interpreter, JVM and workers), alternating round after
+round: ``jvm`` is what ``kafkalog.spark.register`` puts in front of ``format("kafkalog")`` with
+a jar (the JVM source, planned by its Python planner process), ``python`` the Python source
+(``KAFKALOG_JVM=0``). The stream reads the sample's ``clicks`` topic from the earliest offsets
+with ``maxOffsetsPerTrigger`` into Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every
+micro-batch the same size until the end); each micro-batch's phases are Spark's own progress
+events (``query.recentProgress``: ``durationMs``), its tasks' span from Spark's event log, and
+``start()`` to the first micro-batch's start is timed around them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_hook")
+#: the progress event's ``durationMs`` parts printed, in the order Spark spends them
+PARTS = ["latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets"]
+
+
+def child(side: str, data: str, per_trigger: int) -> dict[str, Any]:
+    """One fresh process: a stream over clicks, its micro-batches' durations (seconds)."""
+    from pyspark.sql import SparkSession
+
+    import kafkalog.spark
+
+    t0 = time.time()
+    events = tempfile.mkdtemp(prefix="kafkalog-first-stream-events-")
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.compress", "false")
+        .config("spark.eventLog.dir", "file://" + events)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    session = time.time()
+    kafkalog.spark.register(spark)
+    from kafkalog.spark.source import path_in_use
+
+    assert path_in_use(spark) == side, f"wanted the {side} path, got {path_in_use(spark)}"
+    registered = time.time()
+    checkpoint = tempfile.mkdtemp(prefix="kafkalog-first-stream-")
+    stream = (
+        spark.readStream.format("kafkalog")
+        .option("path", data)
+        .option("subscribe", "clicks")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+    )
+    loaded = time.time()
+    query = (
+        stream.writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    started = time.time()
+    query.awaitTermination()
+    ended = time.time()
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    spark.stop()
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    tasks = _tasks(events)
+    shutil.rmtree(events, ignore_errors=True)
+    batches = []
+    for p in progress:
+        at = _epoch(p["timestamp"])
+        d = p["durationMs"]
+        end = at + d.get("triggerExecution", 0) / 1000
+        mine = [(a, b) for a, b in tasks if at <= a <= end]
+        batches.append(
+            {
+                "start": at - started,
+                "rows": p["numInputRows"],
+                "total": d.get("triggerExecution", 0) / 1000,
+                **{k: d.get(k, 0) / 1000 for k in PARTS},
+                "tasks": len(mine),
+                "task_span": max(b for _, b in mine) - min(a for a, _ in mine) if mine else 0.0,
+            }
+        )
+    return {
+        "session": session - t0,
+        "register": registered - session,
+        "load": loaded - registered,
+        "start": started - loaded,
+        "end": ended - started,
+        "batches": batches,
+    }
+
+
+def _tasks(directory: str) -> list[tuple[float, float]]:
+    """Every task's launch and finish (wall clock, s) from Spark's event log."""
+    out = []
+    for d, _, names in os.walk(directory):
+        for name in names:
+            if not name.startswith(("events_", "local-")):
+                continue
+            with open(os.path.join(d, name)) as log:
+                for line in log:
+                    if '"SparkListenerTaskEnd"' in line:
+                        info = json.loads(line)["Task Info"]
+                        out.append((info["Launch Time"] / 1000, info["Finish Time"] / 1000))
+    return out
+
+
+def _epoch(stamp: str) -> float:
+    """A progress event's ``timestamp`` (ISO 8601, UTC, ms) as seconds since the epoch."""
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _run_child(side: str, data: str, per_trigger: int, src: str | None) -> dict[str, Any]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    tree = src if src is not None else os.environ.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, HOOK) if p)
+    if side == "python":
+        env["KAFKALOG_JVM"] = "0"
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", side, data, str(per_trigger)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run(data: str, per_trigger: int, rounds: int, before: str | None = None) -> None:
+    """Every side in turn, round after round, after one discarded run of each; medians."""
+    after = os.environ.get("PYTHONPATH", "")
+    sides: list[tuple[str, str, str | None]] = [("JVM", "jvm", after), ("Python", "python", after)]
+    if before:
+        sides = [
+            ("JVM before", "jvm", before),
+            ("JVM after", "jvm", after),
+            ("Python before", "python", before),
+            ("Python after", "python", after),
+        ]
+    for _, side, src in sides:
+        _run_child(side, data, per_trigger, src)
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in sides}
+    for _ in range(rounds):
+        for label, side, src in sides:
+            runs[label].append(_run_child(side, data, per_trigger, src))
+    print(
+        f"a stream's micro-batches in a new process (clicks, maxOffsetsPerTrigger={per_trigger}, "
+        f"availableNow, noop sink, local[2]), median of {rounds}"
+    )
+    rows = [
+        ("register()", lambda r: r["register"]),
+        ("readStream...load()", lambda r: r["load"]),
+        ("start() returns", lambda r: r["start"]),
+        ("start() to the first micro-batch's start", lambda r: r["batches"][0]["start"]),
+        ("first micro-batch", lambda r: r["batches"][0]["total"]),
+        *[(f"  {part}", _first_part(part)) for part in PARTS],
+        ("  its tasks: first launch to last end", _first_part("task_span")),
+        ("  its tasks (count)", _first_part("tasks")),
+        ("later micro-batches (median)", lambda r: _later(r, "total")),
+        *[(f"  {part}", _later_part(part)) for part in PARTS],
+        ("  their tasks: first launch to last end", _later_part("task_span")),
+        ("first minus later", lambda r: r["batches"][0]["total"] - _later(r, "total")),
+        ("micro-batches", lambda r: len(r["batches"])),
+    ]
+    print(f"{'phase':<46}" + "".join(f"{label:>15}" for label, _, _ in sides))
+    for name, get in rows:
+        cells = "".join(
+            f"{statistics.median(get(r) for r in runs[label]):>14.2f}s" for label, _, _ in sides
+        )
+        print(f"{name:<46}{cells}")
+    print(
+        "every round (first micro-batch / later median, s): "
+        + "; ".join(
+            f"{label} "
+            + " ".join(
+                f"{r['batches'][0]['total']:.1f}/{_later(r, 'total'):.1f}" for r in runs[label]
+            )
+            for label, _, _ in sides
+        )
+    )
+
+
+def _first_part(part: str) -> Any:
+    return lambda r: r["batches"][0][part]
+
+
+def _later_part(part: str) -> Any:
+    return lambda r: _later(r, part)
+
+
+def _later(r: dict[str, Any], part: str) -> float:
+    rest = r["batches"][1:]
+    return statistics.median(b[part] for b in rest) if rest else float("nan")
+
+
+if __name__ == "__main__":
+    side, data, per_trigger = sys.argv[2:5]
+    print(json.dumps(child(side, data, int(per_trigger))))

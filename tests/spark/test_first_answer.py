@@ -1,0 +1,215 @@
+"""A new driver's first answer on the JVM path (issue 34 §4): the planner process ``register``
+starts in the background is the one the JVM asks, it warms its imports up while it waits, it
+ends with the process that started it (however that ends), a planner that is gone is replaced,
+and one that cannot start is said at ``load()``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from provenance import FIXTURES
+
+BROKER = FIXTURES / "kafka-0.9.0.1-broker"  # 700 records
+
+
+def _gone(pid: int, within: float = 20.0) -> bool:
+    """The process ``pid`` ended (or is a zombie nobody reaps) within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _ask(path: str, request: dict[str, Any]) -> dict[str, Any]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(path)
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = conn.recv(1 << 16)
+            assert chunk, "the planner closed the connection without an answer"
+            answer += chunk
+    out: dict[str, Any] = json.loads(answer)
+    return out
+
+
+def test_the_started_planner_answers_on_its_socket_and_stops(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """``start_planner`` binds the socket before the process starts (a connection is accepted
+    whenever it comes), answers one connection after another, warms its imports up (the trace
+    says when), and ``stop_planner`` ends it and removes its socket's directory."""
+    from kafkalog.spark import jvm_path
+    from kafkalog.spark.jvm_bridge import TRACE_ENV
+
+    monkeypatch.setattr(jvm_path, "_planner", None)  # not the suite's session's planner
+    trace = tmp_path / "trace"
+    monkeypatch.setenv(TRACE_ENV, str(trace))
+    path = jvm_path.start_planner()
+    monkeypatch.delenv(TRACE_ENV)
+    assert path is not None and os.path.exists(path)
+    planner = jvm_path._planner
+    assert planner is not None
+    try:
+        assert jvm_path.start_planner() == path  # once per interpreter
+        answer = _ask(path, {"op": "schema", "options": {"path": str(BROKER)}})
+        assert "offset long" in answer["ddl"] and "error" not in answer
+        again = _ask(path, {"op": "schema", "options": {"path": str(tmp_path / "missing")}})
+        assert "kind" in again and "missing" in again["error"]
+        deadline = time.monotonic() + 30
+        while "planner_warm" not in trace.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        events = [line.split()[0] for line in trace.read_text().splitlines()]
+        assert "planner_warm" in events and events.count("req:schema") == 2
+    finally:
+        jvm_path.stop_planner()
+    assert planner.process.poll() is not None
+    assert not os.path.exists(planner.directory)
+    assert jvm_path._planner is None
+
+
+def test_a_killed_driver_leaves_no_planner(tmp_path: Path) -> None:
+    """The planner watches the stdin its starter holds: a driver killed outright (no atexit)
+    still takes it down."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        """
+import os, signal, sys
+from kafkalog.spark import jvm_path
+jvm_path.start_planner()
+print(jvm_path._planner.process.pid, jvm_path._planner.directory, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    )
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    pid, directory = done.stdout.split()
+    assert _gone(int(pid)), f"planner {pid} outlived the killed driver"
+    assert not os.path.exists(directory), "the killed driver's planner left its socket behind"
+
+
+def _planners() -> dict[int, str]:
+    """The planner processes running now (``kafkalog.spark.jvm_bridge serve``), by pid."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "kafkalog.spark.jvm_bridge serve" in cmd:
+                found[int(entry)] = cmd
+    return found
+
+
+def test_the_first_query_asks_the_planner_started_at_register(tmp_path: Path) -> None:
+    """A new driver: ``register`` starts the planner, the JVM's first ``load()`` and query ask
+    that one (no second planner, no Python worker started for the query), and it ends with the
+    driver. A planner gone before ``load()`` is replaced by one the JVM starts; one that cannot
+    start (a wrong interpreter) fails ``load()`` itself, saying which."""
+    trace = tmp_path / "trace"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        f"""
+import json, os, sys
+from pyspark.sql import SparkSession
+import kafkalog.spark
+from kafkalog.spark import jvm_path
+from kafkalog.spark.source import path_in_use
+
+def _parent(pid):
+    with open(f"/proc/{{pid}}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+def _mine(pid):
+    # pid descends from this process (the planner it started, or its JVM's)
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        pid = _parent(pid)
+    return False
+
+def _planners():
+    found = {{}}
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{{pid}}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if "kafkalog.spark.jvm_bridge serve" in cmd:
+            found[int(pid)] = cmd
+    return found
+
+s = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+s.sparkContext.setLogLevel("ERROR")
+kafkalog.spark.register(s)
+assert path_in_use(s) == "jvm"
+started = jvm_path._planner.process.pid
+assert s.conf.get(jvm_path.PLANNER_CONF) == jvm_path._planner.path
+
+def pyspark_workers():
+    out = set()
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{{pid}}/cmdline", "rb") as f:
+                if b"pyspark." in f.read() and int(pid) != os.getpid() and _mine(int(pid)):
+                    out.add(int(pid))
+        except (OSError, ValueError):
+            pass
+    return out
+
+workers = pyspark_workers()
+n = s.read.format("kafkalog").option("path", {str(BROKER)!r}).load().count()
+mine = {{p: c for p, c in _planners().items() if _mine(p)}}
+print("FIRST", json.dumps([n, started, mine, sorted(pyspark_workers() - workers)]), flush=True)
+
+jvm_path.stop_planner()  # gone: the JVM starts its own at the next question
+s.conf.set(jvm_path.PLANNER_CONF, "/nonexistent/planner.sock")
+n = s.read.format("kafkalog").option("path", {str(BROKER)!r}).load().count()
+print("REPLACED", n, flush=True)
+
+s.conf.set(jvm_path.PYTHON_CONF, "/nonexistent/python3")
+try:
+    s.read.format("kafkalog").option("path", {str(BROKER)!r}).load()
+except Exception as problem:
+    print("LOAD FAILED", " | ".join(str(problem).splitlines())[:2000], flush=True)
+else:
+    print("LOAD PASSED", flush=True)
+"""
+    )
+    env = {**os.environ, "KAFKALOG_PLANNER_TRACE": str(trace)}
+    done = subprocess.run(
+        [sys.executable, str(probe)], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    lines = {line.split(" ", 1)[0]: line for line in done.stdout.splitlines()}
+    n, started, planners, new_workers = json.loads(lines["FIRST"].split(" ", 1)[1])
+    assert n == 700
+    assert [int(p) for p in planners] == [started], planners  # only the one register started
+    assert "--listen-fd" in planners[str(started)]
+    assert new_workers == [], "a Python worker started for a JVM-path batch query"
+    events = [line.split()[0] for line in trace.read_text().splitlines()]
+    assert events.count("planner_serving") >= 2  # the started one, then the JVM's own
+    assert "req:schema" in events and "req:plan" in events
+    assert lines["REPLACED"] == "REPLACED 700"
+    assert lines["LOAD"].startswith("LOAD FAILED"), done.stdout
+    assert "planner process (/nonexistent/python3 -m kafkalog.spark.jvm_bridge)" in lines["LOAD"]
+    assert "is kafkalog installed for that interpreter" in lines["LOAD"]
+    assert _gone(started), "the planner register() started outlived its driver"
+    assert all(_gone(int(pid)) for pid in planners), f"planners left behind: {planners}"
