@@ -97,3 +97,29 @@ def test_batch_and_stream_fail_or_skip_as_asked(
     assert sorted(r.offset for r in streamed) == offsets, damage
     assert all(r.value == f"value {r.offset:05d}" for r in streamed), damage
     assert tree_snapshot(d) == before
+
+
+@pytest.mark.parametrize("damage", CASES)
+@pytest.mark.parametrize("driver", ["true", "false"])
+def test_pushed_counts_fail_or_skip_as_the_read_does(
+    spark: Any, damage: str, driver: str, source: Path, tmp_path: Path
+) -> None:
+    """``count(*)`` and ``groupBy(partition).count()`` pushed down to the JVM source, counted on
+    the driver (local mode) or in tasks: the same failure naming file and byte as a read, or
+    with failOnDataLoss=false the same records as the read that skips the damaged batch."""
+    d = _damaged_copy(source, tmp_path, damage)
+    before = tree_snapshot(d)
+    spark.conf.set("spark.kafkalog.jvm.driverCounts", driver)
+    try:
+        reader = spark.read.format("kafkalog").option("path", str(d.parent))
+        with pytest.raises(Exception, match="kafkalog repair") as failed:
+            reader.load().count()
+        assert re.search(r"\.(log|index) at byte", str(failed.value)), damage
+        skipping = reader.option("failOnDataLoss", "false")
+        read = skipping.load().selectExpr("offset").collect()
+        assert skipping.load().count() == len(read) < 300, damage
+        by_partition = skipping.load().groupBy("partition").count().collect()
+        assert [r["count"] for r in by_partition] == [len(read)], damage
+    finally:
+        spark.conf.unset("spark.kafkalog.jvm.driverCounts")
+    assert tree_snapshot(d) == before
