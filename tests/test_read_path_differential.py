@@ -741,6 +741,20 @@ def pushed_counts(spark: Any, path: Path, t: Truth, label: str, rng: random.Rand
             len(data(t, a, b)),
         ),
     ]
+    unchecked = {"checkCrcs": "false"}  # counted from batch headers, structurally checked
+    checks += [
+        ("count(*), checkCrcs=false", lambda: load(**unchecked).count(), len(everything)),
+        (
+            "read_committed by partition, checkCrcs=false",
+            lambda: (
+                load(**unchecked, **{"kafka.isolation.level": "read_committed"})
+                .groupBy("topic", "partition")
+                .count()
+                .collect()
+            ),
+            groups(committed),
+        ),
+    ]
     if tp:
         bounds = {
             "startingOffsets": json.dumps({tp[0]: {str(tp[1]): a}}),
@@ -748,6 +762,13 @@ def pushed_counts(spark: Any, path: Path, t: Truth, label: str, rng: random.Rand
         }
         checks.append(
             (f"offsets [{a}, {b}) count(*)", lambda: load(**bounds).count(), len(data(t, a, b)))
+        )
+        checks.append(
+            (
+                f"offsets [{a}, {b}) count(*), checkCrcs=false",
+                lambda: load(**bounds, **unchecked).count(),
+                len(data(t, a, b)),
+            )
         )
         checks.append(
             (

@@ -123,3 +123,27 @@ def test_pushed_counts_fail_or_skip_as_the_read_does(
     finally:
         spark.conf.unset("spark.kafkalog.jvm.driverCounts")
     assert tree_snapshot(d) == before
+
+
+@pytest.mark.parametrize("damage", CASES)
+def test_counts_without_crcs_check_structure(
+    spark: Any, damage: str, source: Path, tmp_path: Path
+) -> None:
+    """``checkCrcs=false``: pushed-down counts read batch headers alone, so damage inside a
+    batch's records (covered by its CRC only) goes unseen, as the option says; damage to the
+    structure (an offset out of line, a hole, a lost segment) still fails naming file and
+    byte, since the batch where a structural check fails is read and CRC-checked."""
+    d = _damaged_copy(source, tmp_path, damage)
+    reader = spark.read.format("kafkalog").option("path", str(d.parent))
+    unchecked = reader.option("checkCrcs", "false")
+    for driver in ("true", "false"):
+        spark.conf.set("spark.kafkalog.jvm.driverCounts", driver)
+        try:
+            if damage == "flip records":
+                assert unchecked.load().count() == 300, driver
+                continue
+            with pytest.raises(Exception, match="kafkalog repair") as failed:
+                unchecked.load().count()
+            assert re.search(r"\.(log|index) at byte", str(failed.value)), (damage, driver)
+        finally:
+            spark.conf.unset("spark.kafkalog.jvm.driverCounts")

@@ -71,6 +71,12 @@ final class KafkaLogScan implements Scan {
         + " filters=" + filters.size() + (counts == null ? "" : " pushed aggregate: " + counts + " (per task)");
   }
 
+  /** An option by name, any case (the planner checked its value at load()). */
+  private String option(String name) {
+    for (Map.Entry<String, String> e : options.entrySet()) if (e.getKey().equalsIgnoreCase(name)) return e.getValue();
+    return null;
+  }
+
   /** The tasks of this scan, as the Python planner deals them. */
   TaskPlan[] plan() {
     ObjectNode req = Bridge.request("plan", options);
@@ -110,6 +116,7 @@ final class KafkaLogScan implements Scan {
       task.fallback = fallback;
       task.statsDir = answer.hasNonNull("statsDir") ? answer.get("statsDir").asText() : null;
       task.counts = counts;
+      task.checkCrcs = !"false".equalsIgnoreCase(option("checkCrcs"));
       out.add(task);
     }
     return out.toArray(new TaskPlan[0]);

@@ -48,6 +48,9 @@ final class TaskPlan implements InputPartition, Serializable {
   String statsDir;
   /** counts pushed down: the task answers one row per group (Counts.Reader), or null */
   Counts.Spec counts;
+  /** option checkCrcs=false: pushed-down counts take whole batches' counts from their headers
+   * after the structural checks alone, the batches unread */
+  boolean checkCrcs = true;
 
   private TaskPlan(Split[] splits, Map<String, long[][]> aborted, String location, boolean failOnDataLoss,
       boolean includeHeaders, String[] sources, Long tsLo, Long tsHi, String python, String pythonPath) {
