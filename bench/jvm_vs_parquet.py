@@ -6,7 +6,7 @@ Python source (``format("kafkalog_python")``) and the same rows in Parquet, inte
 (round after round, every source in turn), and the median of the rounds is kept; a ratio is
 Parquet's time over ours (= our rows/s over Parquet's; > 1 is faster than Parquet). The 1%
 window is a ``where timestamp between`` (pushed down) as a fraction of the full scan's time.
-``count(*)`` is answered by the driver in local mode (pushed down, no Spark job); ``count(*) in
+``count(*)`` is answered by the driver in local mode (pushed down, no scan task); ``count(*) in
 tasks`` is the same count made by Spark tasks, as on a cluster; ``checkCrcs=false`` the count
 from batch headers alone (opt-in, no CRC).
 """

@@ -260,7 +260,7 @@ final class KafkaLogScan implements Scan {
   }
 
   /** Counts answered on the driver (local mode: its cores are the executors'), every task's
-   * reader run there: no Spark job, the same bytes read and checked. */
+   * reader run there: no scan task, the same bytes read and checked. */
   static final class DriverCounts implements LocalScan {
     private final KafkaLogScan scan;
 
