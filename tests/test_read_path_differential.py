@@ -658,6 +658,7 @@ def jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str) -> None:
         base.selectExpr("sum(length(value)) as n").collect()[0].n,
         narrow.load().selectExpr("sum(length(value)) as n").collect()[0].n,
     )
+    pushed_counts(spark, path, t, label, rng)
     spark.conf.unset("spark.kafkalog.jvm.fallback")
     reference = spark.read.format("kafkalog_python").option("path", str(path))
     python = (
@@ -681,6 +682,128 @@ def jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str) -> None:
     sizes = sorted({(r[0], r[1]) for r in python})
     by_partition = [(tp[0], tp[1], sum(1 for r in python if (r[0], r[1]) == tp)) for tp in sizes]
     assert counted == (len(everything), by_partition, values, values), label
+
+
+def _partition_of(spark: Any, path: Path) -> tuple[str, int] | None:
+    rows = spark.read.format("kafkalog_python").option("path", str(path)).load()
+    first = rows.select("topic", "partition").limit(1).collect()
+    return (first[0].topic, first[0].partition) if first else None
+
+
+def pushed_counts(spark: Any, path: Path, t: Truth, label: str, rng: random.Random) -> None:
+    """Counts pushed down to the JVM source (``count(*)``, ``count(offset)``, grouped by
+    topic and partition or not), answered on the driver (local mode) and by Spark tasks: equal
+    to the brute force for full, ``read_committed`` and offset-bounded reads; a ``where`` on
+    offset or timestamp (not pushed: Spark filters the rows) too; the plans say which ran."""
+    first, last = t.log_start, t.log_end
+    a = rng.randint(first, last)
+    b = rng.randint(a, last)
+    everything = data(t, first, last)
+    committed = data(t, first, t.lso, committed=True)
+    stamped = sorted(r[1] for r in everything if r[1] >= 0)
+    tp = _partition_of(spark, path) if everything else None
+
+    def load(**options: str) -> Any:
+        reader = spark.read.format("kafkalog").option("path", str(path))
+        return reader.options(**options).load()
+
+    def groups(rows: list[Row]) -> list[tuple[str, int, int]]:
+        return [(tp[0], tp[1], len(rows))] if rows and tp else []
+
+    checks: list[tuple[str, Any, Any]] = [
+        ("count(*)", lambda: load().count(), len(everything)),
+        (
+            "groupBy(topic, partition).count()",
+            lambda: sorted(
+                tuple(r) for r in load().groupBy("topic", "partition").count().collect()
+            ),
+            groups(everything),
+        ),
+        (
+            "count(offset), count(*) by partition",
+            lambda: sorted(
+                tuple(r)
+                for r in load()
+                .groupBy("partition")
+                .agg({"offset": "count", "*": "count"})
+                .collect()
+            ),
+            [(tp[1], len(everything), len(everything))] if everything and tp else [],
+        ),
+        (
+            "read_committed count(*)",
+            lambda: load(**{"kafka.isolation.level": "read_committed"}).count(),
+            len(committed),
+        ),
+        (
+            f"where offset in [{a}, {b}) count(*)",
+            lambda: load().where(f"offset >= {a} and offset < {b}").count(),
+            len(data(t, a, b)),
+        ),
+    ]
+    unchecked = {"checkCrcs": "false"}  # counted from batch headers, structurally checked
+    checks += [
+        ("count(*), checkCrcs=false", lambda: load(**unchecked).count(), len(everything)),
+        (
+            "read_committed by partition, checkCrcs=false",
+            lambda: (
+                load(**unchecked, **{"kafka.isolation.level": "read_committed"})
+                .groupBy("topic", "partition")
+                .count()
+                .collect()
+            ),
+            groups(committed),
+        ),
+    ]
+    if tp:
+        bounds = {
+            "startingOffsets": json.dumps({tp[0]: {str(tp[1]): a}}),
+            "endingOffsets": json.dumps({tp[0]: {str(tp[1]): b}}),
+        }
+        checks.append(
+            (f"offsets [{a}, {b}) count(*)", lambda: load(**bounds).count(), len(data(t, a, b)))
+        )
+        checks.append(
+            (
+                f"offsets [{a}, {b}) count(*), checkCrcs=false",
+                lambda: load(**bounds, **unchecked).count(),
+                len(data(t, a, b)),
+            )
+        )
+        checks.append(
+            (
+                f"offsets [{a}, {b}), read_committed, by partition",
+                lambda: (
+                    load(**bounds, **{"kafka.isolation.level": "read_committed"})
+                    .groupBy("partition")
+                    .count()
+                    .collect()
+                ),
+                [(tp[1], n)] if (n := len(data(t, a, b, committed=True))) else [],
+            )
+        )
+    if stamped:
+        lo, hi = stamped[len(stamped) // 4], stamped[len(stamped) // 2]
+        where = f"timestamp between timestamp_millis({lo}) and timestamp_millis({hi})"
+        want = sum(1 for r in everything if lo <= r[1] <= hi)
+        checks.append((f"where {where} count(*)", lambda: load().where(where).count(), want))
+    for driver in ("true", "false"):
+        spark.conf.set("spark.kafkalog.jvm.driverCounts", driver)
+        try:
+            for what, query, want in checks:
+                got = query()
+                if isinstance(got, list):
+                    got = sorted(tuple(r) for r in got)
+                assert got == want, f"{label}: {what} (counted on the driver: {driver})"
+            load().createOrReplaceTempView("pushed_counts_probe")
+            query = "SELECT partition, count(*) FROM pushed_counts_probe GROUP BY partition"
+            plan = spark.sql(f"EXPLAIN {query}").first()[0]
+            if driver == "true":
+                assert "LocalTableScan" in plan and "count(*)" in plan, plan
+            else:
+                assert "pushed aggregate: count x1 by partition (per task)" in plan, plan
+        finally:
+            spark.conf.unset("spark.kafkalog.jvm.driverCounts")
 
 
 @pytest.mark.parametrize("name", list(SHAPES))

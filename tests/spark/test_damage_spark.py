@@ -119,3 +119,53 @@ def test_a_last_batch_proven_out_of_line_fails_or_is_skipped(
     rows = reader.option("failOnDataLoss", "false").load().selectExpr("offset").collect()
     assert sorted(r.offset for r in rows) == list(range(299))
     assert tree_snapshot(d) == before
+
+
+@pytest.mark.parametrize("damage", CASES)
+@pytest.mark.parametrize("driver", ["true", "false"])
+def test_pushed_counts_fail_or_skip_as_the_read_does(
+    spark: Any, damage: str, driver: str, source: Path, tmp_path: Path
+) -> None:
+    """``count(*)`` and ``groupBy(partition).count()`` pushed down to the JVM source, counted on
+    the driver (local mode) or in tasks: the same failure naming file and byte as a read, or
+    with failOnDataLoss=false the same records as the read that skips the damaged batch."""
+    d = _damaged_copy(source, tmp_path, damage)
+    before = tree_snapshot(d)
+    spark.conf.set("spark.kafkalog.jvm.driverCounts", driver)
+    try:
+        reader = spark.read.format("kafkalog").option("path", str(d.parent))
+        with pytest.raises(Exception, match="kafkalog repair") as failed:
+            reader.load().count()
+        assert re.search(r"\.(log|index) at byte", str(failed.value)), damage
+        skipping = reader.option("failOnDataLoss", "false")
+        read = skipping.load().selectExpr("offset").collect()
+        assert skipping.load().count() == len(read) < 300, damage
+        by_partition = skipping.load().groupBy("partition").count().collect()
+        assert [r["count"] for r in by_partition] == [len(read)], damage
+    finally:
+        spark.conf.unset("spark.kafkalog.jvm.driverCounts")
+    assert tree_snapshot(d) == before
+
+
+@pytest.mark.parametrize("damage", CASES)
+def test_counts_without_crcs_check_structure(
+    spark: Any, damage: str, source: Path, tmp_path: Path
+) -> None:
+    """``checkCrcs=false``: pushed-down counts read batch headers alone, so damage inside a
+    batch's records (covered by its CRC only) goes unseen, as the option says; damage to the
+    structure (an offset out of line, a hole, a lost segment) still fails naming file and
+    byte, since the batch where a structural check fails is read and CRC-checked."""
+    d = _damaged_copy(source, tmp_path, damage)
+    reader = spark.read.format("kafkalog").option("path", str(d.parent))
+    unchecked = reader.option("checkCrcs", "false")
+    for driver in ("true", "false"):
+        spark.conf.set("spark.kafkalog.jvm.driverCounts", driver)
+        try:
+            if damage == "flip records":
+                assert unchecked.load().count() == 300, driver
+                continue
+            with pytest.raises(Exception, match="kafkalog repair") as failed:
+                unchecked.load().count()
+            assert re.search(r"\.(log|index) at byte", str(failed.value)), (damage, driver)
+        finally:
+            spark.conf.unset("spark.kafkalog.jvm.driverCounts")

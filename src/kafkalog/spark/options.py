@@ -46,6 +46,8 @@ KNOWN_OPTIONS = {
     "pushdown",
     "statsdir",
     "columns",
+    # the JVM source's pushed-down counts: false counts whole batches from their headers alone
+    "checkcrcs",
 }
 # accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker.
 # Every ``kafka.``-prefixed option is accepted too (Spark hands them to its consumer), except
@@ -128,6 +130,10 @@ class ReadOptions:
     #: the source declares, so nothing else is decoded (Spark cannot prune a Python source's
     #: columns; this is ``.schema(...)`` without writing the types)
     columns: tuple[str, ...] | None = None
+    #: ``checkCrcs=false`` (Kafka's consumer setting ``check.crcs``): the JVM source's pushed-down
+    #: counts take a whole batch's record count from its header after the structural checks
+    #: alone, without reading the batch to check its CRC; every read of rows checks every CRC
+    check_crcs: bool = True
 
 
 _TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
@@ -369,6 +375,7 @@ def parse_read_options(
         min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=_given(opts, "maxTriggerDelay", time_string_ms, 15 * 60 * 1000),
         columns=_column_names(opts["columns"]) if "columns" in opts else None,
+        check_crcs=_bool("checkCrcs", opts.get("checkcrcs", "true")),
     )
 
 

@@ -9,12 +9,16 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.LocalScan;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.streaming.CompositeReadLimit;
@@ -35,6 +39,7 @@ import org.apache.spark.sql.sources.StringStartsWith;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import scala.Option;
 
 /** The scan: columns Spark asks for, filters turned into the Python planner's bounds. */
 final class KafkaLogScan implements Scan {
@@ -43,12 +48,16 @@ final class KafkaLogScan implements Scan {
   private final StructType readSchema;
   private final String[] sources; // the Kafka column of each output column
   private final List<ObjectNode> filters;
+  /** counts pushed down (each task answers one row per group), or null */
+  private final Counts.Spec counts;
 
-  KafkaLogScan(Map<String, String> options, StructType readSchema, String[] sources, List<ObjectNode> filters) {
+  KafkaLogScan(Map<String, String> options, StructType readSchema, String[] sources, List<ObjectNode> filters,
+      Counts.Spec counts) {
     this.options = options;
     this.readSchema = readSchema;
     this.sources = sources;
     this.filters = filters;
+    this.counts = counts;
   }
 
   @Override
@@ -59,7 +68,21 @@ final class KafkaLogScan implements Scan {
   @Override
   public String description() {
     return "kafkalog (JVM) " + options.getOrDefault("path", "") + " columns=" + String.join(",", sources)
-        + " filters=" + filters.size();
+        + " filters=" + filters.size() + (counts == null ? "" : " pushed aggregate: " + counts + " (per task)");
+  }
+
+  /** An option by name, any case (the planner checked its value at load()). */
+  private String option(String name) {
+    for (Map.Entry<String, String> e : options.entrySet()) if (e.getKey().equalsIgnoreCase(name)) return e.getValue();
+    return null;
+  }
+
+  /** The tasks of this scan, as the Python planner deals them. */
+  TaskPlan[] plan() {
+    ObjectNode req = Bridge.request("plan", options);
+    ArrayNode f = req.putArray("filters");
+    for (ObjectNode n : filters) f.add(n);
+    return tasks(Bridge.ask(req));
   }
 
   @Override
@@ -69,12 +92,7 @@ final class KafkaLogScan implements Scan {
 
       @Override
       public InputPartition[] planInputPartitions() {
-        if (planned == null) {
-          ObjectNode req = Bridge.request("plan", options);
-          ArrayNode f = req.putArray("filters");
-          for (ObjectNode n : filters) f.add(n);
-          planned = tasks(Bridge.ask(req));
-        }
+        if (planned == null) planned = plan();
         return planned;
       }
 
@@ -85,21 +103,23 @@ final class KafkaLogScan implements Scan {
     };
   }
 
-  InputPartition[] tasks(JsonNode answer) {
+  TaskPlan[] tasks(JsonNode answer) {
     boolean headers = answer.path("includeHeaders").asBoolean(false);
     JsonNode b = answer.path("bounds");
     Long tsLo = b.hasNonNull("tsLo") ? b.get("tsLo").asLong() : null;
     Long tsHi = b.hasNonNull("tsHi") ? b.get("tsHi").asLong() : null;
     String[] py = Bridge.pythonOf();
-    List<InputPartition> out = new ArrayList<>();
+    List<TaskPlan> out = new ArrayList<>();
     boolean fallback = !"false".equals(Bridge.conf(FALLBACK_CONF));
     for (JsonNode t : answer.get("tasks")) {
       TaskPlan task = TaskPlan.of(t, headers, sources, tsLo, tsHi, py[0], py[1]);
       task.fallback = fallback;
       task.statsDir = answer.hasNonNull("statsDir") ? answer.get("statsDir").asText() : null;
+      task.counts = counts;
+      task.checkCrcs = !"false".equalsIgnoreCase(option("checkCrcs"));
       out.add(task);
     }
-    return out.toArray(new InputPartition[0]);
+    return out.toArray(new TaskPlan[0]);
   }
 
   @Override
@@ -120,7 +140,9 @@ final class KafkaLogScan implements Scan {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-      return new SplitReader((TaskPlan) partition);
+      TaskPlan task = (TaskPlan) partition;
+      if (task.counts != null) return new Counts.Reader(task, task.counts);
+      return new SplitReader(task);
     }
   }
 
@@ -237,12 +259,44 @@ final class KafkaLogScan implements Scan {
     }
   }
 
-  static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters {
+  /** Counts answered on the driver (local mode: its cores are the executors'), every task's
+   * reader run there: no scan task, the same bytes read and checked. */
+  static final class DriverCounts implements LocalScan {
+    private final KafkaLogScan scan;
+
+    DriverCounts(KafkaLogScan scan) {
+      this.scan = scan;
+    }
+
+    @Override
+    public StructType readSchema() {
+      return scan.readSchema;
+    }
+
+    @Override
+    public String description() {
+      return scan.description().replace("(per task)", "(on the driver)");
+    }
+
+    @Override
+    public InternalRow[] rows() {
+      int threads = SparkSession.active().sparkContext().defaultParallelism();
+      return Counts.onDriver(scan.plan(), scan.counts, threads);
+    }
+  }
+
+  /** conf: false keeps pushed-down counts in Spark tasks even in local mode (tests) */
+  static final String DRIVER_COUNTS_CONF = "spark.kafkalog.jvm.driverCounts";
+
+  static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters,
+      SupportsPushDownAggregates {
     private final Map<String, String> options;
     private StructType schema;
     private final Map<String, String> sourceOf;
     private final List<ObjectNode> pushed = new ArrayList<>();
     private Filter[] pushedFilters = new Filter[0];
+    private Counts.Spec counts;
+    private boolean complete;
 
     Builder(Map<String, String> options, StructType schema, Map<String, String> sourceOf) {
       this.options = options;
@@ -343,8 +397,36 @@ final class KafkaLogScan implements Scan {
       return Map.of("micros", micros);
     }
 
+    private boolean pushdown() {
+      return !"false".equals(Bridge.conf("spark.kafkalog.pushdown")); // register(pushdown=False)
+    }
+
+    /** The driver answers a count whole when the session is local (see DriverCounts). */
+    private static boolean onDriver() {
+      Option<SparkSession> active = SparkSession.getActiveSession();
+      if (active.isEmpty()) return false;
+      return active.get().sparkContext().isLocal() && !"false".equals(Bridge.conf(DRIVER_COUNTS_CONF));
+    }
+
+    @Override
+    public boolean supportCompletePushDown(Aggregation aggregation) {
+      return pushdown() && pushed.isEmpty() && Counts.of(aggregation, sourceOf) != null && onDriver();
+    }
+
+    @Override
+    public boolean pushAggregation(Aggregation aggregation) {
+      if (!pushdown() || !pushed.isEmpty()) return false;
+      counts = Counts.of(aggregation, sourceOf);
+      complete = counts != null && onDriver();
+      return counts != null;
+    }
+
     @Override
     public Scan build() {
+      if (counts != null) {
+        KafkaLogScan scan = new KafkaLogScan(options, counts.schema(), new String[0], pushed, counts);
+        return complete ? new DriverCounts(scan) : scan;
+      }
       String[] sources = new String[schema.fields().length];
       int i = 0;
       for (StructField f : schema.fields()) {
@@ -355,7 +437,7 @@ final class KafkaLogScan implements Scan {
         if (source == null) throw new IllegalArgumentException("kafkalog: unknown column " + f.name());
         sources[i++] = source;
       }
-      return new KafkaLogScan(options, schema, sources, pushed);
+      return new KafkaLogScan(options, schema, sources, pushed, null);
     }
   }
 }

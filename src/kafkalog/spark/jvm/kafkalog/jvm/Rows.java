@@ -71,10 +71,22 @@ final class Rows {
     }
   }
 
+  /** Empty again, its arrays kept (the batch built from them before is Spark's no longer). */
+  void reset() {
+    n = 0;
+    hn = 0;
+  }
+
   /** Room for one more row at index n (the caller fills it, then calls {@link #commit}). */
   void room() {
     if (n < offsets.length) return;
-    int c = offsets.length * 2;
+    ensure(n + 1);
+  }
+
+  /** Room for rows up to index want - 1. */
+  void ensure(int want) {
+    if (want <= offsets.length) return;
+    int c = Math.max(want, offsets.length * 2);
     offsets = Arrays.copyOf(offsets, c);
     if (timestamp) ts = Arrays.copyOf(ts, c);
     if (timestampType) tsType = Arrays.copyOf(tsType, c);

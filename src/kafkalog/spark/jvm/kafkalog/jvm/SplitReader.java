@@ -22,7 +22,11 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * then the Python source's.
  */
 final class SplitReader implements PartitionReader<ColumnarBatch> {
-  static final int CHUNK = 8 << 20;
+  /** bytes read at a time: small enough to stay in the cache between the read and the CRC */
+  static final int CHUNK = 1 << 20;
+  /** bytes of entries one batch of rows covers at most */
+  static final int BATCH_BYTES = 8 << 20;
+  static final int COUNT_CHUNK = 256 << 10;
   /** kafkalog.records.types.Limits.max_batch_bytes: one entry as stored, log overhead included */
   static final int MAX_ENTRY = 8 << 20;
   static final int MAX_ROWS = 1 << 16;
@@ -36,9 +40,21 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private boolean done;
   private long[][] aborted;
   private byte[] buf = new byte[0];
-  private long bufPos;
+  private long bufPos = -1;
+  private int bufLen;
   private PythonRest rest;
   private ColumnarBatch current;
+  /** the rows of the batch being built: its arrays reused batch after batch (Spark is done with
+   * a batch when it asks for the next, as with its own Parquet reader's vectors) */
+  private Rows rows;
+  /** chunk arrays the rows of the batch being built may point into, and arrays free for reuse */
+  private final java.util.ArrayList<byte[]> used = new java.util.ArrayList<>();
+  private final java.util.ArrayDeque<byte[]> free = new java.util.ArrayDeque<>();
+  /** count mode's chunk: direct, so a chunk is copied once (by the kernel) and its CRCs are
+   * computed while it is in the cache */
+  private ByteBuffer direct;
+  private long directPos;
+  private int directLen;
   private final CRC32C crc32c = new CRC32C();
   private final CRC32 crc32 = new CRC32();
   private int cp; // cursor in a record payload
@@ -48,6 +64,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private long bytesRead;
   private long records;
   private long segments;
+  /** the split the last batch came from */
+  private TaskPlan.Split lastSplit;
 
   SplitReader(TaskPlan plan) {
     this.plan = plan;
@@ -68,6 +86,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         ColumnarBatch b = rest.next();
         if (b != null) {
           current = b;
+          lastSplit = split;
           records += b.numRows();
           return true;
         }
@@ -82,7 +101,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         continue;
       }
       TaskPlan.Split s = split;
-      Rows rows = new Rows(plan);
+      if (rows == null) rows = new Rows(plan);
+      rows.reset();
+      recycle();
       try {
         decode(rows);
         if (done || pos >= end) closeSplit();
@@ -98,6 +119,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       if (rows.n > 0) {
         records += rows.n;
         current = rows.build(plan, s);
+        lastSplit = s;
         return true;
       }
     }
@@ -108,11 +130,17 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     return current;
   }
 
+  TaskPlan.Split lastSplit() {
+    return lastSplit;
+  }
+
   @Override
   public void close() throws IOException {
     if (rest != null) rest.close();
     rest = null;
     closeSplit();
+    used.clear();
+    free.clear();
     if (plan.statsDir != null) writeStats();
   }
 
@@ -131,7 +159,32 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (channel != null) channel.close();
     channel = null;
     split = null;
-    buf = new byte[0];
+    bufPos = -1;
+    directPos = -1;
+    directLen = 0;
+  }
+
+  /** The batch before is Spark's no longer: every chunk but the current one is free again. */
+  private void recycle() {
+    for (byte[] b : used) if (b != buf) free.add(b);
+    used.clear();
+    if (buf.length > 0) used.add(buf);
+  }
+
+  /** An array of at least n bytes, for a chunk (reused when one is free). */
+  private byte[] take(int n) {
+    byte[] b = null;
+    for (java.util.Iterator<byte[]> it = free.iterator(); it.hasNext(); ) {
+      byte[] c = it.next();
+      if (c.length >= n) {
+        b = c;
+        it.remove();
+        break;
+      }
+    }
+    if (b == null) b = new byte[Math.max(n, CHUNK)];
+    used.add(b);
+    return b;
   }
 
   private PythonRest whole(TaskPlan.Split s, String why) throws IOException {
@@ -170,16 +223,18 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     segments++;
     end = s.endPosition < 0 ? size : Math.min(s.endPosition, size);
     pos = s.startPosition;
-    bufPos = pos;
-    buf = new byte[0];
+    bufPos = -1;
+    directPos = -1;
+    directLen = 0;
   }
 
-  /** The bytes [p, p + need) in buf (read into a fresh array: earlier batches keep theirs). */
+  /** The bytes [p, p + need) in buf (read into an array no row of the batch being built points
+   * into); their index in buf. */
   private int at(long p, int need) throws IOException {
-    if (p >= bufPos && p + need <= bufPos + buf.length) return (int) (p - bufPos);
+    if (bufPos >= 0 && p >= bufPos && p + need <= bufPos + bufLen) return (int) (p - bufPos);
     int n = (int) Math.min(Math.max(CHUNK, need), end - p);
-    byte[] b = new byte[n];
-    ByteBuffer bb = ByteBuffer.wrap(b);
+    byte[] b = take(n);
+    ByteBuffer bb = ByteBuffer.wrap(b, 0, n);
     while (bb.hasRemaining()) {
       int r = channel.read(bb, p + bb.position());
       if (r < 0) throw new Fallback("file ended early");
@@ -187,6 +242,23 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
     buf = b;
     bufPos = p;
+    bufLen = n;
+    return 0;
+  }
+
+  /** count mode: the bytes [p, p + need) in the direct chunk; their index there. */
+  private int directAt(long p, int need) throws IOException {
+    if (directPos >= 0 && p >= directPos && p + need <= directPos + directLen) return (int) (p - directPos);
+    int n = (int) Math.min(Math.max(COUNT_CHUNK, need), end - p);
+    if (direct == null || direct.capacity() < n) direct = ByteBuffer.allocateDirect(Math.max(COUNT_CHUNK, n));
+    direct.clear().limit(n);
+    while (direct.hasRemaining()) {
+      int r = channel.read(direct, p + direct.position());
+      if (r < 0) throw new Fallback("file ended early");
+      bytesRead += r;
+    }
+    directPos = p;
+    directLen = n;
     return 0;
   }
 
@@ -199,21 +271,113 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   private void decode(Rows rows) throws IOException {
-    long stopAt = pos + CHUNK;
+    long stopAt = pos + BATCH_BYTES;
+    boolean counting = !rows.perRow && plan.tsLo == null && plan.tsHi == null;
     while (pos < end && !done && pos < stopAt && rows.n < MAX_ROWS) {
-      if (end - pos < 12) throw new Fallback("bytes after the last whole entry");
-      int i = at(pos, 12);
-      long length = getInt(buf, i + 8);
-      long size = 12 + length;
-      if (length < 14 || size > MAX_ENTRY || pos + size > end) throw new Fallback("entry length " + length);
-      i = at(pos, (int) size);
-      int magic = buf[i + 16];
-      if (magic == 2) v2(rows, buf, i, (int) size);
-      else if (magic == 0 || magic == 1) legacy(rows, buf, i, (int) size);
-      else throw new Fallback("magic " + magic);
-      pos += size;
+      int n0 = rows.n;
+      int hn0 = rows.hn;
+      long prev0 = prev;
+      try {
+        if (!counting || !countEntry(rows)) entry(rows);
+      } catch (Fallback f) {
+        // none of this entry's rows: the Python reader reads it again, from its first byte
+        rows.n = n0;
+        rows.hn = hn0;
+        prev = prev0;
+        throw f;
+      }
     }
   }
+
+  /** The entry at pos decoded from a heap copy; pos moved past it. */
+  private void entry(Rows rows) throws IOException {
+    if (end - pos < 12) throw new Fallback("bytes after the last whole entry");
+    int i = at(pos, 12);
+    long length = getInt(buf, i + 8);
+    long size = 12 + length;
+    if (length < 14 || size > MAX_ENTRY || pos + size > end) throw new Fallback("entry length " + length);
+    i = at(pos, (int) size);
+    int magic = buf[i + 16];
+    if (magic == 2) v2(rows, buf, i, (int) size);
+    else if (magic == 0 || magic == 1) legacy(rows, buf, i, (int) size);
+    else throw new Fallback("magic " + magic);
+    pos += size;
+  }
+
+  /** count mode (no column per record): a whole v2 batch of the range, of no aborted transaction,
+   * counted from its header once its CRC matched, read from the direct chunk; false: anything
+   * else (a legacy entry, a batch at an end of the range, an aborted transaction's, a check
+   * failed), which {@link #entry} then decodes or refuses as it does in every mode. */
+  private boolean countEntry(Rows rows) throws IOException {
+    if (end - pos < 61) return false;
+    if (!plan.checkCrcs && plan.counts != null) return countHeader(rows);
+    int i = directAt(pos, 61);
+    ByteBuffer d = direct;
+    long length = d.getInt(i + 8);
+    long size = 12 + length;
+    if (length < 49 || size > MAX_ENTRY || pos + size > end || d.get(i + 16) != 2) return false;
+    i = directAt(pos, (int) size);
+    long base = d.getLong(i);
+    int attrs = d.getShort(i + 21) & 0xffff;
+    int lastDelta = d.getInt(i + 23);
+    long pid = d.getLong(i + 43);
+    int count = d.getInt(i + 57);
+    TaskPlan.Split s = split;
+    if (lastDelta < 0 || count < 0 || count > lastDelta + 1L || count > (size - 61) / MIN_RECORD) return false;
+    long last = base + lastDelta;
+    if (base <= prev || base < s.startOffset || last >= s.endOffset || (attrs & 7) > 4) return false;
+    if ((attrs & 0x10) != 0 && aborted != null) {
+      for (long[] r : aborted) if (r[0] == pid && r[1] <= last && r[2] >= base) return false;
+    }
+    crc32c.reset();
+    crc32c.update(d.slice(i + 21, (int) size - 21));
+    if ((int) crc32c.getValue() != d.getInt(i + 17)) return false;
+    prev = last;
+    if ((attrs & 0x20) == 0) rows.count(count); // a control batch holds no rows
+    pos += size;
+    return true;
+  }
+
+  /** checkCrcs=false: a whole v2 batch of the range, of no aborted transaction, counted from its
+   * header alone (61 bytes read), after every check that needs no more bytes; false: anything
+   * else, which {@link #entry} decodes with its CRC checked. */
+  private boolean countHeader(Rows rows) throws IOException {
+    if (header == null) header = ByteBuffer.allocateDirect(61);
+    header.clear();
+    while (header.hasRemaining()) {
+      int r = channel.read(header, pos + header.position());
+      if (r < 0) return false;
+      bytesRead += r;
+    }
+    ByteBuffer d = header;
+    long length = d.getInt(8);
+    long size = 12 + length;
+    if (length < 49 || size > MAX_ENTRY || pos + size > end || d.get(16) != 2) return false;
+    long base = d.getLong(0);
+    int attrs = d.getShort(21) & 0xffff;
+    int lastDelta = d.getInt(23);
+    long pid = d.getLong(43);
+    int count = d.getInt(57);
+    TaskPlan.Split s = split;
+    if (lastDelta < 0 || count < 0 || count > lastDelta + 1L || count > (size - 61) / MIN_RECORD) return false;
+    long last = base + lastDelta;
+    if (base <= prev || base < s.startOffset || last >= s.endOffset || (attrs & 7) > 4) return false;
+    boolean control = (attrs & 0x20) != 0;
+    if (control && ((attrs & 0x10) == 0 || count != 1 || lastDelta != 0)) return false; // a control batch: one marker
+    if ((attrs & 0x10) != 0 && aborted != null) {
+      for (long[] r : aborted) if (r[0] == pid && r[1] <= last && r[2] >= base) return false;
+    }
+    prev = last;
+    if (!control) rows.count(count);
+    pos += size;
+    return true;
+  }
+
+  private ByteBuffer header;
+
+  /** The fewest bytes a v2 record takes: its length, attributes, timestamp and offset deltas,
+   * key and value lengths and header count, one byte each. */
+  static final int MIN_RECORD = 7;
 
   // ---- v2 record batches ----------------------------------------------------------------------
 
@@ -278,6 +442,23 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   private int varint(byte[] b, int limit) {
+    int c = cp;
+    if (c < limit) {
+      int x = b[c];
+      if (x >= 0) { // one byte: most lengths, deltas and counts of small records
+        cp = c + 1;
+        return (x >>> 1) ^ -(x & 1);
+      }
+      if (c + 1 < limit && b[c + 1] >= 0) {
+        int v = (x & 0x7f) | (b[c + 1] << 7);
+        cp = c + 2;
+        return (v >>> 1) ^ -(v & 1);
+      }
+    }
+    return varintSlow(b, limit);
+  }
+
+  private int varintSlow(byte[] b, int limit) {
     int v = 0;
     for (int shift = 0; shift < 35; shift += 7) {
       if (cp >= limit) throw new Fallback("varint past the end");
@@ -289,6 +470,30 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   private long varlong(byte[] b, int limit) {
+    int c = cp;
+    if (c + 2 < limit) { // up to three bytes without a bound check each: timestamp deltas
+      int x = b[c];
+      if (x >= 0) {
+        cp = c + 1;
+        return (x >>> 1) ^ -(x & 1);
+      }
+      int y = b[c + 1];
+      if (y >= 0) {
+        long v = (x & 0x7f) | (y << 7);
+        cp = c + 2;
+        return (v >>> 1) ^ -(v & 1);
+      }
+      int z = b[c + 2];
+      if (z >= 0) {
+        long v = (x & 0x7f) | ((y & 0x7f) << 7) | (z << 14);
+        cp = c + 3;
+        return (v >>> 1) ^ -(v & 1);
+      }
+    }
+    return varlongSlow(b, limit);
+  }
+
+  private long varlongSlow(byte[] b, int limit) {
     long v = 0;
     for (int shift = 0; shift < 70; shift += 7) {
       if (cp >= limit) throw new Fallback("varlong past the end");

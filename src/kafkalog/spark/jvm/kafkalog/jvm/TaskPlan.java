@@ -46,6 +46,11 @@ final class TaskPlan implements InputPartition, Serializable {
   boolean fallback = true;
   /** statsDir: where the task leaves what it read (kafkalog.spark.stats) */
   String statsDir;
+  /** counts pushed down: the task answers one row per group (Counts.Reader), or null */
+  Counts.Spec counts;
+  /** option checkCrcs=false: pushed-down counts take whole batches' counts from their headers
+   * after the structural checks alone, the batches unread */
+  boolean checkCrcs = true;
 
   private TaskPlan(Split[] splits, Map<String, long[][]> aborted, String location, boolean failOnDataLoss,
       boolean includeHeaders, String[] sources, Long tsLo, Long tsHi, String python, String pythonPath) {
