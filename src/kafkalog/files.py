@@ -285,14 +285,26 @@ def resolve(location: str) -> str:
 
 
 def _registered(path: str) -> tuple[Any, str] | None:
-    """The filesystem and inner path of ``path`` under the longest registered prefix."""
+    """The filesystem and inner path of ``path`` under the longest registered prefix, else in
+    the same store (scheme and bucket or host) as a registered location: a partition's data
+    directory (its ``log-start-offset-checkpoint``) lies above the location the user named, and
+    must be read with that location's endpoint and credentials, not the defaults (which would
+    ask the public cloud, and wait for its time-out where there is none)."""
     with _lock:
         candidates = [r for r in _roots if path == r or path.startswith(r + "/")]
-        if not candidates:
-            return None
-        root = max(candidates, key=len)
-        filesystem, inner = _roots[root]
-        return filesystem, inner + path[len(root) :]
+        if candidates:
+            root = max(candidates, key=len)
+            filesystem, inner = _roots[root]
+            return filesystem, inner + path[len(root) :]
+        wanted = urlsplit(path)
+        for root, (filesystem, inner) in _roots.items():
+            known = urlsplit(root)
+            if (known.scheme, known.netloc) != (wanted.scheme, wanted.netloc):
+                continue
+            # the store's inner paths end with the location's path (s3: "bucket" + "/key")
+            if known.path and inner.endswith(known.path):
+                return filesystem, inner[: len(inner) - len(known.path)] + wanted.path
+        return None
 
 
 def _remote(path: str) -> tuple[Any, str]:

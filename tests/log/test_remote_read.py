@@ -4,6 +4,7 @@ and reading changes nothing in the bucket."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,16 @@ def test_a_store_failing_mid_read_names_file_and_position(s3_store: Any) -> None
                 "&region=us-east-1"
             )
         )
+
+
+def test_a_file_above_the_named_location_is_read_with_its_store_settings(s3_store: Any) -> None:
+    """A partition named by an ``s3://`` URI with its endpoint and credentials: its data
+    directory's ``log-start-offset-checkpoint`` lies above it and is read from the same store
+    with the same settings (with pyarrow's defaults it would ask the public cloud and wait for
+    its time-out, or read another store)."""
+    top = FIXTURES / "kafka-4.0-snapshot-javacode"
+    partition = files.resolve(s3_store.uri((top / "v2-none-0").relative_to(FIXTURES).as_posix()))
+    checkpoint = partition.rsplit("/", 1)[0] + "/log-start-offset-checkpoint"
+    started = time.monotonic()
+    assert files.read_bytes(checkpoint) == (top / "log-start-offset-checkpoint").read_bytes()
+    assert time.monotonic() - started < 2.0  # no time-out waited for on the way
