@@ -220,6 +220,7 @@ def test_kafka_python_scram(data_dir: Path, caplog: pytest.LogCaptureFixture) ->
                 **{**auth, "sasl_plain_password": "guess"},
                 max_block_ms=2000,
                 request_timeout_ms=2000,
+                bootstrap_timeout_ms=3000,  # kafka-python 3's default waits 30 s
             )
         lost = [r.getMessage() for r in caplog.records if "Connection lost" in r.getMessage()]
         assert lost and all("SaslAuthenticationFailedError" in m for m in lost), lost
