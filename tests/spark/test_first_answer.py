@@ -213,3 +213,53 @@ else:
     assert "is kafkalog installed for that interpreter" in lines["LOAD"]
     assert _gone(started), "the planner register() started outlived its driver"
     assert all(_gone(int(pid)) for pid in planners), f"planners left behind: {planners}"
+
+
+def _mine(pid: int) -> bool:
+    """Whether ``pid`` descends from this process (this worker's JVM's planners only)."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
+def test_a_stream_goes_on_when_its_planner_is_replaced(spark: Any, tmp_path: Path) -> None:
+    """A stream's state in the planner (its reader, AvailableNow's target) is opened again on a
+    new planner when the one it was opened on ends mid-query: no micro-batch fails, every
+    record arrives once."""
+    from kafkalog.log import Log
+    from kafkalog.records.model import Record
+
+    d = tmp_path / "data" / "events-0"
+    with Log(d, writable=True) as log:
+        log.append_records([Record(-1, 1_700_000_000_000, None, b"a%d" % i) for i in range(100)])
+    query = (
+        spark.readStream.format("kafkalog")
+        .option("path", str(d.parent))
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.format("memory")
+        .queryName("replaced_planner")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        killed = [pid for pid in _planners() if _mine(pid)]
+        assert killed, "no planner of this driver found"
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        assert all(_gone(pid) for pid in killed)
+        with Log(d, writable=True) as log:
+            log.append_records([Record(-1, 1_700_000_000_000, None, b"b%d" % i) for i in range(50)])
+        query.processAllAvailable()
+        assert query.exception() is None
+        rows = spark.sql("SELECT offset FROM replaced_planner").collect()
+        assert sorted(r.offset for r in rows) == list(range(150))
+    finally:
+        query.stop()

@@ -140,22 +140,30 @@ class Planner:
         from kafkalog.spark.stream import KafkaLogStreamReader
 
         opts = parse(req["options"], streaming=True)
-        self.streams[req["id"]] = KafkaLogStreamReader(opts)
+        reader = KafkaLogStreamReader(opts)
+        if req.get("target") is not None:  # opened again on a new planner: AvailableNow's target
+            reader.target = {(str(t), int(p)): int(last) for t, p, last in req["target"]}
+        self.streams[req["id"]] = reader
         limit = opts.max_offsets_per_trigger
         return {"maxRows": limit, "includeHeaders": opts.include_headers}
 
     def stream(self, req: dict[str, Any]) -> dict[str, Any]:
         from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-        reader = self.streams[req["id"]]
+        reader = self.streams.get(req["id"])
         method = req["method"]
+        if reader is None:
+            # not opened on this planner (the one it was opened on ended): the JVM opens it
+            # here again and asks once more
+            return {} if method == "stop" else {"unknownStream": True}
         if method == "ping":  # opened (stream_open answered the read limit)
             return {}
         if method == "initialOffset":
             return {"offset": reader.initialOffset()}
         if method == "prepareForTriggerAvailableNow":
             reader.prepareForTriggerAvailableNow()
-            return {}
+            fixed = reader.target or {}
+            return {"target": [[t, p, last] for (t, p), last in sorted(fixed.items())]}
         if method == "latestOffset":
             rows = req.get("maxRows")
             limit = ReadAllAvailable() if rows is None else ReadMaxRows(int(rows))

@@ -152,18 +152,32 @@ final class KafkaLogScan implements Scan {
     private Long maxRows;
     private boolean opened;
 
+    /** Trigger.AvailableNow's target, as the planner fixed it (null before). */
+    private JsonNode target;
+
     private JsonNode call(String method, ObjectNode req) {
-      if (!opened) {
-        ObjectNode open = Bridge.request("stream_open", options);
-        open.put("id", id);
-        JsonNode answer = Bridge.ask(open);
-        maxRows = answer.hasNonNull("maxRows") ? answer.get("maxRows").asLong() : null;
-        opened = true;
-      }
       req.put("op", "stream");
       req.put("id", id);
       req.put("method", method);
-      return Bridge.ask(req);
+      for (int attempt = 0; ; attempt++) {
+        if (!opened) {
+          ObjectNode open = Bridge.request("stream_open", options);
+          open.put("id", id);
+          if (target != null) open.set("target", target);
+          JsonNode answer = Bridge.ask(open);
+          maxRows = answer.hasNonNull("maxRows") ? answer.get("maxRows").asLong() : null;
+          opened = true;
+        }
+        JsonNode answer = Bridge.ask(req);
+        // a planner that does not know this stream is a new one (the one it was opened on
+        // ended): open it there again, with the AvailableNow target it had, and ask again
+        if (answer.path("unknownStream").asBoolean(false) && attempt == 0) {
+          opened = false;
+          continue;
+        }
+        if (answer.has("target")) target = answer.get("target");
+        return answer;
+      }
     }
 
     private ObjectNode req() {
