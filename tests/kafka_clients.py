@@ -77,3 +77,41 @@ def self_signed(cert: str, key: str, subject: str, *extra: str) -> None:
 
 #: what a certificate for the loopback listener needs beside its subject
 LOOPBACK_SAN = ("-addext", "subjectAltName=IP:127.0.0.1")
+
+
+def kafka_python_until_quiet(
+    boot: str, topic: str, quiet_s: float, bound_s: float
+) -> tuple[list[tuple[int, bytes | None]], Any]:
+    """kafka-python reads partition 0 of ``topic`` from offset 0 until nothing came for
+    ``quiet_s`` or it raised: the (offset, value) pairs it got and the error it raised (None
+    when it went quiet). Never longer than ``bound_s``: a client that gets records without end
+    fails the test rather than hang it."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
+
+    got: list[tuple[int, bytes | None]] = []
+    error: Any = None
+    consumer = KafkaConsumer(
+        bootstrap_servers=boot,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=50,
+        request_timeout_ms=5000,
+    )
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        start = quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < quiet_s:
+            assert time.monotonic() - start < bound_s, f"{topic}: records without end"
+            try:
+                polled = consumer.poll(timeout_ms=100)
+            except KafkaError as e:
+                error = e
+                break
+            for messages in polled.values():
+                got += [(m.offset, m.value) for m in messages]
+                quiet_since = time.monotonic()
+    finally:
+        consumer.close()
+    return got, error

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from damage_kinds import DAMAGES, entries, written
-from kafka_clients import config, rdkafka
+from kafka_clients import config, kafka_python_until_quiet, rdkafka
 from kafkalog.log import Log
 from kafkalog.server import ServerThread
 
@@ -62,30 +62,7 @@ def _confluent(boot: str, topic: str) -> tuple[Got, Any]:
 
 
 def _kafka_python(boot: str, topic: str) -> tuple[Got, Any]:
-    from kafka import KafkaConsumer, TopicPartition
-    from kafka.errors import KafkaError
-
-    got: Got = []
-    error: Any = None
-    consumer = KafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, fetch_max_wait_ms=50)
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.seek(tp, 0)
-        start = quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < QUIET_S:
-            assert time.monotonic() - start < LOOP_BOUND_S, "records without end"
-            try:
-                polled = consumer.poll(timeout_ms=100)
-            except KafkaError as e:
-                error = e
-                break
-            for messages in polled.values():
-                got += [(m.offset, m.value) for m in messages]
-                quiet_since = time.monotonic()
-    finally:
-        consumer.close()
-    return got, error
+    return kafka_python_until_quiet(boot, topic, QUIET_S, LOOP_BOUND_S)
 
 
 def _aiokafka(boot: str, topic: str) -> tuple[Got, Any]:

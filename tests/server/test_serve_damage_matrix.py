@@ -29,7 +29,7 @@ from damage_kinds import (
     last_batch_evidence,
     segments,
 )
-from kafka_clients import config, rdkafka
+from kafka_clients import config, kafka_python_until_quiet, rdkafka
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
 from kafkalog.records import LogReader
@@ -87,35 +87,7 @@ def _pristine(d: Path) -> tuple[list[tuple[int, bytes | None]], int]:
 
 
 def _kafka_python(boot: str, topic: str) -> tuple[list[tuple[int, bytes | None]], Any]:
-    from kafka import KafkaConsumer, TopicPartition
-    from kafka.errors import KafkaError
-
-    got: list[tuple[int, bytes | None]] = []
-    error: Any = None
-    consumer = KafkaConsumer(
-        bootstrap_servers=boot,
-        enable_auto_commit=False,
-        fetch_max_wait_ms=50,
-        request_timeout_ms=5000,
-    )
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.seek(tp, 0)
-        start = quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < QUIET_S:
-            assert time.monotonic() - start < LOOP_BOUND_S, f"{topic}: records without end"
-            try:
-                polled = consumer.poll(timeout_ms=100)
-            except KafkaError as e:
-                error = e
-                break
-            for messages in polled.values():
-                got += [(m.offset, m.value) for m in messages]
-                quiet_since = time.monotonic()
-    finally:
-        consumer.close()
-    return got, error
+    return kafka_python_until_quiet(boot, topic, QUIET_S, LOOP_BOUND_S)
 
 
 #: the one kind read by librdkafka with ``check.crcs=true`` too (the client's check and
