@@ -115,3 +115,46 @@ def kafka_python_until_quiet(
     finally:
         consumer.close()
     return got, error
+
+
+def confluent_until_quiet(
+    boot: str, topic: str, quiet_s: float, bound_s: float, **settings: Any
+) -> tuple[list[tuple[int, bytes | None]], Any]:
+    """confluent-kafka (librdkafka) reads partition 0 of ``topic`` from offset 0 until nothing
+    came for ``quiet_s`` or it answered an error: the (offset, value) pairs and the error (None
+    when it went quiet). ``settings`` go to librdkafka beside :func:`rdkafka`'s (``check.crcs``
+    stays at librdkafka's default, false, unless given). Bounded by ``bound_s`` like
+    :func:`kafka_python_until_quiet`."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    got: list[tuple[int, bytes | None]] = []
+    error: Any = None
+    consumer = Consumer(
+        rdkafka(
+            boot,
+            **{
+                "group.id": "until-quiet",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 50,
+                **settings,
+            },
+        )
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        start = quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < quiet_s:
+            assert time.monotonic() - start < bound_s, f"{topic}: records without end"
+            msg = consumer.poll(0.1)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                error = msg.error()
+                break
+            got.append((msg.offset(), msg.value()))
+            quiet_since = time.monotonic()
+    finally:
+        consumer.close()
+    return got, error

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from damage_kinds import DAMAGES, entries, written
-from kafka_clients import config, kafka_python_until_quiet, rdkafka
+from kafka_clients import config, confluent_until_quiet, kafka_python_until_quiet
 from kafkalog.log import Log
 from kafkalog.server import ServerThread
 
@@ -31,34 +31,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _confluent(boot: str, topic: str) -> tuple[Got, Any]:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    got: Got = []
-    error: Any = None
-    consumer = Consumer(
-        rdkafka(
-            boot,
-            **{"group.id": "crc", "enable.auto.commit": False, "fetch.wait.max.ms": 50},
-        )
-    )  # check.crcs left at librdkafka's default: false
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        start = quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < QUIET_S:
-            assert time.monotonic() - start < LOOP_BOUND_S, "records without end"
-            msg = consumer.poll(0.1)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                error = msg.error()
-                break
-            got.append((msg.offset(), msg.value()))
-            quiet_since = time.monotonic()
-    finally:
-        consumer.close()
-    return got, error
+    return confluent_until_quiet(boot, topic, QUIET_S, LOOP_BOUND_S, **{"group.id": "crc"})
 
 
 def _kafka_python(boot: str, topic: str) -> tuple[Got, Any]:

@@ -11,15 +11,12 @@ offset is outside the CRC: the Fetch checks the offsets of what it returns."""
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
 
 from damage_kinds import DAMAGES, written
-from kafka_clients import config
+from kafka_clients import config, kafka_python_until_quiet
 from kafkalog.server import ServerThread
 
 CASES = [
@@ -54,31 +51,12 @@ def test_a_consumer_gets_right_records_and_the_damage_is_an_error(
     damaged = [
         p.name for p in sorted(d.glob("*.log")) if p.read_bytes() != (source / p.name).read_bytes()
     ]
-    got: list[tuple[int, bytes | None]] = []
-    client_error: KafkaError | None = None
     with (
         caplog.at_level("ERROR", logger="kafkalog.server"),
         ServerThread(str(data), config()) as server,
     ):
-        consumer = KafkaConsumer(
-            bootstrap_servers=server.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
-        )
-        try:
-            tp = TopicPartition(d.name.rsplit("-", 1)[0], 0)
-            consumer.assign([tp])
-            consumer.seek(tp, 0)
-            quiet_since = time.monotonic()
-            while time.monotonic() - quiet_since < 1.5:
-                try:
-                    polled = consumer.poll(timeout_ms=100)
-                except KafkaError as e:  # the client's CRC check
-                    client_error = e
-                    break
-                for messages in polled.values():
-                    got += [(m.offset, m.value) for m in messages]
-                    quiet_since = time.monotonic()
-        finally:
-            consumer.close()
+        topic = d.name.rsplit("-", 1)[0]
+        got, client_error = kafka_python_until_quiet(server.bootstrap, topic, 1.5, 20.0)
     where = f"{damage} / {'clean' if clean else 'crash'}"
     assert all(v == b"value %05d" % o for o, v in got), f"{where}: a record read wrong"
     assert [o for o, _ in got] == list(range(len(got))), where

@@ -13,7 +13,6 @@ the partition offline; never a wait without end (each loop is bounded); the grou
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from damage_kinds import (
     last_batch_evidence,
     segments,
 )
-from kafka_clients import config, kafka_python_until_quiet, rdkafka
+from kafka_clients import config, confluent_until_quiet, kafka_python_until_quiet, rdkafka
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log
 from kafkalog.records import LogReader
@@ -98,37 +97,10 @@ CLIENT_CHECKS_CRCS = "flip crc"
 def _confluent(
     boot: str, topic: str, check_crcs: bool = False
 ) -> tuple[list[tuple[int, bytes | None]], Any]:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    got: list[tuple[int, bytes | None]] = []
-    error: Any = None
-    settings: dict[str, Any] = {
-        "group.id": "matrix-reader",
-        "enable.auto.commit": False,
-        "fetch.wait.max.ms": 50,
-        "enable.partition.eof": False,
-    }
+    settings: dict[str, Any] = {"group.id": "matrix-reader", "enable.partition.eof": False}
     if check_crcs:
         settings["check.crcs"] = True
-    consumer = Consumer(rdkafka(boot, **settings))
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        start = quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < QUIET_S:
-            assert time.monotonic() - start < LOOP_BOUND_S, f"{topic}: records without end"
-            msg = consumer.poll(0.1)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    error = msg.error()
-                    break
-                continue
-            got.append((msg.offset(), msg.value()))
-            quiet_since = time.monotonic()
-    finally:
-        consumer.close()
-    return got, error
+    return confluent_until_quiet(boot, topic, QUIET_S, LOOP_BOUND_S, **settings)
 
 
 def _offline(boot: str, topic: str) -> bool:
