@@ -21,7 +21,7 @@ import scala.Option;
 /**
  * What a new driver's first query or micro-batch would otherwise run cold, run once in the
  * background: Spark's code generator (Janino: a signed jar whose classes are each verified as
- * they load, then its parser and compiler interpreted; ~0.3-0.7 s of a first micro-batch),
+ * they load, then its parser and compiler interpreted: ~0.5 s of a first micro-batch here),
  * Spark's block codec (lz4-java, its native library loaded), the Kafka codecs (snappy, lz4 and
  * zstd load native libraries on first use), and the Java decoder over a small synthetic
  * segment (every entry kind it reads, every column Spark reads from it).
@@ -30,7 +30,10 @@ import scala.Option;
  * {@code ADD JAR} is fetched by the executor and loaded by the executor's class loader, even in
  * local mode, so the JIT's work on this copy serves the driver's own decoding (local counts,
  * {@link Counts#onDriver}), not a task's. In local mode only (elsewhere the executors are other
- * JVMs); conf {@link #CONF}{@code =false} turns it off.
+ * JVMs), when conf {@link #CONF} is {@code true}. Off by default: on this project's shared
+ * 2-core machine (load average 4-13) it made no first micro-batch sooner and made {@code load()}
+ * and {@code start()} slower (it competes for the cores with them: it can only start at the
+ * first look-up, inside {@code load()}); bench/RESULTS.md, "A background warm-up of the JVM".
  *
  * <p>Started by the source's first instantiation (Spark's look-up of a {@code format(...)}
  * after {@code register}), once per JVM. It runs no Spark job, reads nothing of the user's (its
@@ -54,7 +57,7 @@ public final class Warmup {
 
   private Warmup() {}
 
-  /** Start the warm-up unless it has started in this JVM, is turned off, or the session is not
+  /** Start the warm-up unless it has started in this JVM, is not turned on, or the session is not
    * local (an executor elsewhere would not profit from the driver's JIT). Never blocks. */
   static synchronized void startOnce() {
     if (started) return;
@@ -63,7 +66,7 @@ public final class Warmup {
     if (active.isEmpty()) return; // no session to read the conf of: the next look-up may
     SparkSession session = active.get();
     started = true;
-    if ("false".equalsIgnoreCase(session.conf().get(CONF, "true")) || !session.sparkContext().isLocal()) {
+    if (!"true".equalsIgnoreCase(session.conf().get(CONF, "false")) || !session.sparkContext().isLocal()) {
       setState(session, "off");
       return;
     }
