@@ -88,10 +88,7 @@ def main() -> None:
 
         if not os.path.exists(parquet_path):
             _write_parquet(args.data, parquet_path)
-        if args.before:
-            first_query.compare(args.data, parquet_path, args.rounds, args.before)
-        else:
-            first_query.run(args.data, parquet_path, args.rounds)
+        first_query.run(args.data, parquet_path, args.rounds, args.before)
         return
     from pyspark.sql import SparkSession
 
