@@ -112,15 +112,27 @@ def _run_child(side: first_runs.Side, data: str, per_trigger: int) -> dict[str, 
     return result
 
 
-def run(data: str, per_trigger: int, rounds: int, before: str | None = None) -> None:
-    """Every side in turn, round after round, after one discarded run of each; medians."""
+def run(
+    data: str, per_trigger: int, rounds: int, before: str | None = None, python: bool = True
+) -> None:
+    """Every side in turn, round after round, after one discarded run of each; medians. The
+    JVM path four ways: as ``register`` leaves it (the jar added by ``ADD JAR``: the executor
+    fetches it and loads its classes in a class loader of its own, even in local mode), with
+    the warm-up, and with the jar in ``spark.jars`` from the session's start (driver and
+    executor share one copy of its classes), without and with the warm-up."""
+    from kafkalog.spark.jar import find_jar
+
     after = os.environ.get("PYTHONPATH", "")
     on = {"spark.kafkalog.jvm.warmup": "true"}
+    jars = {"spark.jars": str(find_jar())}
     sides: list[first_runs.Side] = [
         ("JVM", "jvm", after, {}),
         ("JVM, warm-up", "jvm", after, on),
-        ("Python", "python", after, {}),
+        ("JVM, spark.jars", "jvm", after, jars),
+        ("JVM, spark.jars, warm-up", "jvm", after, {**jars, **on}),
     ]
+    if python:
+        sides.append(("Python", "python", after, {}))
     if before:
         sides = [
             ("JVM before", "jvm", before, {}),
