@@ -27,20 +27,24 @@ import scala.Option;
  * segment (every entry kind it reads, every column Spark reads from it).
  *
  * <p>All of that is shared by the whole JVM except the decoder's own classes: a jar added with
- * {@code ADD JAR} is fetched by the executor and loaded by the executor's class loader, even in
- * local mode, so the JIT's work on this copy serves the driver's own decoding (local counts,
- * {@link Counts#onDriver}), not a task's. In local mode only (elsewhere the executors are other
- * JVMs), when conf {@link #CONF} is {@code true}. Off by default: on this project's shared
- * 2-core machine (load average 4-13) it made no first micro-batch sooner and made {@code load()}
- * and {@code start()} slower (it competes for the cores with them: it can only start at the
- * first look-up, inside {@code load()}); bench/RESULTS.md, "A background warm-up of the JVM".
+ * {@code ADD JAR} (what {@code register} does) is fetched by the executor and loaded by the
+ * executor's own class loader, even in local mode, so the JIT's work on the driver's copy serves
+ * only the driver's decoding (local counts, {@link Counts#onDriver}). With the jar in {@code
+ * spark.jars} from the session's start, driver and executor share one copy, and the warm-up
+ * starts inside {@code register} (its Python source's registration looks the name up).
  *
- * <p>Started by the source's first instantiation (Spark's look-up of a {@code format(...)}
- * after {@code register}), once per JVM. It runs no Spark job, reads nothing of the user's (its
- * own temporary file, deleted when done), never starts the Python reader ({@code fallback}
- * off), and its errors are only logged: it changes how soon, never what, a query answers. Its
- * state is left in the session's conf {@link #STATE_CONF} ({@code running}, {@code done <ms>},
- * {@code failed: ...}, {@code off}).
+ * <p>Local mode only (elsewhere the executors are other JVMs), and only when conf {@link #CONF}
+ * is {@code true}: on this project's shared 2-core machine (load average 4-13) it made no first
+ * micro-batch sooner after an {@code ADD JAR} and made {@code load()} and {@code start()}
+ * slower (it competes for the cores with them from inside {@code load()}); bench/RESULTS.md, "A
+ * background warm-up of the JVM".
+ *
+ * <p>Started by the source's first instantiation (Spark's look-up of a {@code format(...)}),
+ * once per JVM. It runs no Spark job, reads nothing of the user's (its own temporary file,
+ * deleted when done), never starts the Python reader ({@code fallback} off), and its errors are
+ * only logged: it changes how soon, never what, a query answers. Its state is left in the
+ * session's conf {@link #STATE_CONF} ({@code running}, {@code done <ms> (<parts>)}, {@code
+ * failed: ...}, {@code off}).
  */
 public final class Warmup {
   static final String CONF = "spark.kafkalog.jvm.warmup";
