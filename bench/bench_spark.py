@@ -72,7 +72,9 @@ def main() -> None:
         "--jvm", action="store_true", help="the JVM source vs the Python source vs Parquet"
     )
     parser.add_argument(
-        "--no-python", action="store_true", help="with --jvm: skip the Python source"
+        "--no-python",
+        action="store_true",
+        help="with --jvm or --first-stream: skip the Python source",
     )
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -88,10 +90,7 @@ def main() -> None:
 
         if not os.path.exists(parquet_path):
             _write_parquet(args.data, parquet_path)
-        if args.before:
-            first_query.compare(args.data, parquet_path, args.rounds, args.before)
-        else:
-            first_query.run(args.data, parquet_path, args.rounds)
+        first_query.run(args.data, parquet_path, args.rounds, args.before)
         return
     from pyspark.sql import SparkSession
 
@@ -217,7 +216,7 @@ def _first_stream(args: Any) -> None:
     """``--first-stream``: see ``bench/first_stream.py``."""
     import first_stream
 
-    first_stream.run(args.data, args.per_trigger, args.rounds, args.before)
+    first_stream.run(args.data, args.per_trigger, args.rounds, args.before, not args.no_python)
 
 
 def _write_parquet(data: str, parquet_path: str) -> None:

@@ -37,6 +37,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import first_runs
+
 QUERY = ("count(*) as n", "sum(length(value)) as bytes", "max(timestamp) as latest")
 MARKS = "KAFKALOG_BENCH_MARKS"
 #: the planner's own marks (kafkalog.spark.jvm_bridge.TRACE_ENV; the bench hook's where absent)
@@ -85,14 +87,15 @@ def _spy_source() -> Any:
     return MarkedSource
 
 
-def child(side: str, data: str, parquet: str, spawned: float) -> dict[str, float]:
+def child(
+    side: str, data: str, parquet: str, spawned: float, confs: dict[str, str]
+) -> dict[str, float]:
     """One fresh process's first and second query; phases in seconds since ``spawned``.
 
     ``side`` is ``kafkalog`` (the Python source, marked from its workers), ``jvm`` (what
     ``kafkalog.spark.register`` puts in front of ``format("kafkalog")`` with a jar: the JVM
     source, its planner process marked by ``bench/first_hook``) or ``parquet``."""
     t: dict[str, float] = {"spawned": spawned}
-    from pyspark.sql import SparkSession
 
     if side == "kafkalog":
         importlib.import_module("kafkalog.spark.source")  # what a user's register() imports
@@ -100,16 +103,7 @@ def child(side: str, data: str, parquet: str, spawned: float) -> dict[str, float
         importlib.import_module("kafkalog.spark")  # what a user imports to call register()
     t["imported"] = time.time()
     events = tempfile.mkdtemp(prefix="kafkalog-first-events-")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.compress", "false")
-        .config("spark.eventLog.dir", "file://" + events)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = first_runs.session(events, confs)
     t["session"] = time.time()
 
     def frame() -> Any:
@@ -134,6 +128,7 @@ def child(side: str, data: str, parquet: str, spawned: float) -> dict[str, float
     second = frame().selectExpr(*QUERY).collect()[0]
     t["answered_again"] = time.time()
     assert tuple(first) == tuple(second)
+    warmup = first_runs.warmup_seconds(spark)
     spark.stop()
     t.update(_spark_events(events, t["loaded"], t["answered"]))
     shutil.rmtree(events, ignore_errors=True)
@@ -155,6 +150,7 @@ def child(side: str, data: str, parquet: str, spawned: float) -> dict[str, float
     }
     out = {k: v - spawned for k, v in t.items()}
     out.update(workers)
+    out["warmup"] = warmup
     return out
 
 
@@ -183,62 +179,32 @@ def _register_marked(spark: Any) -> None:
 
 
 def _spark_events(directory: str, start: float, end: float) -> dict[str, float]:
-    """From Spark's event log (wall clock, ms): the first action's first task launch, last task
-    end and last job end (events between ``start`` and ``end``)."""
-    launches: list[float] = []
-    finishes: list[float] = []
-    jobs: list[float] = []
-    paths = [
-        os.path.join(d, n)
-        for d, _, names in os.walk(directory)
-        for n in names
-        if n.startswith(("events_", "local-"))
-    ]
-    for path in paths:
-        with open(path) as log:
-            for line in log:
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                kind = event.get("Event")
-                if kind == "SparkListenerTaskEnd":
-                    info = event["Task Info"]
-                    launches.append(info["Launch Time"] / 1000)
-                    finishes.append(info["Finish Time"] / 1000)
-                elif kind == "SparkListenerJobEnd":
-                    jobs.append(event["Completion Time"] / 1000)
+    """From Spark's event log: the first action's first task launch, last task end and last
+    job end (events between ``start`` and ``end``)."""
+    tasks, jobs = first_runs.spark_events(directory)
     out: dict[str, float] = {}
-    inside = [i for i, at in enumerate(launches) if start <= at <= end]
+    inside = [(a, b) for a, b in tasks if start <= a <= end]
     if inside:
-        out["first_task"] = min(launches[i] for i in inside)
-        out["last_task_end"] = max(finishes[i] for i in inside)
+        out["first_task"] = min(a for a, _ in inside)
+        out["last_task_end"] = max(b for _, b in inside)
     done = [at for at in jobs if start <= at <= end]
     if done:
         out["job_end"] = max(done)
     return out
 
 
-HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_hook")
-
-
-def _run_child(side: str, data: str, parquet: str, src: str | None = None) -> dict[str, float]:
-    """One fresh process of ``side``; with ``src``, kafkalog imported from that tree (its
+def _run_child(side: first_runs.Side, data: str, parquet: str) -> dict[str, float]:
+    """One fresh process of ``side``; with its ``src``, kafkalog imported from that tree (its
     workers and the JVM source's planner inherit the environment, so they import it too)."""
+    _, kind, src, confs = side
     with tempfile.NamedTemporaryFile("w", suffix=".marks", delete=False) as marks:
         path = marks.name
-    env = {**os.environ, MARKS: path, PLANNER_TRACE: path, "PYSPARK_PYTHON": sys.executable}
-    tree = src if src is not None else os.environ.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, HOOK) if p)
     spawned = time.time()
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", side, data, parquet, repr(spawned)],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
+    args = [kind, data, parquet, repr(spawned), json.dumps(confs)]
+    result: dict[str, float] = first_runs.run_child(
+        __file__, args, src, {MARKS: path, PLANNER_TRACE: path}
     )
     os.unlink(path)
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -373,44 +339,25 @@ def _kind(side: str) -> str:
 
 def _table(labels: list[tuple[str, str]], med: dict[str, dict[str, float]]) -> list[str]:
     """One row per phase, one column per (label, side); blank where a phase is not a side's."""
-    lines = [f"{'phase':<56}" + "".join(f"{label:>14}" for label, _ in labels)]
+    lines = [f"{'phase':<56}" + "".join(f"{label:>16}" for label, _ in labels)]
     for name, end, start, kinds in PHASES:
         cells = []
         for label, side in labels:
             value = _get(med[label], end, start) if _kind(side) in kinds else None
-            cells.append(f"{value:>13.2f}s" if value is not None else f"{'':>14}")
+            cells.append(f"{value:>15.2f}s" if value is not None else f"{'':>16}")
         lines.append(f"{name:<56}" + "".join(cells))
     for key, name in (
         ("pyworkers_register", "Python worker processes started by register()"),
         ("pyworkers", "Python worker processes started by load() + 1st action"),
     ):
         lines.append(
-            f"{name:<56}" + "".join(f"{med[label].get(key, 0):>14.0f}" for label, _ in labels)
+            f"{name:<56}" + "".join(f"{med[label].get(key, 0):>16.0f}" for label, _ in labels)
         )
+    name = "JVM warm-up, in the background (0: off)"
+    lines.append(
+        f"{name:<56}" + "".join(f"{med[label].get('warmup', 0):>15.2f}s" for label, _ in labels)
+    )
     return lines
-
-
-def _rounds(
-    sides: list[tuple[str, str, str | None]], data: str, parquet: str, rounds: int
-) -> tuple[dict[str, list[dict[str, float]]], dict[str, dict[str, float]]]:
-    """Every side in turn, round after round (a shared machine's load drifts: each round sees
-    the sides under about the same load), after one discarded run of each (numba's on-disk
-    cache, the jar's cache and the OS's file cache filled, as a user's second session finds
-    them); the runs and the median of each mark."""
-    for _, side, src in sides:
-        _run_child(side, data, parquet, src)
-    runs: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in sides}
-    for _ in range(rounds):
-        for label, side, src in sides:
-            runs[label].append(_run_child(side, data, parquet, src))
-    med = {
-        label: {
-            key: statistics.median(r[key] for r in rs if key in r)
-            for key in set().union(*(r.keys() for r in rs))
-        }
-        for label, rs in runs.items()
-    }
-    return runs, med
 
 
 def _summary(
@@ -440,33 +387,39 @@ def _summary(
     return lines
 
 
-def compare(data: str, parquet: str, rounds: int, before: str) -> None:
-    """The JVM path from the ``before`` source tree and from this one (``PYTHONPATH`` as
-    given), the Python source (this tree's) and Parquet, interleaved round by round."""
-    after = os.environ.get("PYTHONPATH", "")
-    sides: list[tuple[str, str, str | None]] = [
-        ("JVM before", "jvm", before),
-        ("JVM after", "jvm", after),
-        ("Python", "kafkalog", after),
-        ("Parquet", "parquet", None),
-    ]
-    runs, med = _rounds(sides, data, parquet, rounds)
-    labels = [(label, side) for label, side, _ in sides]
-    print(f"first query in a new process, interleaved, median of {rounds} (local[2])")
+def _report(sides: list[first_runs.Side], data: str, parquet: str, rounds: int) -> None:
+    """The sides interleaved round by round; the table of medians and the summary."""
+    load = first_runs.load_average()
+    runs = first_runs.interleave(sides, lambda side: _run_child(side, data, parquet), rounds)
+    med = first_runs.medians(runs)
+    labels = [(label, kind) for label, kind, _, _ in sides]
+    print(
+        f"first query in a new process (count/sum/max over clicks), interleaved, median of "
+        f"{rounds} (local[2]); load average (1 min) {load} at the start, "
+        f"{first_runs.load_average()} at the end"
+    )
     print("\n".join(_table(labels, med) + _summary(labels, runs, med)))
 
 
-def run(data: str, parquet: str, rounds: int) -> None:
-    sides: list[tuple[str, str, str | None]] = [
-        ("JVM", "jvm", None),
-        ("Python", "kafkalog", None),
-        ("Parquet", "parquet", None),
+#: the JVM source with its background warm-up (Warmup.java, off by default), in every run
+WARMUP = {"spark.kafkalog.jvm.warmup": "true"}
+
+
+def run(data: str, parquet: str, rounds: int, before: str | None = None) -> None:
+    """The JVM path (without and with its warm-up), the Python source and Parquet, interleaved
+    round by round; with ``before``, the JVM path from that source tree beside them (this
+    tree's is ``PYTHONPATH`` as given), else the workers' import times after."""
+    sides: list[first_runs.Side] = [
+        ("JVM", "jvm", None, {}),
+        ("JVM warm-up", "jvm", None, WARMUP),
+        ("Python", "kafkalog", None, {}),
+        ("Parquet", "parquet", None, {}),
     ]
-    runs, med = _rounds(sides, data, parquet, rounds)
-    labels = [(label, side) for label, side, _ in sides]
-    print(f"first query in a new process, interleaved, median of {rounds} (local[2]): ")
-    print("count/sum/max over clicks")
-    print("\n".join(_table(labels, med) + _summary(labels, runs, med)))
+    if before:
+        sides.insert(0, ("JVM before", "jvm", before, {}))
+    _report(sides, data, parquet, rounds)
+    if before:
+        return
     print("a Python worker's imports, each alone in a fresh interpreter:")
     for module, seconds in import_times(
         [
@@ -494,5 +447,5 @@ if __name__ == "__main__":
     ):  # that part alone: python bench/first_query.py --worker-cpu DATA
         worker_cpu(sys.argv[2])
     elif sys.argv[1] == "--child":
-        side, data, parquet, spawned = sys.argv[2:6]
-        print(json.dumps(child(side, data, parquet, float(spawned))))
+        side, data, parquet, spawned, confs = sys.argv[2:7]
+        print(json.dumps(child(side, data, parquet, float(spawned), json.loads(confs))))

@@ -4,9 +4,11 @@ the first no slower than a later one plus 1 s), ``bench_spark.py --first-stream`
 Each side runs in a fresh process (a new interpreter, JVM and workers), alternating round after
 round: ``jvm`` is what ``kafkalog.spark.register`` puts in front of ``format("kafkalog")`` with
 a jar (the JVM source, planned by its Python planner process), ``python`` the Python source
-(``KAFKALOG_JVM=0``). The stream reads the sample's ``clicks`` topic from the earliest offsets
-with ``maxOffsetsPerTrigger`` into Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every
-micro-batch the same size until the end); each micro-batch's phases are Spark's own progress
+(``KAFKALOG_JVM=0``), ``JVM, warm-up`` the JVM source with ``spark.kafkalog.jvm.warmup=true``
+(the background warm-up ``Warmup.java``, from the source's first look-up on). The stream
+reads the sample's ``clicks`` topic from the earliest offsets with ``maxOffsetsPerTrigger`` into
+Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every micro-batch the same size until the
+end); each micro-batch's phases are Spark's own progress
 events (``query.recentProgress``: ``durationMs``), its tasks' span from Spark's event log, and
 ``start()`` to the first micro-batch's start is timed around them.
 """
@@ -17,36 +19,24 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
-HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_hook")
+import first_runs
+
 #: the progress event's ``durationMs`` parts printed, in the order Spark spends them
 PARTS = ["latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets"]
 
 
-def child(side: str, data: str, per_trigger: int) -> dict[str, Any]:
+def child(side: str, data: str, per_trigger: int, confs: dict[str, str]) -> dict[str, Any]:
     """One fresh process: a stream over clicks, its micro-batches' durations (seconds)."""
-    from pyspark.sql import SparkSession
-
     import kafkalog.spark
 
     t0 = time.time()
     events = tempfile.mkdtemp(prefix="kafkalog-first-stream-events-")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.compress", "false")
-        .config("spark.eventLog.dir", "file://" + events)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = first_runs.session(events, confs, **{"spark.sql.shuffle.partitions": "2"})
     session = time.time()
     kafkalog.spark.register(spark)
     from kafkalog.spark.source import path_in_use
@@ -73,9 +63,11 @@ def child(side: str, data: str, per_trigger: int) -> dict[str, Any]:
     query.awaitTermination()
     ended = time.time()
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    warmup = first_runs.warmup_seconds(spark)
+    warmup_state = str(spark.conf.get("spark.kafkalog.jvm.warmup.state", "off"))
     spark.stop()
     shutil.rmtree(checkpoint, ignore_errors=True)
-    tasks = _tasks(events)
+    tasks, _ = first_runs.spark_events(events)
     shutil.rmtree(events, ignore_errors=True)
     batches = []
     for p in progress:
@@ -99,23 +91,10 @@ def child(side: str, data: str, per_trigger: int) -> dict[str, Any]:
         "load": loaded - registered,
         "start": started - loaded,
         "end": ended - started,
+        "warmup": warmup,
+        "warmup_state": warmup_state,
         "batches": batches,
     }
-
-
-def _tasks(directory: str) -> list[tuple[float, float]]:
-    """Every task's launch and finish (wall clock, s) from Spark's event log."""
-    out = []
-    for d, _, names in os.walk(directory):
-        for name in names:
-            if not name.startswith(("events_", "local-")):
-                continue
-            with open(os.path.join(d, name)) as log:
-                for line in log:
-                    if '"SparkListenerTaskEnd"' in line:
-                        info = json.loads(line)["Task Info"]
-                        out.append((info["Launch Time"] / 1000, info["Finish Time"] / 1000))
-    return out
 
 
 def _epoch(stamp: str) -> float:
@@ -125,43 +104,49 @@ def _epoch(stamp: str) -> float:
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def _run_child(side: str, data: str, per_trigger: int, src: str | None) -> dict[str, Any]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    tree = src if src is not None else os.environ.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, HOOK) if p)
-    if side == "python":
-        env["KAFKALOG_JVM"] = "0"
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", side, data, str(per_trigger)],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+def _run_child(side: first_runs.Side, data: str, per_trigger: int) -> dict[str, Any]:
+    _, kind, src, confs = side
+    env = {"KAFKALOG_JVM": "0"} if kind == "python" else {}
+    args = [kind, data, str(per_trigger), json.dumps(confs)]
+    result: dict[str, Any] = first_runs.run_child(__file__, args, src, env)
     return result
 
 
-def run(data: str, per_trigger: int, rounds: int, before: str | None = None) -> None:
-    """Every side in turn, round after round, after one discarded run of each; medians."""
+def run(
+    data: str, per_trigger: int, rounds: int, before: str | None = None, python: bool = True
+) -> None:
+    """Every side in turn, round after round, after one discarded run of each; medians. The
+    JVM path four ways: as ``register`` leaves it (the jar added by ``ADD JAR``: the executor
+    fetches it and loads its classes in a class loader of its own, even in local mode), with
+    the warm-up, and with the jar in ``spark.jars`` from the session's start (driver and
+    executor share one copy of its classes), without and with the warm-up."""
+    from kafkalog.spark.jar import find_jar
+
     after = os.environ.get("PYTHONPATH", "")
-    sides: list[tuple[str, str, str | None]] = [("JVM", "jvm", after), ("Python", "python", after)]
+    on = {"spark.kafkalog.jvm.warmup": "true"}
+    jars = {"spark.jars": str(find_jar())}
+    sides: list[first_runs.Side] = [
+        ("JVM", "jvm", after, {}),
+        ("JVM, warm-up", "jvm", after, on),
+        ("JVM, spark.jars", "jvm", after, jars),
+        ("JVM, spark.jars, warm-up", "jvm", after, {**jars, **on}),
+    ]
+    if python:
+        sides.append(("Python", "python", after, {}))
     if before:
         sides = [
-            ("JVM before", "jvm", before),
-            ("JVM after", "jvm", after),
-            ("Python before", "python", before),
-            ("Python after", "python", after),
+            ("JVM before", "jvm", before, {}),
+            ("JVM after", "jvm", after, {}),
+            ("JVM after, warm-up", "jvm", after, on),
+            ("Python before", "python", before, {}),
+            ("Python after", "python", after, {}),
         ]
-    for _, side, src in sides:
-        _run_child(side, data, per_trigger, src)
-    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in sides}
-    for _ in range(rounds):
-        for label, side, src in sides:
-            runs[label].append(_run_child(side, data, per_trigger, src))
+    load = first_runs.load_average()
+    runs = first_runs.interleave(sides, lambda s: _run_child(s, data, per_trigger), rounds)
     print(
         f"a stream's micro-batches in a new process (clicks, maxOffsetsPerTrigger={per_trigger}, "
-        f"availableNow, noop sink, local[2]), median of {rounds}"
+        f"availableNow, noop sink, local[2]), median of {rounds}; load average (1 min) "
+        f"{load} at the start, {first_runs.load_average()} at the end"
     )
     rows = [
         ("register()", lambda r: r["register"]),
@@ -177,11 +162,12 @@ def run(data: str, per_trigger: int, rounds: int, before: str | None = None) -> 
         ("  their tasks: first launch to last end", _later_part("task_span")),
         ("first minus later", lambda r: r["batches"][0]["total"] - _later(r, "total")),
         ("micro-batches", lambda r: len(r["batches"])),
+        ("JVM warm-up, in the background (0: off)", lambda r: r["warmup"]),
     ]
-    print(f"{'phase':<46}" + "".join(f"{label:>15}" for label, _, _ in sides))
+    print(f"{'phase':<46}" + "".join(f"{label:>22}" for label, *_ in sides))
     for name, get in rows:
         cells = "".join(
-            f"{statistics.median(get(r) for r in runs[label]):>14.2f}s" for label, _, _ in sides
+            f"{statistics.median(get(r) for r in runs[label]):>21.2f}s" for label, *_ in sides
         )
         print(f"{name:<46}{cells}")
     print(
@@ -191,9 +177,12 @@ def run(data: str, per_trigger: int, rounds: int, before: str | None = None) -> 
             + " ".join(
                 f"{r['batches'][0]['total']:.1f}/{_later(r, 'total'):.1f}" for r in runs[label]
             )
-            for label, _, _ in sides
+            for label, *_ in sides
         )
     )
+    for label, *_ in sides:
+        if runs[label][-1]["warmup"]:
+            print(f"{label}: the warm-up's last state: {runs[label][-1]['warmup_state']}")
 
 
 def _first_part(part: str) -> Any:
@@ -210,5 +199,5 @@ def _later(r: dict[str, Any], part: str) -> float:
 
 
 if __name__ == "__main__":
-    side, data, per_trigger = sys.argv[2:5]
-    print(json.dumps(child(side, data, int(per_trigger))))
+    side, data, per_trigger, confs = sys.argv[2:6]
+    print(json.dumps(child(side, data, int(per_trigger), json.loads(confs))))
