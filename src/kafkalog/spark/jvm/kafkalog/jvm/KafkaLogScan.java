@@ -111,9 +111,11 @@ final class KafkaLogScan implements Scan {
     String[] py = Bridge.pythonOf();
     List<TaskPlan> out = new ArrayList<>();
     boolean fallback = !"false".equals(Bridge.conf(FALLBACK_CONF));
+    boolean reuseReaders = !"false".equals(Bridge.conf("spark.kafkalog.jvm.reuseReaders"));
     for (JsonNode t : answer.get("tasks")) {
       TaskPlan task = TaskPlan.of(t, headers, sources, tsLo, tsHi, py[0], py[1]);
       task.fallback = fallback;
+      task.reuseReaders = reuseReaders;
       task.statsDir = answer.hasNonNull("statsDir") ? answer.get("statsDir").asText() : null;
       task.counts = counts;
       task.checkCrcs = !"false".equalsIgnoreCase(option("checkCrcs"));
