@@ -85,13 +85,23 @@ final class KafkaLogScan implements Scan {
     return tasks(Bridge.ask(req));
   }
 
+  /** this scan's batch: one per scan, as Spark's own file scans are their batch (Spark asks
+   * toBatch() more than once per query: a batch each time planned each query twice, ~1 s per
+   * plan over an object store, and no two of its scan nodes were ever equal) */
+  private Batch batch;
+
   @Override
-  public Batch toBatch() {
+  public synchronized Batch toBatch() {
+    if (batch == null) batch = newBatch();
+    return batch;
+  }
+
+  private Batch newBatch() {
     return new Batch() {
       private InputPartition[] planned;
 
       @Override
-      public InputPartition[] planInputPartitions() {
+      public synchronized InputPartition[] planInputPartitions() {
         if (planned == null) planned = plan();
         return planned;
       }
