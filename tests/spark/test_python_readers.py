@@ -92,3 +92,77 @@ def test_readers_are_kept_replaced_and_end_with_the_jvm(s3_store: Any, tmp_path:
     assert report["new_session_rows"] == first["rows"]
     assert report["readers_before_jvm_kill"] and len(report["jvms"]) == 1, report
     assert report["left_after_jvm_kill"] == [], "readers outlived their killed JVM"
+
+
+def _answer(stdout: Any) -> tuple[list[int], dict[str, Any]]:
+    """One answer of a reader: the offsets of its Arrow stream's rows, and its trailer."""
+    import struct
+
+    import pyarrow as pa
+
+    reader = pa.ipc.open_stream(stdout)
+    offsets = [o for b in reader for o in b.column("offset").to_pylist()]
+    (n,) = struct.unpack(">I", stdout.read(4))
+    return offsets, json.loads(stdout.read(n))
+
+
+def test_one_reader_answers_split_after_split(tmp_path: Path) -> None:
+    """``jvm_bridge reader`` as the JVM drives it, on its pipes: several requests in one
+    process, each answered by its rows and a trailer; a damaged split's trailer carries the
+    Python source's error naming file and byte, a lost one's (failOnDataLoss=false) the warning,
+    and the process goes on to the next request; it ends when its stdin closes."""
+    from kafkalog.spark.jvm_bridge import _split_json
+    from kafkalog.spark.options import parse_read_options
+    from kafkalog.spark.plan import plan_read
+
+    config = TopicConfig(segment_bytes=1500, index_interval_bytes=256)
+    with Log(tmp_path / "data" / "t-0", config) as log:
+        for i in range(60):
+            log.append_records([Record.of(b"v%03d" % i, b"k", 1_700_000_000_000 + i)])
+    opts = parse_read_options({"path": str(tmp_path / "data")})
+    splits, _ = plan_read(opts)
+    assert len(splits) >= 3
+    damaged, lost = splits[1], splits[2]
+    with open(damaged.segment, "r+b") as f:  # a record's byte: the batch CRC fails
+        f.seek(damaged.start_position + 70)
+        byte = f.read(1)
+        f.seek(damaged.start_position + 70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.unlink(lost.segment)
+
+    def request(split: Any, fail: bool) -> bytes:
+        req = {"split": _split_json(split), "includeHeaders": False, "failOnDataLoss": fail}
+        return json.dumps({**req, "location": str(tmp_path / "data"), "aborted": []}).encode()
+
+    env = {**os.environ, TRACE_ENV: str(tmp_path / "trace")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafkalog.spark.jvm_bridge", "reader"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        answers = []
+        for split, fail in ((splits[0], True), (damaged, True), (lost, False), (splits[0], True)):
+            process.stdin.write(request(split, fail) + b"\n")
+            process.stdin.flush()
+            answers.append(_answer(process.stdout))
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        process.wait()
+    first = list(range(splits[0].start_offset, splits[0].end_offset))
+    assert answers[0] == (first, {"error": None, "lines": []})
+    error = answers[1][1]["error"]
+    assert error.startswith(f"DamagedLogError: {damaged.segment} at byte "), error
+    assert "record batch CRC mismatch" in error, error
+    offsets, trailer = answers[2]
+    assert offsets == [] and trailer["error"] is None
+    assert len(trailer["lines"]) == 1 and trailer["lines"][0].startswith("WARNING kafkalog")
+    assert "t-0: offsets" in trailer["lines"][0] and "was deleted" in trailer["lines"][0]
+    assert answers[3] == answers[0]  # the same process, after an error and a warning
+    served = (tmp_path / "trace").read_text().count("reader_serving:")
+    assert served == 1
