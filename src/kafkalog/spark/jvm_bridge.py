@@ -11,8 +11,9 @@ and read the same rows.
 
 A task that meets anything the Java decoder does not take as a plain, whole, valid batch (a bad
 CRC, a length past the split, offsets out of order, a codec error, a segment cut or swapped since
-planning, a remote URI) hands the rest of its split to :func:`read_rest`, run as
-``python -m kafkalog.spark.jvm_bridge read``: the Python reader reads it and streams Arrow IPC
+planning, a remote URI) hands the rest of its split to :func:`read_one`, in one of the few
+long-lived ``python -m kafkalog.spark.jvm_bridge reader`` processes each executor JVM keeps
+(:func:`serve_reads`, one split after another): the Python reader reads it and streams Arrow IPC
 back. Damage errors naming file and byte, and ``failOnDataLoss=false``'s skips and warnings, are
 then the Python source's own.
 """
@@ -34,6 +35,8 @@ from kafkalog.errors import KafkalogError
 PYTHON_NAME = "kafkalog_python"
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+#: how this module's processes write their log lines (on stderr, or in a reader's trailer)
+_LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
 class _Collect(logging.Handler):
@@ -375,40 +378,132 @@ def _rest_batches(req: dict[str, Any]) -> Iterator[Any]:
     )
 
 
-def read_rest(request: str, out: IO[bytes]) -> None:
-    """``python -m kafkalog.spark.jvm_bridge read REQUEST``: Arrow IPC of a split's rows on
-    ``out``; a kafkalog error as its message on stderr and exit status 3."""
+#: the largest trailer :func:`serve_reads` writes after a split's rows is bounded by what the
+#: JVM accepts (``PythonReaders.MAX_TRAILER``): log lines past this are cut, said so
+_TRAILER_LINES_BYTES = 4 << 20
+
+
+class _Lines(logging.Handler):
+    """The log lines one split's read says (formatted as the process's stderr has them), for
+    the JVM to log in the task that asked, before the task ends."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.setFormatter(logging.Formatter(_LOG_FORMAT))
+        self.lines: list[str] = []
+        self.size = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = self.format(record)
+        if self.size + len(line) > _TRAILER_LINES_BYTES:
+            line = line[: max(0, _TRAILER_LINES_BYTES - self.size)] + " [cut: too long]"
+        self.size += len(line)
+        self.lines.append(line)
+
+
+def read_one(request: str, out: IO[bytes]) -> None:
+    """One split's rows as an Arrow IPC stream on ``out``, then a trailer: 4 bytes (big endian)
+    of length and that many bytes of JSON, ``{"error": null | "Kind: message", "lines": [...]}``
+    (a kafkalog error, such as damage naming file and byte, and the log lines the read said,
+    failOnDataLoss=false's warnings among them). Only a trailer says the split ended: rows
+    without one were cut short (the process died), and the JVM fails the task saying so."""
+    import os
+    import struct
+    import traceback
+
     import pyarrow as pa
 
     from kafkalog.spark.task import spark_schema_arrow
 
     req = json.loads(request)
+    split = req.get("split", {})
+    # pid, byte, then the segment (its URI may hold ":")
+    _trace(
+        f"read_start:{os.getpid()}:{split.get('start_position')}:{_shown(str(split.get('segment')))}"
+    )
     schema = spark_schema_arrow(bool(req["includeHeaders"]))
-    with pa.ipc.new_stream(out, schema) as writer:
+    lines = _Lines()
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers = [lines]
+    error: str | None = None
+    writer = pa.ipc.new_stream(out, schema)
+    try:
         for batch in _rest_batches(req):
             writer.write_batch(batch)
+            _trace(f"read_batch:{os.getpid()}:{batch.num_rows}")
+    except KafkalogError as problem:
+        error = f"{type(problem).__name__}: {problem}"
+    except (BrokenPipeError, ConnectionError):
+        raise  # the JVM is gone: nothing to answer
+    except Exception as problem:  # a bug: said, with its traceback on stderr, as before
+        traceback.print_exc()
+        error = f"kafkalog: the Python reader failed: {type(problem).__name__}: {problem}"
+    finally:
+        root.handlers = saved
+    writer.close()  # the stream's end marker (the sink stays open)
+    trailer = json.dumps({"error": error, "lines": lines.lines}).encode()
+    out.write(struct.pack(">I", len(trailer)) + trailer)
+    out.flush()
+    _trace(f"read_end:{os.getpid()}")
+
+
+def _shown(segment: str) -> str:
+    from kafkalog import files
+
+    return files.redacted(segment).replace(" ", "%20")
+
+
+def serve_reads(stdin: IO[bytes], out: IO[bytes]) -> None:
+    """``python -m kafkalog.spark.jvm_bridge reader``: a reader an executor JVM keeps
+    (``PythonReaders.java``), serving one split request after another (one JSON line each on
+    stdin, answered by :func:`read_one`) until the JVM closes stdin or ends."""
+    import os
+
+    _trace(f"reader_serving:{os.getpid()}")
+    _watch_parent()
+    for line in stdin:
+        if line.strip():
+            read_one(line.decode("utf-8"), out)
+
+
+def _watch_parent() -> None:
+    """End this process when the JVM that started it ends, even while a read is under way
+    (stdin's end says so between reads; a crashed JVM's child is handed to another parent)."""
+    import os
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="kafkalog-reader-parent", daemon=True).start()
 
 
 def main(argv: list[str]) -> int:
-    logging.basicConfig(
-        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logging.basicConfig(level=logging.WARNING, format=_LOG_FORMAT, stream=sys.stderr)
     if argv[:1] == ["serve"] and argv[1:2] == ["--listen-fd"] and len(argv) == 3:
         listen(int(argv[2]))
         return 0
     if argv[:1] == ["serve"]:
         serve(sys.stdin, sys.stdout)
         return 0
-    if argv[:1] == ["read"] and len(argv) == 2:
-        try:
-            read_rest(sys.stdin.read() if argv[1] == "-" else argv[1], sys.stdout.buffer)
-        except KafkalogError as problem:
-            sys.stderr.write(f"KAFKALOG-ERROR {type(problem).__name__}: {problem}\n")
-            return 3
+    if argv == ["reader"]:
+        import os
+
+        # the rows go to a private copy of stdout; anything printed goes to stderr instead
+        out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        import contextlib
+
+        with contextlib.suppress(BrokenPipeError, ConnectionError):  # the JVM went away mid-split
+            serve_reads(sys.stdin.buffer, out)
         return 0
-    sys.stderr.write(
-        "usage: python -m kafkalog.spark.jvm_bridge serve [--listen-fd N] | read REQUEST|-\n"
-    )
+    sys.stderr.write("usage: python -m kafkalog.spark.jvm_bridge serve [--listen-fd N] | reader\n")
     return 2
 
 

@@ -85,13 +85,23 @@ final class KafkaLogScan implements Scan {
     return tasks(Bridge.ask(req));
   }
 
+  /** this scan's batch: one per scan, as Spark's own file scans are their batch (Spark asks
+   * toBatch() more than once per query: a batch each time planned each query twice, ~1 s per
+   * plan over an object store, and no two of its scan nodes were ever equal) */
+  private Batch batch;
+
   @Override
-  public Batch toBatch() {
+  public synchronized Batch toBatch() {
+    if (batch == null) batch = newBatch();
+    return batch;
+  }
+
+  private Batch newBatch() {
     return new Batch() {
       private InputPartition[] planned;
 
       @Override
-      public InputPartition[] planInputPartitions() {
+      public synchronized InputPartition[] planInputPartitions() {
         if (planned == null) planned = plan();
         return planned;
       }
@@ -111,9 +121,11 @@ final class KafkaLogScan implements Scan {
     String[] py = Bridge.pythonOf();
     List<TaskPlan> out = new ArrayList<>();
     boolean fallback = !"false".equals(Bridge.conf(FALLBACK_CONF));
+    boolean reuseReaders = !"false".equals(Bridge.conf("spark.kafkalog.jvm.reuseReaders"));
     for (JsonNode t : answer.get("tasks")) {
       TaskPlan task = TaskPlan.of(t, headers, sources, tsLo, tsHi, py[0], py[1]);
       task.fallback = fallback;
+      task.reuseReaders = reuseReaders;
       task.statsDir = answer.hasNonNull("statsDir") ? answer.get("statsDir").asText() : null;
       task.counts = counts;
       task.checkCrcs = !"false".equalsIgnoreCase(option("checkCrcs"));

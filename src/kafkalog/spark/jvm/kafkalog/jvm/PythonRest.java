@@ -1,12 +1,9 @@
 package kafkalog.jvm;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
-import java.io.OutputStream;
-import java.nio.charset.StandardCharsets;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.VectorSchemaRoot;
@@ -16,26 +13,29 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * The rest of a split read by kafkalog's Python reader ({@code python -m kafkalog.spark.jvm_bridge
- * read -}), its rows streamed back as Arrow IPC: damaged bytes fail with the Python source's
- * error naming file and byte, or with failOnDataLoss=false are skipped with its warning.
+ * The rest of a split read by kafkalog's Python reader (a {@code python -m
+ * kafkalog.spark.jvm_bridge reader} of {@link PythonReaders}, kept between splits), its rows
+ * streamed back as Arrow IPC: damaged bytes fail with the Python source's error naming file and
+ * byte, or with failOnDataLoss=false are skipped with its warning. Only the reader's trailer
+ * ends a split: a reader that dies before it fails the task naming the split, never short rows.
  */
 final class PythonRest implements AutoCloseable {
   private static final BufferAllocator ALLOCATOR = new RootAllocator(Long.MAX_VALUE);
 
   private final TaskPlan plan;
-  private final Process process;
+  private final PythonReaders.Reader process;
   private final ArrowStreamReader reader;
-  private final StringBuilder error = new StringBuilder();
-  private final Thread stderr;
+  /** the split and byte handed over, for messages */
+  private final String what;
+  private boolean answered;
+  /** rows of the split handed to Spark so far */
+  private long rows;
 
-  private PythonRest(TaskPlan plan, Process process) {
+  private PythonRest(TaskPlan plan, PythonReaders.Reader process, String what) {
     this.plan = plan;
     this.process = process;
-    this.reader = new ArrowStreamReader(process.getInputStream(), ALLOCATOR);
-    this.stderr = new Thread(this::drain, "kafkalog-python-reader-stderr");
-    stderr.setDaemon(true);
-    stderr.start();
+    this.what = what;
+    this.reader = new ArrowStreamReader(process.rows(), ALLOCATOR);
   }
 
   static PythonRest start(TaskPlan plan, TaskPlan.Split split, long position, long firstOffset)
@@ -54,65 +54,59 @@ final class PythonRest implements AutoCloseable {
     if (ranges != null) {
       for (long[] r : ranges) aborted.addArray().add(r[0]).add(r[1]).add(r[2]);
     }
-    ProcessBuilder pb = new ProcessBuilder(plan.python, "-m", "kafkalog.spark.jvm_bridge", "read", "-");
-    if (plan.pythonPath != null && !plan.pythonPath.isEmpty()) {
-      String old = pb.environment().get("PYTHONPATH");
-      pb.environment().put("PYTHONPATH", old == null ? plan.pythonPath : plan.pythonPath + java.io.File.pathSeparator + old);
-    }
-    Process process = pb.start();
-    try (OutputStream in = process.getOutputStream()) {
-      in.write(Bridge.JSON.writeValueAsBytes(req));
-    }
-    return new PythonRest(plan, process);
-  }
-
-  private void drain() {
-    try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getErrorStream(), StandardCharsets.UTF_8))) {
-      String line;
-      while ((line = r.readLine()) != null) {
-        if (line.startsWith("KAFKALOG-ERROR ")) {
-          synchronized (error) {
-            error.append(line.substring("KAFKALOG-ERROR ".length()));
-          }
-        } else if (line.startsWith("WARNING ")) {
-          Bridge.LOG.warn(line.substring("WARNING ".length()));
-          System.err.println(line);
-        } else {
-          System.err.println(line);
-        }
-      }
+    String what = redacted(split.segment) + " from byte " + position;
+    PythonReaders.Reader process = PythonReaders.take(plan.python, plan.pythonPath, plan.reuseReaders);
+    try {
+      process.send(Bridge.JSON.writeValueAsBytes(req)); // one line: Jackson writes no newline
     } catch (IOException e) {
-      // the process is gone: its exit status says what happened
+      PythonReaders.discard(process);
+      throw new IOException("kafkalog: the Python reader (pid " + process.process.pid() + ") asked to read " + what
+          + " ended (" + process.ending() + "): " + e.getMessage(), e);
     }
+    return new PythonRest(plan, process, what);
   }
 
   /** The next batch of rows, or null at the end (a failure of the Python reader is thrown). */
   ColumnarBatch next() throws IOException {
-    while (reader.loadNextBatch()) {
-      VectorSchemaRoot root = reader.getVectorSchemaRoot();
-      if (root.getRowCount() == 0) continue;
-      ColumnVector[] cols = new ColumnVector[plan.sources.length];
-      for (int i = 0; i < cols.length; i++) cols[i] = new ArrowColumnVector(root.getVector(plan.sources[i]));
-      return new ColumnarBatch(cols, root.getRowCount());
-    }
-    int status;
+    JsonNode trailer;
     try {
-      status = process.waitFor();
-      stderr.join(10_000);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IOException("kafkalog: interrupted", e);
-    }
-    if (status != 0) {
-      String message;
-      synchronized (error) {
-        message = error.length() > 0 ? error.toString() : "kafkalog: the Python reader failed with exit status " + status;
+      while (reader.loadNextBatch()) {
+        VectorSchemaRoot root = reader.getVectorSchemaRoot();
+        if (root.getRowCount() == 0) continue;
+        ColumnVector[] cols = new ColumnVector[plan.sources.length];
+        for (int i = 0; i < cols.length; i++) cols[i] = new ArrowColumnVector(root.getVector(plan.sources[i]));
+        rows += root.getRowCount();
+        return new ColumnarBatch(cols, root.getRowCount());
       }
+      trailer = process.trailer();
+    } catch (IOException e) {
+      throw died(e);
+    }
+    answered = true;
+    for (JsonNode line : trailer.path("lines")) PythonReaders.say(line.asText());
+    PythonReaders.give(process, plan.reuseReaders);
+    JsonNode error = trailer.path("error");
+    if (!error.isNull() && !error.isMissingNode()) {
       // "DataLossError: ..." / "CorruptRecordError: ...": the Python source's message, in a
       // JDK exception (the driver deserializes a task's failure without the session's jars)
-      throw new RuntimeException(message);
+      throw new RuntimeException(error.asText());
     }
     return null;
+  }
+
+  /** The reader ended before its trailer: the rows of the split from the byte handed over are
+   * not all here, and the task fails saying which (Spark's retry may read it again). */
+  private IOException died(IOException e) {
+    answered = true;
+    PythonReaders.discard(process);
+    return new IOException("kafkalog: the Python reader (pid " + process.process.pid() + ") reading " + what
+        + " ended before the end of the split, after " + rows + " of its rows (" + process.ending() + "; "
+        + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage()) + "): the rest of them are not read", e);
+  }
+
+  /** A location as messages show it: without a password. */
+  static String redacted(String location) {
+    return location.replaceFirst("^([A-Za-z][A-Za-z0-9+.\\-]*://)[^/@]*@", "$1***@");
   }
 
   @Override
@@ -120,7 +114,9 @@ final class PythonRest implements AutoCloseable {
     try {
       reader.close();
     } finally {
-      process.destroy();
+      // a split left before its end (a LIMIT met, a task cancelled): the reader is still
+      // writing its rows, so it is ended rather than handed to another split
+      if (!answered) PythonReaders.discard(process);
     }
   }
 }

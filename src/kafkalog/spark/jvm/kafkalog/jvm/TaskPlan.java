@@ -44,6 +44,9 @@ final class TaskPlan implements InputPartition, Serializable {
   /** false (conf spark.kafkalog.jvm.fallback, for tests): what the Java decoder does not take is
    * an error, not the Python reader's */
   boolean fallback = true;
+  /** false (conf spark.kafkalog.jvm.reuseReaders, for benchmarks): every split the Python reader
+   * reads starts a reader process of its own, as before readers were kept (PythonReaders) */
+  boolean reuseReaders = true;
   /** statsDir: where the task leaves what it read (kafkalog.spark.stats) */
   String statsDir;
   /** counts pushed down: the task answers one row per group (Counts.Reader), or null */
