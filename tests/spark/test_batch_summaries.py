@@ -261,3 +261,24 @@ def test_truncation_and_reappend_and_a_copied_file_are_read_anew(
     copy.replace(seg)
     with pytest.raises(Exception, match="kafkalog repair"):
         reads.count()
+
+
+def test_the_summary_directory_stays_bounded(spark: Any, tmp_path: Path) -> None:
+    """With ``spark.kafkalog.batchSummaries.maxFiles=2``, a read of a log of many segments
+    leaves at most about that many summary files (the least recently written deleted), and the
+    answers stay right."""
+    d = tmp_path / "data" / "t-0"
+    _write(d, 300, 3)
+    segments = len(list(d.glob("*.log")))
+    assert segments >= 6
+    where = tmp_path / "summaries"
+    spark.conf.set(CONF, str(where))
+    spark.conf.set("spark.kafkalog.batchSummaries.maxFiles", "2")
+    try:
+        reads = Reads(spark, d, tmp_path)
+        for _ in range(2):
+            assert reads.count()[0] == len(_truth(d))
+            assert 1 <= len(list(where.glob("*.sum"))) <= 3 < segments
+    finally:
+        spark.conf.unset("spark.kafkalog.batchSummaries.maxFiles")
+        spark.conf.unset(CONF)

@@ -35,8 +35,10 @@ import java.util.zip.CRC32C;
  * <p>A summary file (one per segment, keyed by its path and its (device, inode)) is written whole
  * to a temporary file and renamed; it carries its segment's identity and a CRC32C of itself, and
  * any file that does not check (damaged, truncated, another segment's, another format's) is
- * ignored and replaced by the next write. Nothing here is ever an error for the query: an
- * unreadable or unwritable directory just means no summaries.
+ * ignored and replaced by the next write. A file holds at most {@link #MAX_ENTRIES} entries and
+ * the directory at most {@code spark.kafkalog.batchSummaries.maxFiles} files ({@link #prune}).
+ * Nothing here is ever an error for the query: an unreadable or unwritable directory just means
+ * no summaries.
  */
 final class BatchSummaries {
   private BatchSummaries() {}
@@ -254,7 +256,7 @@ final class BatchSummaries {
    * {@code logDir}: the log's directory, never written in (a cache directory set inside it
    * means no summaries).
    */
-  static void record(Path dir, String segment, long dev, long ino, Learned learned, Path logDir) {
+  static void record(Path dir, String segment, long dev, long ino, Learned learned, Path logDir, int maxFiles) {
     if (learned.entries.isEmpty() || segment.length() > MAX_PATH) return;
     try {
       Path abs = dir.toAbsolutePath().normalize();
@@ -272,6 +274,7 @@ final class BatchSummaries {
         byte[] bytes = format(merged, segment, dev, ino);
         Files.createDirectories(dir);
         Path tmp = dir.resolve(f.getFileName() + "." + java.util.UUID.randomUUID().toString().replace("-", "") + ".tmp");
+        boolean created = !Files.exists(f);
         try {
           Files.write(tmp, bytes);
           Files.move(tmp, f, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
@@ -279,9 +282,52 @@ final class BatchSummaries {
           Files.deleteIfExists(tmp);
         }
         remember(f, stamp(Files.readAttributes(f, BasicFileAttributes.class)), merged);
+        if (created) prune(dir, maxFiles);
       }
     } catch (IOException | RuntimeException e) {
       Bridge.LOG.debug("kafkalog: batch summary for " + segment + " not written: " + e);
+    }
+  }
+
+  /** new files this JVM made, by directory (a prune looks every maxFiles / 4 of them) */
+  private static final ConcurrentHashMap<Path, java.util.concurrent.atomic.AtomicInteger> CREATED =
+      new ConcurrentHashMap<>();
+
+  /**
+   * Keeps the directory bounded: at the first file this JVM creates there and every
+   * {@code maxFiles / 4} after, if it holds more than {@code maxFiles} summaries, the least
+   * recently written are deleted down to three quarters of that (segments long deleted, logs
+   * read once); temporary files a crash left over ten minutes ago go too.
+   */
+  static void prune(Path dir, int maxFiles) {
+    int made = CREATED.computeIfAbsent(dir, k -> new java.util.concurrent.atomic.AtomicInteger()).incrementAndGet();
+    if (made != 1 && made % Math.max(1, maxFiles / 4) != 0) return;
+    List<Object[]> sums = new ArrayList<>();
+    long old = System.currentTimeMillis() - 600_000;
+    try (java.nio.file.DirectoryStream<Path> files = Files.newDirectoryStream(dir)) {
+      for (Path p : files) {
+        String name = p.getFileName().toString();
+        try {
+          long mtime = Files.getLastModifiedTime(p).toMillis();
+          if (name.endsWith(".sum")) sums.add(new Object[] {mtime, p});
+          else if (name.endsWith(".tmp") && mtime < old) Files.deleteIfExists(p);
+        } catch (IOException e) {
+          // gone meanwhile
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      return;
+    }
+    if (sums.size() <= maxFiles) return;
+    sums.sort((a, b) -> Long.compare((Long) a[0], (Long) b[0]));
+    for (int i = 0; i < sums.size() - maxFiles * 3 / 4; i++) {
+      Path p = (Path) sums.get(i)[1];
+      try {
+        Files.deleteIfExists(p);
+        CACHE.remove(p);
+      } catch (IOException e) {
+        // another reader's
+      }
     }
   }
 

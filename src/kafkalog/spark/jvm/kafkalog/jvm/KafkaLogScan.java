@@ -119,6 +119,13 @@ final class KafkaLogScan implements Scan {
         ? !"false".equalsIgnoreCase(summariesOption)
         : !"false".equalsIgnoreCase(Bridge.conf(SUMMARIES_CONF));
     String summaryDir = Bridge.conf(SUMMARIES_CONF + ".dir");
+    int summaryFiles = 4096;
+    try {
+      String max = Bridge.conf(SUMMARIES_CONF + ".maxFiles");
+      if (max != null) summaryFiles = Math.max(1, Integer.parseInt(max.trim()));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("kafkalog: " + SUMMARIES_CONF + ".maxFiles must be a positive number", e);
+    }
     for (JsonNode t : answer.get("tasks")) {
       TaskPlan task = TaskPlan.of(t, headers, sources, tsLo, tsHi, py[0], py[1]);
       task.fallback = fallback;
@@ -127,6 +134,7 @@ final class KafkaLogScan implements Scan {
       task.checkCrcs = !"false".equalsIgnoreCase(option("checkCrcs"));
       task.summaries = summaries;
       task.summaryDir = summaryDir;
+      task.summaryFiles = summaryFiles;
       out.add(task);
     }
     return out.toArray(new TaskPlan[0]);

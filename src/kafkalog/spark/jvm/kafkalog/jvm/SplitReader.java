@@ -170,7 +170,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private void closeSplit() throws IOException {
     if (learned != null && split != null) {
       Path dir = Paths.get(split.directory).toAbsolutePath().getParent();
-      BatchSummaries.record(summaryDir, split.segment, split.identity[0], split.identity[1], learned, dir);
+      BatchSummaries.record(summaryDir, split.segment, split.identity[0], split.identity[1], learned, dir,
+          plan.summaryFiles);
     }
     learned = null;
     known = null;

@@ -56,6 +56,8 @@ final class TaskPlan implements InputPartition, Serializable {
    * executor's own kafkalog cache directory */
   boolean summaries = true;
   String summaryDir;
+  /** summary files kept in that directory at most (conf spark.kafkalog.batchSummaries.maxFiles) */
+  int summaryFiles = 4096;
 
   private TaskPlan(Split[] splits, Map<String, long[][]> aborted, String location, boolean failOnDataLoss,
       boolean includeHeaders, String[] sources, Long tsLo, Long tsHi, String python, String pythonPath) {
