@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -602,7 +603,21 @@ def jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str) -> None:
     ``where``, a timestamp window pushed down, ``maxRecordsPerPartition``; then ``count(*)``,
     ``groupBy(partition).count()`` and sums of narrow reads. Rows equal to the brute force;
     the full read (topic, partition, timestampType and headers too) equal to the Python
-    source's."""
+    source's. Verified batch summaries cold and warm: the union job runs with none, then again
+    once it left them (every batch it checked); the counts start with none (a count keeps no
+    least timestamps) and the pushed-down counts then run warm."""
+    with tempfile.TemporaryDirectory(prefix="kafkalog-summaries-") as summaries:
+        try:
+            _jvm_read_kinds(spark, path, t, label, Path(summaries))
+        finally:
+            spark.conf.unset(SUMMARIES_DIR)
+
+
+#: where the JVM source keeps verified batch summaries (kafkalog.jvm.BatchSummaries)
+SUMMARIES_DIR = "spark.kafkalog.batchSummaries.dir"
+
+
+def _jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str, summaries: Path) -> None:
     from pyspark.sql import functions as F
 
     first, last = t.log_start, t.log_end
@@ -634,19 +649,27 @@ def jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str) -> None:
             )
         )
     fmt = use_source(spark, "jvm")
-    frames = []
-    for q, options, where, _ in queries:
-        reader = spark.read.format(fmt).option("path", str(path)).option("includeHeaders", "true")
-        for k, v in options.items():
-            reader = reader.option(k, v)
-        df = reader.load()
-        if where is not None:
-            df = df.where(where)
-        frames.append(df.withColumn("q", F.lit(q)))
-    union = frames[0]
-    for df in frames[1:]:
-        union = union.unionByName(df)
-    got = _full_rows(union.selectExpr("*", "unix_micros(timestamp) as ts"))
+
+    def union_job() -> dict[str, list[FullRow]]:
+        frames = []
+        for q, options, where, _ in queries:
+            reader = spark.read.format(fmt).option("path", str(path))
+            reader = reader.option("includeHeaders", "true")
+            for k, v in options.items():
+                reader = reader.option(k, v)
+            df = reader.load()
+            if where is not None:
+                df = df.where(where)
+            frames.append(df.withColumn("q", F.lit(q)))
+        union = frames[0]
+        for df in frames[1:]:
+            union = union.unionByName(df)
+        return _full_rows(union.selectExpr("*", "unix_micros(timestamp) as ts"))
+
+    spark.conf.set(SUMMARIES_DIR, str(summaries / "reads"))
+    got = union_job()  # cold
+    warm = union_job()  # every batch the first one checked summarized
+    spark.conf.set(SUMMARIES_DIR, str(summaries / "counts"))
     base = spark.read.format(fmt).option("path", str(path)).load()
     narrow = spark.read.format(fmt).option("path", str(path)).option("columns", "value")
     counted = (
@@ -675,6 +698,7 @@ def jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str) -> None:
     for q, _, _, want in queries:
         mine = [(r[2], r[3] // 1000, r[5], r[6]) for r in got.get(q, [])]
         m.check(q + " against the brute force", sorted(mine), sorted(want))
+        m.check(q + ", summaries warm, against cold", warm.get(q, []), got.get(q, []))
     m.verify()
     assert got.get("full", []) == python, "the JVM source's full read differs from the Python one's"
     present = [len(r[3]) for r in everything if r[3] is not None]

@@ -48,6 +48,9 @@ KNOWN_OPTIONS = {
     "columns",
     # the JVM source's pushed-down counts: false counts whole batches from their headers alone
     "checkcrcs",
+    # the JVM source's verified batch summaries (kept in kafkalog's cache directory): false
+    # neither uses nor keeps them for this read
+    "batchsummaries",
 }
 # accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker.
 # Every ``kafka.``-prefixed option is accepted too (Spark hands them to its consumer), except
@@ -134,6 +137,9 @@ class ReadOptions:
     #: counts take a whole batch's record count from its header after the structural checks
     #: alone, without reading the batch to check its CRC; every read of rows checks every CRC
     check_crcs: bool = True
+    #: ``batchSummaries=false``: the JVM source neither uses nor keeps verified batch summaries
+    #: for this read (the session's ``spark.kafkalog.batchSummaries`` sets the default)
+    batch_summaries: bool = True
 
 
 _TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
@@ -376,6 +382,7 @@ def parse_read_options(
         max_trigger_delay_ms=_given(opts, "maxTriggerDelay", time_string_ms, 15 * 60 * 1000),
         columns=_column_names(opts["columns"]) if "columns" in opts else None,
         check_crcs=_bool("checkCrcs", opts.get("checkcrcs", "true")),
+        batch_summaries=_bool("batchSummaries", opts.get("batchsummaries", "true")),
     )
 
 

@@ -44,6 +44,9 @@ import scala.Option;
 /** The scan: columns Spark asks for, filters turned into the Python planner's bounds. */
 final class KafkaLogScan implements Scan {
   static final String FALLBACK_CONF = "spark.kafkalog.jvm.fallback";
+  /** conf: false turns verified batch summaries off (BatchSummaries); {@code .dir} where they
+   * are kept (default: kafkalog's cache directory on each machine) */
+  static final String SUMMARIES_CONF = "spark.kafkalog.batchSummaries";
   private final Map<String, String> options;
   private final StructType readSchema;
   private final String[] sources; // the Kafka column of each output column
@@ -122,6 +125,18 @@ final class KafkaLogScan implements Scan {
     List<TaskPlan> out = new ArrayList<>();
     boolean fallback = !"false".equals(Bridge.conf(FALLBACK_CONF));
     boolean reuseReaders = !"false".equals(Bridge.conf("spark.kafkalog.jvm.reuseReaders"));
+    String summariesOption = option("batchSummaries");
+    boolean summaries = summariesOption != null
+        ? !"false".equalsIgnoreCase(summariesOption)
+        : !"false".equalsIgnoreCase(Bridge.conf(SUMMARIES_CONF));
+    String summaryDir = Bridge.conf(SUMMARIES_CONF + ".dir");
+    int summaryFiles = 4096;
+    try {
+      String max = Bridge.conf(SUMMARIES_CONF + ".maxFiles");
+      if (max != null) summaryFiles = Math.max(1, Integer.parseInt(max.trim()));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("kafkalog: " + SUMMARIES_CONF + ".maxFiles must be a positive number", e);
+    }
     for (JsonNode t : answer.get("tasks")) {
       TaskPlan task = TaskPlan.of(t, headers, sources, tsLo, tsHi, py[0], py[1]);
       task.fallback = fallback;
@@ -129,6 +144,9 @@ final class KafkaLogScan implements Scan {
       task.statsDir = answer.hasNonNull("statsDir") ? answer.get("statsDir").asText() : null;
       task.counts = counts;
       task.checkCrcs = !"false".equalsIgnoreCase(option("checkCrcs"));
+      task.summaries = summaries;
+      task.summaryDir = summaryDir;
+      task.summaryFiles = summaryFiles;
       out.add(task);
     }
     return out.toArray(new TaskPlan[0]);

@@ -66,6 +66,18 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private long segments;
   /** the split the last batch came from */
   private TaskPlan.Split lastSplit;
+  /** verified batch summaries (BatchSummaries): the current segment's, what this split's read
+   * learned (null: not kept), where they live on this machine */
+  private BatchSummaries.Segment known;
+  private int knownHint;
+  private BatchSummaries.Learned learned;
+  private Path summaryDir;
+  private final byte[] hdr = new byte[61];
+  private final ByteBuffer hdrBuf = ByteBuffer.wrap(hdr);
+  /** what v2() found of the batch it read: its CRC checked, and its least record timestamp when
+   * known (BatchSummaries.UNKNOWN if not walked) */
+  private boolean vChecked;
+  private long vMin;
 
   SplitReader(TaskPlan plan) {
     this.plan = plan;
@@ -156,6 +168,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   private void closeSplit() throws IOException {
+    if (learned != null && split != null) {
+      Path dir = Paths.get(split.directory).toAbsolutePath().getParent();
+      BatchSummaries.record(summaryDir, split.segment, split.identity[0], split.identity[1], learned, dir,
+          plan.summaryFiles);
+    }
+    learned = null;
+    known = null;
     if (channel != null) channel.close();
     channel = null;
     split = null;
@@ -221,6 +240,12 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       return;
     }
     segments++;
+    if (plan.summaries && s.identity != null) {
+      if (summaryDir == null) summaryDir = BatchSummaries.dir(plan.summaryDir);
+      known = BatchSummaries.load(summaryDir, s.segment, s.identity[0], s.identity[1]);
+      knownHint = 0;
+      learned = new BatchSummaries.Learned();
+    }
     end = s.endPosition < 0 ? size : Math.min(s.endPosition, size);
     pos = s.startPosition;
     bufPos = -1;
@@ -272,12 +297,16 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private void decode(Rows rows) throws IOException {
     long stopAt = pos + BATCH_BYTES;
-    boolean counting = !rows.perRow && plan.tsLo == null && plan.tsHi == null;
+    boolean window = plan.tsLo != null || plan.tsHi != null;
+    boolean counting = !rows.perRow && !window;
+    // summaries serve where the headers are walked anyway: windows, CRC-checked counts
+    boolean useKnown = known != null && (window || (counting && (plan.checkCrcs || plan.counts == null)));
     while (pos < end && !done && pos < stopAt && rows.n < MAX_ROWS) {
       int n0 = rows.n;
       int hn0 = rows.hn;
       long prev0 = prev;
       try {
+        if (useKnown && knownEntry(rows, counting)) continue;
         if (!counting || !countEntry(rows)) entry(rows);
       } catch (Fallback f) {
         // none of this entry's rows: the Python reader reads it again, from its first byte
@@ -298,8 +327,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (length < 14 || size > MAX_ENTRY || pos + size > end) throw new Fallback("entry length " + length);
     i = at(pos, (int) size);
     int magic = buf[i + 16];
-    if (magic == 2) v2(rows, buf, i, (int) size);
-    else if (magic == 0 || magic == 1) legacy(rows, buf, i, (int) size);
+    if (magic == 2) {
+      vChecked = false;
+      v2(rows, buf, i, (int) size);
+      if (vChecked && learned != null) learn(buf, i, (int) size, vMin);
+    } else if (magic == 0 || magic == 1) legacy(rows, buf, i, (int) size);
     else throw new Fallback("magic " + magic);
     pos += size;
   }
@@ -332,6 +364,10 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     crc32c.reset();
     crc32c.update(d.slice(i + 21, (int) size - 21));
     if ((int) crc32c.getValue() != d.getInt(i + 17)) return false;
+    if (learned != null) {
+      d.get(i, hdr, 0, 61);
+      learn(hdr, 0, (int) size, (attrs & 0x08) != 0 ? d.getLong(i + 35) : BatchSummaries.UNKNOWN);
+    }
     prev = last;
     if ((attrs & 0x20) == 0) rows.count(count); // a control batch holds no rows
     pos += size;
@@ -375,6 +411,84 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private ByteBuffer header;
 
+  /** A v2 batch at pos whose CRC checked (its header at b[i..i+61)): kept for the summary. */
+  private void learn(byte[] b, int i, int size, long minTs) {
+    crc32c.reset();
+    crc32c.update(b, i, 61);
+    learned.add(pos, size, getInt(b, i + 17), (int) crc32c.getValue(), getLong(b, i), minTs);
+  }
+
+  /** The 61 header bytes at pos in hdr: from a chunk already read, else one read; false if the
+   * file ends first. */
+  private boolean header61() throws IOException {
+    if (bufPos >= 0 && pos >= bufPos && pos + 61 <= bufPos + bufLen) {
+      System.arraycopy(buf, (int) (pos - bufPos), hdr, 0, 61);
+      return true;
+    }
+    if (directPos >= 0 && pos >= directPos && pos + 61 <= directPos + directLen) {
+      direct.get((int) (pos - directPos), hdr, 0, 61);
+      return true;
+    }
+    hdrBuf.clear();
+    while (hdrBuf.hasRemaining()) {
+      int r = channel.read(hdrBuf, pos + hdrBuf.position());
+      if (r < 0) return false;
+      bytesRead += r;
+    }
+    return true;
+  }
+
+  /**
+   * A v2 batch at pos whose 61 header bytes are a verified batch summary's entry (same position,
+   * size, CRC field, base offset and header CRC32C), after countHeader's structural checks:
+   * counting, a whole batch of the range and of no aborted transaction is counted from its
+   * header unread; in a timestamp window, a batch no record of which can match ([least, max]
+   * timestamp outside the window; a control batch; before the range) is skipped unread. False:
+   * anything else, which is read as without summaries.
+   */
+  private boolean knownEntry(Rows rows, boolean counting) throws IOException {
+    if (end - pos < 61 || !header61()) return false;
+    byte[] h = hdr;
+    long length = getInt(h, 8);
+    long size = 12 + length;
+    if (length < 49 || size > MAX_ENTRY || pos + size > end || h[16] != 2) return false;
+    int k = known.find(pos, knownHint);
+    if (k < 0) return false;
+    long base = getLong(h, 0);
+    if (known.size[k] != size || known.crc[k] != getInt(h, 17) || known.base[k] != base) return false;
+    crc32c.reset();
+    crc32c.update(h, 0, 61);
+    if ((int) crc32c.getValue() != known.hash[k]) return false;
+    int attrs = ((h[21] & 0xff) << 8) | (h[22] & 0xff);
+    int lastDelta = getInt(h, 23);
+    long maxTs = getLong(h, 35);
+    long pid = getLong(h, 43);
+    int count = getInt(h, 57);
+    TaskPlan.Split s = split;
+    if (lastDelta < 0 || count < 0 || count > lastDelta + 1L || count > (size - 61) / MIN_RECORD) return false;
+    long last = base + lastDelta;
+    if (base <= prev || (attrs & 7) > 4) return false;
+    boolean control = (attrs & 0x20) != 0;
+    if (control && ((attrs & 0x10) == 0 || count != 1 || lastDelta != 0)) return false; // a control batch: one marker
+    if (counting) {
+      if (base < s.startOffset || last >= s.endOffset) return false;
+      if ((attrs & 0x10) != 0 && aborted != null) {
+        for (long[] r : aborted) if (r[0] == pid && r[1] <= last && r[2] >= base) return false;
+      }
+      if (!control) rows.count(count);
+    } else {
+      if (base >= s.endOffset) return false; // where the split ends: entry() says so
+      long least = (attrs & 0x08) != 0 ? maxTs : known.minTs[k];
+      boolean skip = control || last < s.startOffset || (plan.tsLo != null && maxTs < plan.tsLo)
+          || (plan.tsHi != null && least != BatchSummaries.UNKNOWN && least >= plan.tsHi);
+      if (!skip) return false;
+    }
+    knownHint = k + 1;
+    prev = last;
+    pos += size;
+    return true;
+  }
+
   /** The fewest bytes a v2 record takes: its length, attributes, timestamp and offset deltas,
    * key and value lengths and header count, one byte each. */
   static final int MIN_RECORD = 7;
@@ -388,6 +502,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if ((int) crc32c.getValue() != getInt(b, i + 17)) throw new Fallback("crc");
     long base = getLong(b, i);
     int attrs = ((b[i + 21] & 0xff) << 8) | (b[i + 22] & 0xff);
+    vChecked = true;
+    vMin = (attrs & 0x08) != 0 ? getLong(b, i + 35) : BatchSummaries.UNKNOWN;
     int lastDelta = getInt(b, i + 23);
     long baseTs = getLong(b, i + 27);
     long maxTs = getLong(b, i + 35);
@@ -425,7 +541,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         pe = n[0];
         inflated = true;
       }
-      if (minTimestamp(pb, po, pe, count, baseTs) >= plan.tsHi) return;
+      long least = minTimestamp(pb, po, pe, count, baseTs);
+      vMin = least;
+      if (least >= plan.tsHi) return;
     }
     boolean whole = base >= s.startOffset && last < s.endOffset && !abortedHere;
     if (!rows.perRow && whole) {
@@ -459,12 +577,18 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   private int varintSlow(byte[] b, int limit) {
-    int v = 0;
-    for (int shift = 0; shift < 35; shift += 7) {
+    int v = (int) unsignedVar(b, limit, 35); // an int's low 32 bits, as Kafka's readVarint
+    return (v >>> 1) ^ -(v & 1);
+  }
+
+  /** A varint's or varlong's unsigned bits (before the zigzag), of at most maxBits / 7 bytes. */
+  private long unsignedVar(byte[] b, int limit, int maxBits) {
+    long v = 0;
+    for (int shift = 0; shift < maxBits; shift += 7) {
       if (cp >= limit) throw new Fallback("varint past the end");
       int x = b[cp++];
-      v |= (x & 0x7f) << shift;
-      if (x >= 0) return (v >>> 1) ^ -(v & 1);
+      v |= (long) (x & 0x7f) << shift;
+      if (x >= 0) return v;
     }
     throw new Fallback("varint too long");
   }
@@ -494,14 +618,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   private long varlongSlow(byte[] b, int limit) {
-    long v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-      if (cp >= limit) throw new Fallback("varlong past the end");
-      int x = b[cp++];
-      v |= (long) (x & 0x7f) << shift;
-      if (x >= 0) return (v >>> 1) ^ -(v & 1);
-    }
-    throw new Fallback("varlong too long");
+    long v = unsignedVar(b, limit, 70);
+    return (v >>> 1) ^ -(v & 1);
   }
 
   /** The smallest record timestamp of a CreateTime batch (its base is the first's, not the least). */
@@ -524,6 +642,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     TaskPlan.Split s = split;
     cp = po;
     int prev = -1;
+    long least = Long.MAX_VALUE;
     for (int k = 0; k < count; k++) {
       int len = varint(b, pe);
       int recEnd = cp + len;
@@ -532,6 +651,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       long tsDelta = varlong(b, recEnd);
       int od = varint(b, recEnd);
       if (od <= prev || od > lastDelta) throw new Fallback("offset delta");
+      if (baseTs + tsDelta < least) least = baseTs + tsDelta;
       prev = od;
       long offset = base + od;
       boolean keep = offset >= s.startOffset && offset < s.endOffset;
@@ -579,6 +699,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       rows.commit();
     }
     if (cp != pe) throw new Fallback("bytes after the last record");
+    if (!logAppend && count > 0) vMin = least;
   }
 
   // ---- v0/v1 message sets ---------------------------------------------------------------------

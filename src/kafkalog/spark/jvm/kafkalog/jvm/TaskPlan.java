@@ -54,6 +54,13 @@ final class TaskPlan implements InputPartition, Serializable {
   /** option checkCrcs=false: pushed-down counts take whole batches' counts from their headers
    * after the structural checks alone, the batches unread */
   boolean checkCrcs = true;
+  /** verified batch summaries (BatchSummaries) used and kept: option batchSummaries, conf
+   * spark.kafkalog.batchSummaries; {@code summaryDir} the conf's directory, null: each
+   * executor's own kafkalog cache directory */
+  boolean summaries = true;
+  String summaryDir;
+  /** summary files kept in that directory at most (conf spark.kafkalog.batchSummaries.maxFiles) */
+  int summaryFiles = 4096;
 
   private TaskPlan(Split[] splits, Map<String, long[][]> aborted, String location, boolean failOnDataLoss,
       boolean includeHeaders, String[] sources, Long tsLo, Long tsHi, String python, String pythonPath) {
