@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,13 @@ def s3_store() -> Iterator[Any]:
     yield from serve(FIXTURES)
 
 
+#: the JVM source's verified batch summaries of this test session: kept apart from the user's
+#: cache directory, so what an earlier run verified (the fixtures keep their inodes) never makes a
+#: test's read warm before the test itself warms it
+SUMMARIES_CONF = "spark.kafkalog.batchSummaries.dir"
+SUMMARIES_DIR = tempfile.mkdtemp(prefix="kafkalog-test-summaries-")
+
+
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[object]:
     """One local SparkSession for every test that needs Spark (starting one costs seconds)."""
@@ -39,12 +48,14 @@ def spark_session() -> Iterator[object]:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        .config(SUMMARIES_CONF, SUMMARIES_DIR)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
     kafkalog.spark.register(session)
     yield session
     session.stop()
+    shutil.rmtree(SUMMARIES_DIR, ignore_errors=True)
 
 
 @pytest.fixture()
@@ -55,6 +66,7 @@ def spark(spark_session: Any) -> Iterator[Any]:
     yield spark_session
     spark_session.conf.unset("spark.sql.python.filterPushdown.enabled")
     spark_session.conf.unset("spark.kafkalog.jvm.fallback")  # tests/test_read_path_differential
+    spark_session.conf.set(SUMMARIES_CONF, SUMMARIES_DIR)  # tests/spark/test_batch_summaries
     import kafkalog.spark
 
     kafkalog.spark.register(spark_session)
