@@ -23,9 +23,10 @@ from kafkalog.errors import DamagedLogError, KafkalogError
 from kafkalog.log import Log
 from kafkalog.log.checkpoints import OwnLogStart
 from kafkalog.log.damage import SkippedBytes
-from kafkalog.log.last_batch import marker_end
+from kafkalog.log.last_batch import judge_files, marker_end
 from kafkalog.log.tail import TailReader
 from kafkalog.records import LogReader, Record
+from kafkalog.records.reader import LogEntry
 from provenance import FIXTURES
 
 #: every partition directory of the real writers' fixtures
@@ -256,3 +257,29 @@ def test_a_live_broker_s_preallocated_indexes_are_read_from_their_end(tmp_path: 
             pass
     code, out, _ = _run("verify", str(d))
     assert code == 1 and "(the log's last)" in out, out
+
+
+def test_a_view_read_before_the_last_appends_and_the_close_is_no_damage(tmp_path: Path) -> None:
+    """A reader's view of a live log ends before the writer's last appends; the writer then
+    closes cleanly and records the new end. The view's last batch ends where the view ends,
+    not where the record says the closed log ended: the record speaks for the closed log only
+    (the fresh-clone CI run's concurrency test once read this race as a flipped base offset)."""
+    d = tmp_path / "live-0"
+    with Log(d) as writer:
+        for k in range(5):
+            writer.append_records([Record.of(b"v%d" % k)] * 3)
+    seg = holding(d)[-1]
+    view = seg.read_bytes()  # what a reader read before the writer's last appends
+    last = list(LogReader(view))[-1]
+    with Log(d) as writer:
+        writer.append_records([Record.of(b"late")] * 4)
+    assert marker_end(str(d), str(seg)) == 19  # the closed log's end is recorded
+
+    def entries(start: int, end: int) -> list[LogEntry]:
+        return [e for e in LogReader(view) if start <= e.position < end]
+
+    assert judge_files(str(d), 0, last, entries) is None
+    assert marker_end(str(d), str(seg), len(view)) is None
+    assert marker_end(str(d), str(seg), seg.stat().st_size) == 19
+    with Log(d, writable=False) as fresh:
+        assert [r.offset for r in fresh.records()] == list(range(19))

@@ -51,11 +51,13 @@ class Keyed:
     path: str
 
 
-def marker_end(directory: str, log_path: str) -> int | None:
+def marker_end(directory: str, log_path: str, seen_size: int | None = None) -> int | None:
     """The log end offset kafkalog's own clean close recorded, while no append came after it:
     the marker names this ``.log`` (the last segment's base) and its size then, and is at
     least as new; a marker without them (an older kafkalog) must be strictly newer. None
-    otherwise."""
+    otherwise. ``seen_size``: where the caller's view of the ``.log`` ends; the record speaks
+    only for a view of the closed log (a reader that read a live log's bytes before the last
+    appends and the close, then finds the marker, saw an earlier end than it records)."""
     if files.is_remote(directory):
         return None
     try:
@@ -71,6 +73,8 @@ def marker_end(directory: str, log_path: str) -> int | None:
         return end if marker > log.st_mtime_ns else None
     name_base = int(os.path.basename(log_path)[:20])
     if marker < log.st_mtime_ns or base != name_base or size != log.st_size:
+        return None
+    if seen_size is not None and seen_size != size:
         return None
     return end
 
@@ -229,6 +233,11 @@ def judge_files(
         previous_last=previous,
         segment_base=segment_base,
         keyed=keyed,
-        end=marker_end(directory, segment_file(directory, segment_base, LOG_SUFFIX)),
+        # the closed log's last batch ends where the marker says the file ended
+        end=marker_end(
+            directory,
+            segment_file(directory, segment_base, LOG_SUFFIX),
+            entry.position + entry.size_in_bytes,
+        ),
         end_source=LOG_CLEAN_SHUTDOWN_FILE,
     )

@@ -947,7 +947,7 @@ class LogSegment:
     def closed_cleanly(self) -> bool:
         """Whether kafkalog's own clean close recorded this log's end with no append since
         (:func:`kafkalog.log.last_batch.marker_end`): then nothing at its end was torn."""
-        return last_batch.marker_end(self.directory, self.log.path) is not None
+        return last_batch.marker_end(self.directory, self.log.path, self.log.size) is not None
 
     def end_problem(self, entry: LogEntry) -> str | None:
         """Why ``entry``, the last whole batch of the log's last segment (nothing valid after
