@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,18 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ports import fixed_free_port
+
 
 def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -89,7 +83,7 @@ def standalone_cluster(root: Path, workers: int = 2, timeout: float = 120.0) -> 
             )
         )
 
-    port, ui_port = free_port(), free_port()
+    port, ui_port = fixed_free_port(), fixed_free_port()
     cluster = Cluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", logs)
     try:
         start(
@@ -104,7 +98,7 @@ def standalone_cluster(root: Path, workers: int = 2, timeout: float = 120.0) -> 
                 f"worker-{n}",
                 "org.apache.spark.deploy.worker.Worker", cluster.url,
                 "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                "--webui-port", str(free_port()), "--work-dir", str(work),
+                "--webui-port", str(fixed_free_port()), "--work-dir", str(work),
             )  # fmt: skip
         deadline = time.monotonic() + timeout
         while True:

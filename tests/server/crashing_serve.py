@@ -13,14 +13,9 @@ import threading
 import time
 from pathlib import Path
 
+from ports import fixed_free_port
+
 SCRIPT = Path(__file__).with_name("crash_serve.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class CrashingServe:
@@ -32,7 +27,7 @@ class CrashingServe:
     def __init__(self, data_dir: Path, points: list[str]) -> None:
         self.data_dir = data_dir
         self.points = list(points)
-        self.port = free_port()
+        self.port = fixed_free_port()
         self.record = data_dir.parent / "kill-points"
         self.hit: list[str] = []  # the points serve was killed at, in order
         self.failure: str | None = None
