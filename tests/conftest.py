@@ -100,6 +100,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     late = len(SLOW_FIRST)
 
     def key(item: pytest.Item) -> int:
-        return rank.get(Path(item.path).relative_to(ROOT).as_posix(), late)
+        return rank.get(item.nodeid.split("::")[0], late)  # the path from the rootdir
 
     items.sort(key=key)
