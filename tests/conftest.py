@@ -70,3 +70,36 @@ def spark(spark_session: Any) -> Iterator[Any]:
     import kafkalog.spark
 
     kafkalog.spark.register(spark_session)
+
+
+#: modules holding a test of 15 s or more on two cores (``--durations``), run first, in this
+#: order: with ``--dist worksteal`` (pyproject's addopts) the first worker starts on them while
+#: the other takes the rest, and a worker that runs dry steals from the end of the other's
+#: queue, so the run ends on short tests instead of one worker finishing a minute-long test
+#: alone. Whole modules move, so their module-scoped fixtures are set up once per worker; a
+#: stale entry only costs balance, never a test.
+SLOW_FIRST = (
+    "tests/spark/test_cluster.py",
+    "tests/spark/test_jvm_setup.py",
+    "tests/spark/test_python_readers.py",
+    "tests/cli/test_job.py",
+    "tests/cli/test_query.py",
+    "tests/log/test_crash_producers.py",
+    "tests/test_readme.py",
+    "tests/spark/test_stream_restarts.py",
+    "tests/server/test_serve_txn_crash.py",
+    "tests/test_lint.py",
+    "tests/log/test_crash.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules of ``SLOW_FIRST`` first, the others after in collection order (stable, so
+    every xdist worker collects the same order)."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    late = len(SLOW_FIRST)
+
+    def key(item: pytest.Item) -> int:
+        return rank.get(item.nodeid.split("::")[0], late)  # the path from the rootdir
+
+    items.sort(key=key)

@@ -681,7 +681,10 @@ def _jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str, summaries: Pat
         base.selectExpr("sum(length(value)) as n").collect()[0].n,
         narrow.load().selectExpr("sum(length(value)) as n").collect()[0].n,
     )
-    pushed_counts(spark, path, t, label, rng)
+    # the partition as the JVM source's full read names it (checked against the Python
+    # source's below)
+    tp = (got["full"][0][0], got["full"][0][1]) if got.get("full") else None
+    pushed_counts(spark, path, t, label, rng, tp)
     spark.conf.unset("spark.kafkalog.jvm.fallback")
     reference = spark.read.format("kafkalog_python").option("path", str(path))
     python = (
@@ -708,73 +711,72 @@ def _jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str, summaries: Pat
     assert counted == (len(everything), by_partition, values, values), label
 
 
-def _partition_of(spark: Any, path: Path) -> tuple[str, int] | None:
-    rows = spark.read.format("kafkalog_python").option("path", str(path)).load()
-    first = rows.select("topic", "partition").limit(1).collect()
-    return (first[0].topic, first[0].partition) if first else None
-
-
-def pushed_counts(spark: Any, path: Path, t: Truth, label: str, rng: random.Random) -> None:
+def pushed_counts(
+    spark: Any, path: Path, t: Truth, label: str, rng: random.Random, tp: tuple[str, int] | None
+) -> None:
     """Counts pushed down to the JVM source (``count(*)``, ``count(offset)``, grouped by
     topic and partition or not), answered on the driver (local mode) and by Spark tasks: equal
     to the brute force for full, ``read_committed`` and offset-bounded reads; a ``where`` on
-    offset or timestamp (not pushed: Spark filters the rows) too; the plans say which ran."""
+    offset or timestamp (not pushed: Spark filters the rows) too; the plans say which ran.
+    ``tp`` is the partition's topic and number (None when it holds no record).
+
+    Each aggregate is its own branch of one union (a label column beside its rows as
+    strings), one collect per way of counting: every branch is planned and pushed down as
+    when it runs alone (Spark pushes an aggregate into the scan under it), without a job's
+    fixed cost per count."""
+    from pyspark.sql import functions as F
+
     first, last = t.log_start, t.log_end
     a = rng.randint(first, last)
     b = rng.randint(a, last)
     everything = data(t, first, last)
     committed = data(t, first, t.lso, committed=True)
     stamped = sorted(r[1] for r in everything if r[1] >= 0)
-    tp = _partition_of(spark, path) if everything else None
 
     def load(**options: str) -> Any:
         reader = spark.read.format("kafkalog").option("path", str(path))
         return reader.options(**options).load()
 
-    def groups(rows: list[Row]) -> list[tuple[str, int, int]]:
+    def groups(rows: list[Row]) -> list[tuple[Any, ...]]:
         return [(tp[0], tp[1], len(rows))] if rows and tp else []
 
-    checks: list[tuple[str, Any, Any]] = [
-        ("count(*)", lambda: load().count(), len(everything)),
+    # (what, the aggregate, its rows): a count(*) is ``groupBy().count()``, as Dataset.count
+    checks: list[tuple[str, Any, list[tuple[Any, ...]]]] = [
+        ("count(*)", lambda: load().groupBy().count(), [(len(everything),)]),
         (
             "groupBy(topic, partition).count()",
-            lambda: sorted(
-                tuple(r) for r in load().groupBy("topic", "partition").count().collect()
-            ),
+            lambda: load().groupBy("topic", "partition").count(),
             groups(everything),
         ),
         (
             "count(offset), count(*) by partition",
-            lambda: sorted(
-                tuple(r)
-                for r in load()
-                .groupBy("partition")
-                .agg({"offset": "count", "*": "count"})
-                .collect()
-            ),
+            lambda: load().groupBy("partition").agg({"offset": "count", "*": "count"}),
             [(tp[1], len(everything), len(everything))] if everything and tp else [],
         ),
         (
             "read_committed count(*)",
-            lambda: load(**{"kafka.isolation.level": "read_committed"}).count(),
-            len(committed),
+            lambda: load(**{"kafka.isolation.level": "read_committed"}).groupBy().count(),
+            [(len(committed),)],
         ),
         (
             f"where offset in [{a}, {b}) count(*)",
-            lambda: load().where(f"offset >= {a} and offset < {b}").count(),
-            len(data(t, a, b)),
+            lambda: load().where(f"offset >= {a} and offset < {b}").groupBy().count(),
+            [(len(data(t, a, b)),)],
         ),
     ]
     unchecked = {"checkCrcs": "false"}  # counted from batch headers, structurally checked
     checks += [
-        ("count(*), checkCrcs=false", lambda: load(**unchecked).count(), len(everything)),
+        (
+            "count(*), checkCrcs=false",
+            lambda: load(**unchecked).groupBy().count(),
+            [(len(everything),)],
+        ),
         (
             "read_committed by partition, checkCrcs=false",
             lambda: (
                 load(**unchecked, **{"kafka.isolation.level": "read_committed"})
                 .groupBy("topic", "partition")
                 .count()
-                .collect()
             ),
             groups(committed),
         ),
@@ -785,13 +787,17 @@ def pushed_counts(spark: Any, path: Path, t: Truth, label: str, rng: random.Rand
             "endingOffsets": json.dumps({tp[0]: {str(tp[1]): b}}),
         }
         checks.append(
-            (f"offsets [{a}, {b}) count(*)", lambda: load(**bounds).count(), len(data(t, a, b)))
+            (
+                f"offsets [{a}, {b}) count(*)",
+                lambda: load(**bounds).groupBy().count(),
+                [(len(data(t, a, b)),)],
+            )
         )
         checks.append(
             (
                 f"offsets [{a}, {b}) count(*), checkCrcs=false",
-                lambda: load(**bounds, **unchecked).count(),
-                len(data(t, a, b)),
+                lambda: load(**bounds, **unchecked).groupBy().count(),
+                [(len(data(t, a, b)),)],
             )
         )
         checks.append(
@@ -801,7 +807,6 @@ def pushed_counts(spark: Any, path: Path, t: Truth, label: str, rng: random.Rand
                     load(**bounds, **{"kafka.isolation.level": "read_committed"})
                     .groupBy("partition")
                     .count()
-                    .collect()
                 ),
                 [(tp[1], n)] if (n := len(data(t, a, b, committed=True))) else [],
             )
@@ -810,15 +815,32 @@ def pushed_counts(spark: Any, path: Path, t: Truth, label: str, rng: random.Rand
         lo, hi = stamped[len(stamped) // 4], stamped[len(stamped) // 2]
         where = f"timestamp between timestamp_millis({lo}) and timestamp_millis({hi})"
         want = sum(1 for r in everything if lo <= r[1] <= hi)
-        checks.append((f"where {where} count(*)", lambda: load().where(where).count(), want))
+        checks.append(
+            (f"where {where} count(*)", lambda: load().where(where).groupBy().count(), [(want,)])
+        )
+
+    def as_strings(rows: list[tuple[Any, ...]]) -> list[tuple[str, ...]]:
+        return sorted(tuple(str(v) for v in row) for row in rows)
+
     for driver in ("true", "false"):
         spark.conf.set("spark.kafkalog.jvm.driverCounts", driver)
         try:
-            for what, query, want in checks:
-                got = query()
-                if isinstance(got, list):
-                    got = sorted(tuple(r) for r in got)
-                assert got == want, f"{label}: {what} (counted on the driver: {driver})"
+            branches = []
+            for i, (_, query, _) in enumerate(checks):
+                df = query()
+                row = F.array(*[F.col(c).cast("string") for c in df.columns])
+                branches.append(df.select(F.lit(i).alias("check"), row.alias("row")))
+            union = branches[0]
+            for branch in branches[1:]:
+                union = union.unionByName(branch)
+            got: dict[int, list[tuple[str, ...]]] = {i: [] for i in range(len(checks))}
+            for r in union.collect():
+                got[r.check].append(tuple(r.row))
+            for i, (what, _, want) in enumerate(checks):
+                assert sorted(got[i]) == as_strings(want), (
+                    f"{label}: {what} (counted on the driver: {driver}): "
+                    f"{sorted(got[i])} != {as_strings(want)}"
+                )
             load().createOrReplaceTempView("pushed_counts_probe")
             query = "SELECT partition, count(*) FROM pushed_counts_probe GROUP BY partition"
             plan = spark.sql(f"EXPLAIN {query}").first()[0]

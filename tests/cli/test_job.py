@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,16 @@ def _clone_state() -> list[str]:
 
 def test_job_seeks_one_hour_through_the_indexes(tmp_path: Path) -> None:
     """Run from the clone's root, as README command 1 runs it: the sample and the Parquet go to
-    the user's cache directory ($XDG_CACHE_HOME honoured) and the clone is left as it was."""
+    the user's cache directory ($XDG_CACHE_HOME honoured) and the clone is left as it was.
+    The JVM source's jar is there already, as after a first run (building it into an empty
+    cache is tests/spark/test_jvm_setup.py's; javac here cost the suite seconds)."""
+    from kafkalog.spark.jar import find_jar, jar_name
+
     cache = tmp_path / "cache"
+    jar = cache / "kafkalog" / jar_name()
+    jar.parent.mkdir(parents=True)
+    shutil.copy2(find_jar(), jar)
+    seeded = jar.stat().st_ino
     before = _clone_state()
     result = subprocess.run(
         [sys.executable, "-m", "kafkalog", "job", "--records", "80000"],
@@ -78,6 +87,7 @@ def test_job_seeks_one_hour_through_the_indexes(tmp_path: Path) -> None:
     assert f"rm -r {sample}" in result.stdout
     assert _clone_state() == before
     assert list((cache / "kafkalog" / "numba").rglob("*.nbi"))  # numba's kernels: not the clone
+    assert jar.stat().st_ino == seeded  # found in the XDG cache, not built again
 
 
 def test_the_cache_directory_honours_xdg_cache_home(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,18 +78,35 @@ def test_a_wheel_carries_the_jar(tmp_path: Path) -> None:
 
 def test_without_a_jdk_or_jar_the_python_source_serves(tmp_path: Path) -> None:
     """No javac, an empty cache: ``register`` says once, at INFO, why and how to get the fast
-    path, and the suite's Spark reads of every fixture pass on the Python source (run here in
-    a pytest of their own; the differential test runs that source on every shape and kind)."""
-    env = {
-        **os.environ,
-        "KAFKALOG_JAVAC": str(tmp_path / "no-javac"),
-        "KAFKALOG_CACHE_DIR": str(tmp_path / "cache"),
-        "KAFKALOG_FIXTURES": str(FIXTURES),
-    }
-    fixture = FIXTURES / "kafka-0.9.0.1-broker"
-    probe = tmp_path / "probe.py"
-    probe.write_text(
-        f"""
+    path, and the suite's Spark reads of the fixtures pass on the Python source (a subset of
+    them, ``_fallback_suite``, run here in a pytest of their own beside the probe; the
+    differential test runs that source on every shape, kind and fixture partition)."""
+
+    def without_jdk(cache: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "KAFKALOG_JAVAC": str(tmp_path / "no-javac"),
+            "KAFKALOG_CACHE_DIR": str(tmp_path / cache),
+            "KAFKALOG_FIXTURES": str(FIXTURES),
+        }
+
+    suite = _fallback_suite()
+    assert len(suite) >= 10, suite
+    # the suite's reads and the probe at once: each mostly waits on its own JVM
+    out = tmp_path / "suite.out"
+    with open(out, "w") as sink:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-n", "0", *suite],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=without_jdk("cache-suite"),
+            cwd=ROOT,
+        )
+        try:
+            fixture = FIXTURES / "kafka-0.9.0.1-broker"
+            probe = tmp_path / "probe.py"
+            probe.write_text(
+                f"""
 import logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(message)s")
 from pyspark.sql import SparkSession
@@ -101,26 +118,93 @@ kafkalog.spark.register(s)
 n = s.read.format("kafkalog").option("path", {str(fixture)!r}).load().count()
 print("PATH", path_in_use(s), n)
 """
-    )
-    done = subprocess.run(
-        [sys.executable, str(probe)], capture_output=True, text=True, timeout=600, env=env
-    )
+            )
+            done = subprocess.run(
+                [sys.executable, str(probe)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env=without_jdk("cache"),
+            )
+            run.wait(timeout=1200)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     infos = [line for line in done.stdout.splitlines() if "Python data source serves" in line]
     assert len(infos) == 1 and infos[0].startswith("INFO ") and "JDK" in infos[0], done.stdout
     assert "PATH python 700" in done.stdout
-    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
-    suite = ["tests/spark/test_read_fixtures.py"]
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", *suite],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        env=env,
-        cwd=ROOT,
-    )
-    assert run.returncode == 0, run.stdout[-4000:]
-    assert " passed" in run.stdout and "skipped" not in run.stdout
+    for cache in ("cache", "cache-suite"):  # no jar built, nothing cached
+        assert not (tmp_path / cache).exists() or not list((tmp_path / cache).iterdir()), cache
+    report = out.read_text()
+    assert run.returncode == 0, report[-4000:]
+    assert f"{len(suite)} passed" in report and "skipped" not in report, report[-4000:]
+
+
+READS = "tests/spark/test_read_fixtures.py"
+
+
+def _features(directory: Path) -> set[Any]:
+    """What a read of this partition meets: each (magic, codec) of its batches, transactions
+    and control batches, headers, null keys and values, several segments."""
+    from kafkalog.log import Log
+
+    found: set[Any] = {"segments"} if len(list(directory.glob("*.log"))) > 1 else set()
+    log = Log(directory, writable=False)
+    try:
+        for batch in log.batches():
+            found.add((batch.magic, batch.compression.label))
+            found |= {"control"} if batch.is_control else set()
+            found |= {"transactional"} if batch.is_transactional else set()
+            for record in batch.records():
+                found |= {"headers"} if record.headers else set()
+                found |= {"null key"} if record.key is None else set()
+                found |= {"null value"} if record.value is None else set()
+    finally:
+        log.close()
+    return found
+
+
+def _fallback_suite() -> list[str]:
+    """The reads of ``READS`` the fallback runs: every test of options and semantics, and of the
+    per-partition reads a subset meeting every feature (``_features``) some fixture partition
+    has: 16 of 58 partitions. Each partition's full read through the Python source equals the
+    JVM source's, itself checked against a brute force, in
+    tests/test_read_path_differential.py::test_jvm_read_kinds_on_fixtures (the same source
+    code, registered as ``kafkalog_python``); this run proves the fallback puts it behind
+    ``format("kafkalog")`` and serves the suite's reads."""
+    from provenance import fixture_partitions
+
+    out = [f"{READS}::{name}" for name in _OTHER_READS]
+    seen: set[Any] = set()
+    for directory in fixture_partitions():
+        features = _features(directory)
+        if features - seen:
+            seen |= features
+            label = directory.relative_to(FIXTURES).as_posix()
+            out.append(f"{READS}::test_fixture_partition_as_dataframe[{label}]")
+    return out
+
+
+#: the tests of ``READS`` besides the per-partition reads (a test added there and not here is
+#: caught by ``test_the_fallback_runs_every_other_read``)
+_OTHER_READS = (
+    "test_option_semantics",
+    "test_option_errors_name_the_option",
+    "test_fail_on_data_loss_both_ways",
+    "test_read_committed_drops_aborted_transactions",
+    "test_splits_by_bytes_and_min_partitions",
+)
+
+
+def test_the_fallback_runs_every_other_read() -> None:
+    import ast
+
+    tree = ast.parse((ROOT / READS).read_text())
+    tests = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    tests = {n for n in tests if n.startswith("test_")}
+    assert tests == {*_OTHER_READS, "test_fixture_partition_as_dataframe"}
 
 
 def test_the_info_line_is_logged_once(caplog: Any, monkeypatch: Any, tmp_path: Path) -> None:
