@@ -85,7 +85,7 @@ final class KafkaLogScan implements Scan {
     ObjectNode req = Bridge.request("plan", options);
     ArrayNode f = req.putArray("filters");
     for (ObjectNode n : filters) f.add(n);
-    return tasks(Bridge.ask(req));
+    return tasks(KeptAnswers.ask(req, options));
   }
 
   /** this scan's batch: one per scan, as Spark's own file scans are their batch (Spark asks
