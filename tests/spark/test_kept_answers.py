@@ -194,3 +194,49 @@ def test_off_asks_every_time(kept: Any, tmp_path: Path) -> None:
             kept.read.format("kafkalog").option("path", str(data)).load().count()
     finally:
         kept.conf.unset("spark.kafkalog.jvm.planCache")
+
+
+def _stats_files(stats: Path) -> int:
+    return len(list(stats.glob("task-*.json"))) if stats.exists() else 0
+
+
+def test_a_warm_count_is_kept_with_its_plan(kept: Any, tmp_path: Path) -> None:
+    """A driver count over a kept plan, summaries on, is kept with it: the second count reads
+    nothing (its tasks leave no stats); after an append it is counted again."""
+    data, stats = tmp_path / "data", tmp_path / "stats"
+    _append(data / "t-0", 40, 0)
+    _settle()
+
+    def count() -> int:
+        reader = kept.read.format("kafkalog").option("path", str(data))
+        return int(reader.option("statsDir", str(stats)).load().count())
+
+    assert count() == 120
+    read = _stats_files(stats)
+    assert read > 0
+    assert count() == 120
+    assert _stats_files(stats) == read  # kept: nothing read
+    _append(data / "t-0", 2, 500)
+    _settle()
+    assert count() == 126
+    assert _stats_files(stats) > read  # counted again
+
+
+def test_a_count_the_python_reader_helped_is_made_again(kept: Any, tmp_path: Path) -> None:
+    """failOnDataLoss=false over damage: the Python reader skips the damaged batch with a
+    warning, so the count is never kept (the warning is said at every count)."""
+    data, stats = tmp_path / "data", tmp_path / "stats"
+    _append(data / "t-0", 40, 0)
+    _flip_in_place(data / "t-0")
+    _settle()
+
+    def count() -> int:
+        reader = kept.read.format("kafkalog").option("path", str(data))
+        reader = reader.option("statsDir", str(stats)).option("failOnDataLoss", "false")
+        return int(reader.load().count())
+
+    first = count()
+    assert first < 120
+    read = _stats_files(stats)
+    assert count() == first
+    assert _stats_files(stats) > read

@@ -50,9 +50,11 @@ final class KeptAnswers {
   /** files a look stats at most (a larger tree is asked every time) */
   static final int MAX_FILES = 100_000;
 
-  private static final class Kept {
+  static final class Kept {
     final Look look;
     final JsonNode answer;
+    /** what was computed from this answer over the same files (a warm count's rows), by what */
+    final java.util.concurrent.ConcurrentHashMap<String, Object> derived = new java.util.concurrent.ConcurrentHashMap<>();
 
     Kept(Look look, JsonNode answer) {
       this.look = look;
@@ -71,12 +73,30 @@ final class KeptAnswers {
   static long hits;
   static long asked;
 
+  /** An answer, and the entry keeping it (null: not kept, so nothing derived from it is). */
+  static final class Asked {
+    final JsonNode answer;
+    final Kept kept;
+
+    Asked(JsonNode answer, Kept kept) {
+      this.answer = answer;
+      this.kept = kept;
+    }
+  }
+
   /** {@link Bridge#ask}, or the answer kept for the same question over the same files. */
   static JsonNode ask(ObjectNode request, Map<String, String> options) {
+    return asked(request, options).answer;
+  }
+
+  /** {@link #ask}, with the entry the answer is kept in: what is derived from the answer and
+   * the files (a count) may be kept there, and goes with it when the files change. The look
+   * is taken before the question, so before anything derived is computed. */
+  static Asked asked(ObjectNode request, Map<String, String> options) {
     String path = null;
     for (Map.Entry<String, String> e : options.entrySet()) if (e.getKey().equalsIgnoreCase("path")) path = e.getValue();
     if (path == null || path.isEmpty() || path.contains("://") || "false".equalsIgnoreCase(Bridge.conf(CONF))) {
-      return Bridge.ask(request);
+      return new Asked(Bridge.ask(request), null);
     }
     long settle = SETTLE_MS;
     String s = Bridge.conf(SETTLE_CONF);
@@ -91,7 +111,7 @@ final class KeptAnswers {
     try {
       key = Bridge.JSON.writeValueAsString(request);
     } catch (JsonProcessingException e) {
-      return Bridge.ask(request);
+      return new Asked(Bridge.ask(request), null);
     }
     Look look = Look.of(Paths.get(path), settle);
     if (look != null) {
@@ -104,16 +124,17 @@ final class KeptAnswers {
           hits++;
         }
         Bridge.say(k.answer);
-        return k.answer;
+        return new Asked(k.answer, k);
       }
     }
     JsonNode answer = Bridge.ask(request);
+    Kept k = look != null && look.settled ? new Kept(look, answer) : null;
     synchronized (KEPT) {
       asked++;
-      if (look != null && look.settled) KEPT.put(key, new Kept(look, answer));
+      if (k != null) KEPT.put(key, k);
       else KEPT.remove(key);
     }
-    return answer;
+    return new Asked(answer, k);
   }
 
   /** Forgets every answer (tests). */

@@ -127,6 +127,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         Bridge.LOG.debug("kafkalog: " + s.segment + " at byte " + pos + ": " + f.getMessage()
             + "; the Python reader reads the rest of the split");
         rest = PythonRest.start(plan, s, pos, prev + 1);
+        fellBack = true;
       }
       if (rows.n > 0) {
         records += rows.n;
@@ -144,6 +145,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   TaskPlan.Split lastSplit() {
     return lastSplit;
+  }
+
+  /** whether any of the splits read was handed to the Python reader (its warnings said) */
+  private boolean fellBack;
+
+  boolean fellBack() {
+    return fellBack;
   }
 
   @Override
@@ -208,6 +216,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private PythonRest whole(TaskPlan.Split s, String why) throws IOException {
     if (!plan.fallback) throw new IllegalStateException("kafkalog: " + s.segment + ": " + why + " (spark.kafkalog.jvm.fallback=false)");
+    fellBack = true;
     return PythonRest.start(plan, s, s.startPosition, s.baseOffset);
   }
 
