@@ -37,7 +37,7 @@ final class Counts {
 
   /** Kafka columns a record always has (count(c) of them is count(*)); key, value and headers
    * may be null. */
-  private static final java.util.Set<String> NEVER_NULL =
+  static final java.util.Set<String> NEVER_NULL =
       java.util.Set.of("topic", "partition", "offset", "timestamp", "timestampType");
 
   /** What was pushed: the Kafka columns grouped by ("topic" / "partition"), in order, and the
