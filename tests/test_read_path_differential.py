@@ -648,6 +648,15 @@ def _jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str, summaries: Pat
                 [r for r in everything if lo <= r[1] <= hi],
             )
         )
+        queries.append(
+            (
+                f"timestamp window ({lo}, {hi}), bounds inside a millisecond",
+                {},
+                f"timestamp > timestamp_micros({lo * 1000 + 1}) and timestamp < "
+                f"timestamp_micros({hi * 1000 - 1})",
+                [r for r in everything if lo < r[1] < hi],
+            )
+        )
     fmt = use_source(spark, "jvm")
 
     def union_job() -> dict[str, list[FullRow]]:
@@ -717,7 +726,8 @@ def pushed_counts(
     """Counts pushed down to the JVM source (``count(*)``, ``count(offset)``, grouped by
     topic and partition or not), answered on the driver (local mode) and by Spark tasks: equal
     to the brute force for full, ``read_committed`` and offset-bounded reads; a ``where`` on
-    offset or timestamp (not pushed: Spark filters the rows) too; the plans say which ran.
+    offset (not pushed: Spark filters the rows) and on timestamp (taken whole by the scan, the
+    count pushed down) too; the plans say which ran.
     ``tp`` is the partition's topic and number (None when it holds no record).
 
     Each aggregate is its own branch of one union (a label column beside its rows as
@@ -817,6 +827,16 @@ def pushed_counts(
         want = sum(1 for r in everything if lo <= r[1] <= hi)
         checks.append(
             (f"where {where} count(*)", lambda: load().where(where).groupBy().count(), [(want,)])
+        )
+        strict = (
+            f"timestamp > timestamp_micros({lo * 1000 + 1}) and timestamp < timestamp_millis({hi})"
+        )
+        checks.append(
+            (
+                f"where {strict} count(*) (bounds inside a millisecond)",
+                lambda: load().where(strict).groupBy().count(),
+                [(sum(1 for r in everything if lo < r[1] < hi),)],
+            )
         )
 
     def as_strings(rows: list[tuple[Any, ...]]) -> list[tuple[str, ...]]:

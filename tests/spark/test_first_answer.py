@@ -179,6 +179,9 @@ n = s.read.format("kafkalog").option("path", {str(BROKER)!r}).load().count()
 mine = {{p: c for p, c in _planners().items() if _mine(p)}}
 print("FIRST", json.dumps([n, started, mine, sorted(pyspark_workers() - workers)]), flush=True)
 
+# the planner asked every time (the fixture's files are settled: its answers would be kept,
+# tests/spark/test_kept_answers.py)
+s.conf.set("spark.kafkalog.jvm.planCache", "false")
 jvm_path.stop_planner()  # gone: the JVM starts its own at the next question
 s.conf.set(jvm_path.PLANNER_CONF, "/nonexistent/planner.sock")
 n = s.read.format("kafkalog").option("path", {str(BROKER)!r}).load().count()

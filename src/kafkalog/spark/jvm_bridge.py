@@ -370,12 +370,34 @@ def _rest_batches(req: dict[str, Any]) -> Iterator[Any]:
     location = req.get("location") or ""
     if files.is_remote(location):
         files.resolve(location)  # this process learns the store's settings
-    yield from read_split(
+    batches = read_split(
         split,
         include_headers=bool(req["includeHeaders"]),
         aborted=[(int(a[0]), int(a[1]), int(a[2])) for a in req.get("aborted", [])],
         fail_on_data_loss=bool(req["failOnDataLoss"]),
     )
+    keep = req.get("keepUs")
+    if keep is None:
+        yield from batches
+        return
+    for batch in batches:
+        yield _timestamps_within(batch, keep[0], keep[1])
+
+
+def _timestamps_within(batch: Any, lo: int | None, hi: int | None) -> Any:
+    """The rows of ``batch`` whose ``timestamp`` (microseconds, never null) is in [lo, hi)
+    (None: unbounded): the timestamp filters the JVM scan takes whole, which Spark then does
+    not evaluate again (KafkaLogScan.Builder.pushFilters)."""
+    import pyarrow.compute as pc
+
+    ts = batch.column("timestamp").cast("int64")
+    mask = None
+    if lo is not None:
+        mask = pc.greater_equal(ts, int(lo))
+    if hi is not None:
+        below = pc.less(ts, int(hi))
+        mask = below if mask is None else pc.and_(mask, below)
+    return batch if mask is None else batch.filter(mask)
 
 
 #: the largest trailer :func:`serve_reads` writes after a split's rows is bounded by what the

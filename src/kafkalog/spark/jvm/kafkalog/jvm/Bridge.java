@@ -145,12 +145,7 @@ final class Bridge {
                 + "is kafkalog installed for that interpreter? (conf " + PYTHON_CONF + ")");
       }
       JsonNode answer = JSON.readTree(line);
-      for (JsonNode entry : answer.path("log")) {
-        String level = entry.get(0).asText();
-        String message = entry.get(1).asText();
-        if (level.equals("WARNING") || level.equals("ERROR")) LOG.warn(message);
-        else LOG.info(message);
-      }
+      say(answer);
       if (answer.has("error")) {
         String kind = answer.path("kind").asText();
         String message = answer.get("error").asText();
@@ -167,6 +162,16 @@ final class Bridge {
           "kafkalog: cannot start or talk to the planner process (" + py[0] + " -m kafkalog.spark.jvm_bridge): "
               + e.getMessage() + "; is kafkalog installed for that interpreter? (conf " + PYTHON_CONF + ")",
           e);
+    }
+  }
+
+  /** Logs the lines the planner said with an answer (failOnDataLoss=false's warnings). */
+  static void say(JsonNode answer) {
+    for (JsonNode entry : answer.path("log")) {
+      String level = entry.get(0).asText();
+      String message = entry.get(1).asText();
+      if (level.equals("WARNING") || level.equals("ERROR")) LOG.warn(message);
+      else LOG.info(message);
     }
   }
 

@@ -37,7 +37,7 @@ final class Counts {
 
   /** Kafka columns a record always has (count(c) of them is count(*)); key, value and headers
    * may be null. */
-  private static final java.util.Set<String> NEVER_NULL =
+  static final java.util.Set<String> NEVER_NULL =
       java.util.Set.of("topic", "partition", "offset", "timestamp", "timestampType");
 
   /** What was pushed: the Kafka columns grouped by ("topic" / "partition"), in order, and the
@@ -113,6 +113,11 @@ final class Counts {
 
   /** Records per group (topic, partition as the spec groups them) of one task's splits. */
   static Map<List<Object>, long[]> count(TaskPlan plan, Spec spec) throws IOException {
+    return count(plan, spec, null);
+  }
+
+  /** {@link #count}; {@code clean[0]} set false when any of it was the Python reader's. */
+  static Map<List<Object>, long[]> count(TaskPlan plan, Spec spec, boolean[] clean) throws IOException {
     Map<List<Object>, long[]> out = new LinkedHashMap<>();
     SplitReader reader = new SplitReader(plan);
     try {
@@ -126,6 +131,7 @@ final class Counts {
       }
     } finally {
       reader.close();
+      if (clean != null && reader.fellBack()) clean[0] = false;
     }
     return out;
   }
@@ -142,7 +148,7 @@ final class Counts {
 
   /** Every task counted on the driver, {@code threads} at a time (local mode: the driver's
    * cores are the executors'); the final answer, one row per group (one row when ungrouped). */
-  static InternalRow[] onDriver(TaskPlan[] tasks, Spec spec, int threads) {
+  static InternalRow[] onDriver(TaskPlan[] tasks, Spec spec, int threads, boolean[] clean) {
     ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, Math.min(threads, tasks.length)), r -> {
       Thread t = new Thread(r, "kafkalog-count");
       t.setDaemon(true);
@@ -151,12 +157,18 @@ final class Counts {
     Map<List<Object>, long[]> total = new LinkedHashMap<>();
     try {
       List<Future<Map<List<Object>, long[]>>> parts = new ArrayList<>();
-      for (TaskPlan t : tasks) parts.add(pool.submit(() -> count(t, spec)));
+      boolean[][] cleans = new boolean[tasks.length][];
+      for (int i = 0; i < tasks.length; i++) {
+        TaskPlan t = tasks[i];
+        boolean[] c = cleans[i] = new boolean[] {true};
+        parts.add(pool.submit(() -> count(t, spec, c)));
+      }
       for (Future<Map<List<Object>, long[]>> f : parts) {
         for (Map.Entry<List<Object>, long[]> e : f.get().entrySet()) {
           total.computeIfAbsent(e.getKey(), k -> new long[1])[0] += e.getValue()[0];
         }
       }
+      for (boolean[] c : cleans) if (!c[0]) clean[0] = false;
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IllegalStateException("kafkalog: interrupted while counting", e);

@@ -33,6 +33,7 @@ import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.sources.GreaterThan;
 import org.apache.spark.sql.sources.GreaterThanOrEqual;
 import org.apache.spark.sql.sources.In;
+import org.apache.spark.sql.sources.IsNotNull;
 import org.apache.spark.sql.sources.LessThan;
 import org.apache.spark.sql.sources.LessThanOrEqual;
 import org.apache.spark.sql.sources.StringStartsWith;
@@ -53,14 +54,20 @@ final class KafkaLogScan implements Scan {
   private final List<ObjectNode> filters;
   /** counts pushed down (each task answers one row per group), or null */
   private final Counts.Spec counts;
+  /** the timestamps [lo, hi) in microseconds (null: unbounded) the scan returns alone: Spark
+   * does not filter them again (Builder.pushFilters) */
+  private final Long keepLoUs;
+  private final Long keepHiUs;
 
   KafkaLogScan(Map<String, String> options, StructType readSchema, String[] sources, List<ObjectNode> filters,
-      Counts.Spec counts) {
+      Counts.Spec counts, Long keepLoUs, Long keepHiUs) {
     this.options = options;
     this.readSchema = readSchema;
     this.sources = sources;
     this.filters = filters;
     this.counts = counts;
+    this.keepLoUs = keepLoUs;
+    this.keepHiUs = keepHiUs;
   }
 
   @Override
@@ -71,7 +78,9 @@ final class KafkaLogScan implements Scan {
   @Override
   public String description() {
     return "kafkalog (JVM) " + options.getOrDefault("path", "") + " columns=" + String.join(",", sources)
-        + " filters=" + filters.size() + (counts == null ? "" : " pushed aggregate: " + counts + " (per task)");
+        + " filters=" + filters.size()
+        + (keepLoUs == null && keepHiUs == null ? "" : " timestamps [" + keepLoUs + ", " + keepHiUs + ") us exact")
+        + (counts == null ? "" : " pushed aggregate: " + counts + " (per task)");
   }
 
   /** An option by name, any case (the planner checked its value at load()). */
@@ -82,10 +91,14 @@ final class KafkaLogScan implements Scan {
 
   /** The tasks of this scan, as the Python planner deals them. */
   TaskPlan[] plan() {
+    return tasks(askPlan().answer);
+  }
+
+  private KeptAnswers.Asked askPlan() {
     ObjectNode req = Bridge.request("plan", options);
     ArrayNode f = req.putArray("filters");
     for (ObjectNode n : filters) f.add(n);
-    return tasks(Bridge.ask(req));
+    return KeptAnswers.asked(req, options);
   }
 
   /** this scan's batch: one per scan, as Spark's own file scans are their batch (Spark asks
@@ -147,6 +160,8 @@ final class KafkaLogScan implements Scan {
       task.summaries = summaries;
       task.summaryDir = summaryDir;
       task.summaryFiles = summaryFiles;
+      task.keepLoUs = keepLoUs;
+      task.keepHiUs = keepHiUs;
       out.add(task);
     }
     return out.toArray(new TaskPlan[0]);
@@ -322,10 +337,33 @@ final class KafkaLogScan implements Scan {
       return scan.description().replace("(per task)", "(on the driver)");
     }
 
+    /**
+     * The counts of the scan's plan. A count made with verified batch summaries on, over a
+     * plan kept while the log's files stay as they were (KeptAnswers), is kept with that plan
+     * and is the answer again until a file changes: the same files give the same count, and
+     * with summaries on the user has accepted a batch verified once as verified (the count
+     * over summaries reads headers only). A count that handed anything to the Python reader
+     * (damage skipped with failOnDataLoss=false, said in a warning) is made again each time,
+     * so said again.
+     */
     @Override
     public InternalRow[] rows() {
       int threads = SparkSession.active().sparkContext().defaultParallelism();
-      return Counts.onDriver(scan.plan(), scan.counts, threads);
+      KeptAnswers.Asked plan = scan.askPlan();
+      TaskPlan[] tasks = scan.tasks(plan.answer);
+      boolean keep = plan.kept != null && tasks.length > 0 && tasks[0].summaries;
+      // the summaries' directory too: another one is another machine's cache, whose first
+      // count reads as a first count does (the bench's cold rows)
+      String key = keep ? "counts " + scan.counts + " " + String.join(",", scan.counts.names) + " checkCrcs="
+          + tasks[0].checkCrcs + " summaries=" + tasks[0].summaryDir : null;
+      if (keep) {
+        Object done = plan.kept.derived.get(key);
+        if (done != null) return ((InternalRow[]) done).clone();
+      }
+      boolean[] clean = {true};
+      InternalRow[] rows = Counts.onDriver(tasks, scan.counts, threads, clean);
+      if (keep && clean[0]) plan.kept.derived.put(key, rows.clone());
+      return rows;
     }
   }
 
@@ -338,6 +376,11 @@ final class KafkaLogScan implements Scan {
     private StructType schema;
     private final Map<String, String> sourceOf;
     private final List<ObjectNode> pushed = new ArrayList<>();
+    /** filters handed back to Spark (it evaluates them on the rows read) */
+    private final List<Filter> returned = new ArrayList<>();
+    /** timestamp filters the scan takes whole: [lo, hi) in microseconds, null unbounded */
+    private Long keepLoUs;
+    private Long keepHiUs;
     private Filter[] pushedFilters = new Filter[0];
     private Counts.Spec counts;
     private boolean complete;
@@ -353,6 +396,15 @@ final class KafkaLogScan implements Scan {
       schema = required;
     }
 
+    /**
+     * Every filter the planner can prune by goes to it (safe pruning: never a matching row
+     * dropped). Comparisons of {@code timestamp} with a timestamp, and {@code IS NOT NULL} of a
+     * column never null, the scan also takes whole: its reader drops every record outside the
+     * timestamps in microseconds, as Spark would (SplitReader.keepTs; the Python reader's rows
+     * too, PythonRest), so Spark does not evaluate them again, and a count over a timestamp
+     * window is pushed down as a count is (answered on the driver in local mode). Every other
+     * filter is handed back to Spark, which evaluates it on the rows read.
+     */
     @Override
     public Filter[] pushFilters(Filter[] filters) {
       List<Filter> used = new ArrayList<>();
@@ -363,9 +415,54 @@ final class KafkaLogScan implements Scan {
           pushed.add(n);
           used.add(f);
         }
+        if (!takeWhole(f, n)) returned.add(f);
       }
       pushedFilters = used.toArray(new Filter[0]);
-      return filters; // Spark still evaluates every filter on the rows read
+      return returned.toArray(new Filter[0]);
+    }
+
+    /** Whether the scan alone returns exactly the rows {@code f} keeps (its JSON: {@code n}). */
+    private boolean takeWhole(Filter f, ObjectNode n) {
+      if (f instanceof IsNotNull) {
+        String source = sourceOf(((IsNotNull) f).attribute());
+        return source != null && Counts.NEVER_NULL.contains(source);
+      }
+      if (n == null || !"timestamp".equals(n.path("attribute").asText())) return false;
+      Object value;
+      if (f instanceof EqualTo) value = ((EqualTo) f).value();
+      else if (f instanceof GreaterThan) value = ((GreaterThan) f).value();
+      else if (f instanceof GreaterThanOrEqual) value = ((GreaterThanOrEqual) f).value();
+      else if (f instanceof LessThan) value = ((LessThan) f).value();
+      else if (f instanceof LessThanOrEqual) value = ((LessThanOrEqual) f).value();
+      else return false;
+      Object micros = literal(value);
+      if (!(micros instanceof Map) || !(((Map<?, ?>) micros).get("micros") instanceof Long)) return false;
+      long v = (Long) ((Map<?, ?>) micros).get("micros");
+      String op = n.get("op").asText();
+      Long lo = null;
+      Long hi = null;
+      try {
+        switch (op) {
+          case "EqualTo": lo = v; hi = Math.addExact(v, 1); break;
+          case "GreaterThan": lo = Math.addExact(v, 1); break;
+          case "GreaterThanOrEqual": lo = v; break;
+          case "LessThan": hi = v; break;
+          case "LessThanOrEqual": hi = Math.addExact(v, 1); break;
+          default: return false;
+        }
+      } catch (ArithmeticException e) {
+        return false; // at the end of the long range: Spark filters
+      }
+      if (lo != null) keepLoUs = keepLoUs == null ? lo : Math.max(keepLoUs, lo);
+      if (hi != null) keepHiUs = keepHiUs == null ? hi : Math.min(keepHiUs, hi);
+      return true;
+    }
+
+    private String sourceOf(String attribute) {
+      for (Map.Entry<String, String> e : sourceOf.entrySet()) {
+        if (e.getKey().equalsIgnoreCase(attribute)) return e.getValue();
+      }
+      return null;
     }
 
     @Override
@@ -454,12 +551,12 @@ final class KafkaLogScan implements Scan {
 
     @Override
     public boolean supportCompletePushDown(Aggregation aggregation) {
-      return pushdown() && pushed.isEmpty() && Counts.of(aggregation, sourceOf) != null && onDriver();
+      return pushdown() && returned.isEmpty() && Counts.of(aggregation, sourceOf) != null && onDriver();
     }
 
     @Override
     public boolean pushAggregation(Aggregation aggregation) {
-      if (!pushdown() || !pushed.isEmpty()) return false;
+      if (!pushdown() || !returned.isEmpty()) return false;
       counts = Counts.of(aggregation, sourceOf);
       complete = counts != null && onDriver();
       return counts != null;
@@ -468,7 +565,7 @@ final class KafkaLogScan implements Scan {
     @Override
     public Scan build() {
       if (counts != null) {
-        KafkaLogScan scan = new KafkaLogScan(options, counts.schema(), new String[0], pushed, counts);
+        KafkaLogScan scan = new KafkaLogScan(options, counts.schema(), new String[0], pushed, counts, keepLoUs, keepHiUs);
         return complete ? new DriverCounts(scan) : scan;
       }
       String[] sources = new String[schema.fields().length];
@@ -481,7 +578,7 @@ final class KafkaLogScan implements Scan {
         if (source == null) throw new IllegalArgumentException("kafkalog: unknown column " + f.name());
         sources[i++] = source;
       }
-      return new KafkaLogScan(options, schema, sources, pushed, null);
+      return new KafkaLogScan(options, schema, sources, pushed, null, keepLoUs, keepHiUs);
     }
   }
 }

@@ -47,7 +47,8 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister, 
 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
-    JsonNode answer = Bridge.ask(Bridge.request("schema", options.asCaseSensitiveMap()));
+    Map<String, String> given = options.asCaseSensitiveMap();
+    JsonNode answer = KeptAnswers.ask(Bridge.request("schema", given), given);
     return StructType.fromDDL(answer.get("ddl").asText());
   }
 
@@ -107,7 +108,7 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister, 
       // the columns of a schema the user gave, checked as the Python source checks them
       ObjectNode req = Bridge.request("columns", all);
       req.put("schema", schema.json());
-      JsonNode fields = Bridge.ask(req).get("fields");
+      JsonNode fields = KeptAnswers.ask(req, all).get("fields");
       Map<String, String> sources = new HashMap<>();
       for (JsonNode f : fields) sources.put(f.get(0).asText(), f.get(1).asText());
       return new KafkaLogScan.Builder(all, schema, sources);

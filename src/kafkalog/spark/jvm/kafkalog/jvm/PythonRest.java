@@ -49,6 +49,12 @@ final class PythonRest implements AutoCloseable {
     req.put("includeHeaders", plan.includeHeaders);
     req.put("failOnDataLoss", plan.failOnDataLoss);
     req.put("location", plan.location);
+    if (plan.exactWindow()) {
+      // the timestamp filters the scan takes whole: the Python reader drops the rest too
+      ArrayNode keep = req.putArray("keepUs");
+      if (plan.keepLoUs == null) keep.addNull(); else keep.add(plan.keepLoUs.longValue());
+      if (plan.keepHiUs == null) keep.addNull(); else keep.add(plan.keepHiUs.longValue());
+    }
     ArrayNode aborted = req.putArray("aborted");
     long[][] ranges = plan.aborted.get(split.directory);
     if (ranges != null) {

@@ -127,6 +127,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         Bridge.LOG.debug("kafkalog: " + s.segment + " at byte " + pos + ": " + f.getMessage()
             + "; the Python reader reads the rest of the split");
         rest = PythonRest.start(plan, s, pos, prev + 1);
+        fellBack = true;
       }
       if (rows.n > 0) {
         records += rows.n;
@@ -144,6 +145,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   TaskPlan.Split lastSplit() {
     return lastSplit;
+  }
+
+  /** whether any of the splits read was handed to the Python reader (its warnings said) */
+  private boolean fellBack;
+
+  boolean fellBack() {
+    return fellBack;
   }
 
   @Override
@@ -208,6 +216,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private PythonRest whole(TaskPlan.Split s, String why) throws IOException {
     if (!plan.fallback) throw new IllegalStateException("kafkalog: " + s.segment + ": " + why + " (spark.kafkalog.jvm.fallback=false)");
+    fellBack = true;
     return PythonRest.start(plan, s, s.startPosition, s.baseOffset);
   }
 
@@ -297,7 +306,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private void decode(Rows rows) throws IOException {
     long stopAt = pos + BATCH_BYTES;
-    boolean window = plan.tsLo != null || plan.tsHi != null;
+    boolean window = plan.tsLo != null || plan.tsHi != null || plan.exactWindow();
     boolean counting = !rows.perRow && !window;
     // summaries serve where the headers are walked anyway: windows, CRC-checked counts
     boolean useKnown = known != null && (window || (counting && (plan.checkCrcs || plan.counts == null)));
@@ -546,6 +555,10 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       if (least >= plan.tsHi) return;
     }
     boolean whole = base >= s.startOffset && last < s.endOffset && !abortedHere;
+    // with timestamps taken whole, a batch is counted unread only when every record's
+    // timestamp is known inside them: a LogAppendTime batch's are all its max timestamp; a
+    // CreateTime batch's records are walked
+    if (whole && plan.exactWindow() && !(logAppend && plan.keepTs(maxTs * 1000))) whole = false;
     if (!rows.perRow && whole) {
       rows.count(count);
       return;
@@ -654,7 +667,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       if (baseTs + tsDelta < least) least = baseTs + tsDelta;
       prev = od;
       long offset = base + od;
-      boolean keep = offset >= s.startOffset && offset < s.endOffset;
+      boolean keep = offset >= s.startOffset && offset < s.endOffset
+          && plan.keepTs((logAppend ? maxTs : baseTs + tsDelta) * 1000);
       if (keep && abortedHere) {
         for (long[] r : aborted) if (r[0] == pid && offset >= r[1] && offset <= r[2]) keep = false;
       }
@@ -718,7 +732,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     int attr = b[i + 17];
     int codec = attr & 7;
     if (codec == 0) {
-      if (offset >= s.startOffset && offset < s.endOffset) add(rows, b, offset, ts, mKey, mKeyLen, mVal, mValLen);
+      if (offset >= s.startOffset && offset < s.endOffset && plan.keepTs(ts * 1000)) {
+        add(rows, b, offset, ts, mKey, mKeyLen, mVal, mValLen);
+      }
       return;
     }
     if (codec > 3 || mValLen < 0) throw new Fallback("legacy codec " + codec);
@@ -752,7 +768,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       long abs = getLong(in, q) + shift;
       if (firstInner && abs <= before) throw new Fallback("offsets do not grow");
       firstInner = false;
-      if (abs >= s.startOffset && abs < s.endOffset) add(rows, in, abs, innerTs, mKey, mKeyLen, mVal, mValLen);
+      if (abs >= s.startOffset && abs < s.endOffset && plan.keepTs(innerTs * 1000)) {
+        add(rows, in, abs, innerTs, mKey, mKeyLen, mVal, mValLen);
+      }
       q += 12 + length;
     }
     if (offset >= s.endOffset) done = true;

@@ -61,6 +61,19 @@ final class TaskPlan implements InputPartition, Serializable {
   String summaryDir;
   /** summary files kept in that directory at most (conf spark.kafkalog.batchSummaries.maxFiles) */
   int summaryFiles = 4096;
+  /** timestamp filters the scan takes whole: only records with a timestamp in [lo, hi)
+   * microseconds (as Spark's column holds it) are returned or counted; null: unbounded */
+  Long keepLoUs;
+  Long keepHiUs;
+
+  /** whether a record whose timestamp column holds {@code us} is kept by the timestamp filters */
+  boolean keepTs(long us) {
+    return (keepLoUs == null || us >= keepLoUs) && (keepHiUs == null || us < keepHiUs);
+  }
+
+  boolean exactWindow() {
+    return keepLoUs != null || keepHiUs != null;
+  }
 
   private TaskPlan(Split[] splits, Map<String, long[][]> aborted, String location, boolean failOnDataLoss,
       boolean includeHeaders, String[] sources, Long tsLo, Long tsHi, String python, String pythonPath) {
