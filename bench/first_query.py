@@ -353,7 +353,7 @@ def _table(labels: list[tuple[str, str]], med: dict[str, dict[str, float]]) -> l
         lines.append(
             f"{name:<56}" + "".join(f"{med[label].get(key, 0):>16.0f}" for label, _ in labels)
         )
-    name = "JVM warm-up, in the background (0: off)"
+    name = "JVM warm-up, inside register() (0: off)"
     lines.append(
         f"{name:<56}" + "".join(f"{med[label].get('warmup', 0):>15.2f}s" for label, _ in labels)
     )
@@ -401,7 +401,7 @@ def _report(sides: list[first_runs.Side], data: str, parquet: str, rounds: int) 
     print("\n".join(_table(labels, med) + _summary(labels, runs, med)))
 
 
-#: the JVM source with its background warm-up (Warmup.java, off by default), in every run
+#: the JVM source with its warm-up (the decoder's first task at register(), off by default)
 WARMUP = {"spark.kafkalog.jvm.warmup": "true"}
 
 

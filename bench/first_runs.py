@@ -108,8 +108,8 @@ def load_average() -> str:
 
 
 def warmup_seconds(spark: Any) -> float:
-    """How long the JVM source's background warm-up took (``Warmup.java``'s state conf:
-    ``done MS``), 0 when it was off or never started, NaN when it had not finished."""
+    """How long the JVM source's warm-up took (its state conf, ``done MS (...)``: see
+    ``kafkalog.spark.jvm_path.first_task``), 0 when it was off, NaN when it failed."""
     state = str(spark.conf.get("spark.kafkalog.jvm.warmup.state", "off"))
     if state.startswith("done "):
         return int(state.split()[1]) / 1000

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -33,6 +34,49 @@ def test_register_puts_the_jvm_source_in_front(spark: Any) -> None:
     broker = str(FIXTURES / "kafka-0.9.0.1-broker")  # load() checks the path (issue 34)
     stream = spark.readStream.format("kafkalog").option("path", broker).load()
     assert stream.isStreaming and "value" in stream.columns
+
+
+def test_the_warmup_runs_the_decoders_first_task_in_the_executor(spark: Any) -> None:
+    """The opt-in warm-up (``spark.kafkalog.jvm.warmup=true``; the suite's session leaves it
+    off, so ``register`` ran none) runs one task of Spark's own in the local executor: the
+    executor's copy of the jar decodes ``FirstTask``'s own segment (1,400 rows: its commit
+    marker is not a row), once per class loader and once per application."""
+    from kafkalog.spark import jvm_path
+    from kafkalog.spark.jar import find_jar
+
+    assert spark.conf.get(jvm_path.WARMUP_STATE_CONF, None) is None  # off by default
+    jar = str(find_jar(build=False))
+    tracker = spark.sparkContext.statusTracker()
+    jobs = set(tracker.getJobIdsForGroup(None))
+    jvm_path.first_task(spark, jar)
+    state = spark.conf.get(jvm_path.WARMUP_STATE_CONF)
+    assert re.fullmatch(r"done \d+ \(read 1400 rows in \d+ ms\)", state), state
+    assert len(set(tracker.getJobIdsForGroup(None)) - jobs) == 1
+    jobs = set(tracker.getJobIdsForGroup(None))
+    jvm_path.first_task(spark, jar)  # once per application: no job
+    assert set(tracker.getJobIdsForGroup(None)) == jobs
+    again = spark.range(1, numPartitions=1).selectExpr("reflect('kafkalog.jvm.FirstTask', 'run')")
+    assert again.first()[0] == "already"  # once per class loader
+
+
+def test_the_warmup_runs_no_job_where_executors_are_other_jvms() -> None:
+    """Not a local session: nothing asked of Spark but its master (one task would not reach
+    every executor)."""
+    from kafkalog.spark import jvm_path
+
+    class Context:
+        master = "spark://elsewhere:7077"
+
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"no job expected ({name})")
+
+    class Session:
+        sparkContext = Context()
+
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"nothing else expected ({name})")
+
+    jvm_path.first_task(Session(), "some.jar")
 
 
 def test_the_jar_is_named_by_its_sources(tmp_path: Path, monkeypatch: Any) -> None:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -88,7 +89,62 @@ def use_jvm(spark: Any, before_jar: Callable[[], None] | None = None) -> str:
         spark.conf.unset(PLANNER_CONF)
     with alongside(before_jar):
         spark.sql(f"ADD JAR '{jar}'")
+    if spark.conf.get(WARMUP_CONF, "false").lower() == "true":
+        first_task(spark, str(jar))
     return "jvm"
+
+
+#: set to "true": :func:`first_task` at ``register`` (off by default: see its docstring)
+WARMUP_CONF = "spark.kafkalog.jvm.warmup"
+#: what it did: ``done <ms> (read N rows in T ms)``, ``failed: ...`` (unset: not run)
+WARMUP_STATE_CONF = "spark.kafkalog.jvm.warmup.state"
+
+#: (application, jar) pairs whose first task ran: once per Spark application and jar
+_first_tasks: set[tuple[str, str]] = set()
+
+
+def first_task(spark: Any, jar: str) -> None:
+    """The opt-in warm-up (``spark.kafkalog.jvm.warmup=true``): run, in a local session, one
+    task of Spark's own (a one-row ``range``) that calls the jar's ``kafkalog.jvm.FirstTask.run``
+    in the executor, so that what a new process's first query or micro-batch pays in its
+    first job and task is paid inside ``register`` instead.
+
+    In local mode the executor loads the jar ``ADD JAR`` added through a class loader of its
+    own, so nothing the driver loads or compiles serves a task: this task fetches the jar
+    into the executor and loads and runs the decoder's classes there, and pays Spark's first
+    job (its scheduler, the task's serialization, the executor's task thread, its code
+    generator's classes). It reads nothing of the user's and changes how soon, never what, a
+    query answers; a failure is only logged (and left in :data:`WARMUP_STATE_CONF`).
+
+    Off by default: it moves time more than it saves it. On this project's shared 2-core
+    machine a first micro-batch came 1.2-2.8 s sooner after it, but ``register`` took longer
+    by more than that (its job runs cold while the planner process and Spark's Python worker
+    start), so the first answer came later (bench/RESULTS.md, "Issue 34 §4: the first
+    micro-batch"). Once per application and jar; never where executors are other JVMs."""
+    context = spark.sparkContext
+    if not str(context.master).startswith("local"):
+        return  # elsewhere executors are other JVMs, which one task would not all reach
+    key = (str(context.applicationId), jar)
+    if key in _first_tasks:
+        return
+    _first_tasks.add(key)
+    before = context.getLocalProperty("spark.job.description")
+    context.setJobDescription("kafkalog: the JVM source's first task (warm-up)")
+    started = time.monotonic()
+    try:
+        rows = (
+            spark.range(1, numPartitions=1)
+            .selectExpr("reflect('kafkalog.jvm.FirstTask', 'run') AS state")
+            .collect()
+        )
+        took = round((time.monotonic() - started) * 1000)
+        state = f"done {took} ({rows[0][0]})"
+    except Exception as problem:  # only how soon a first query answers
+        state = f"failed: {str(problem).splitlines()[0] if str(problem) else repr(problem)}"
+        logger.debug("kafkalog: no first task at register() (%s)", problem)
+    finally:
+        context.setLocalProperty("spark.job.description", before)
+    spark.conf.set(WARMUP_STATE_CONF, state)
 
 
 def kafkalog_path() -> str:

@@ -29,12 +29,6 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 public final class KafkaLogSource implements TableProvider, DataSourceRegister, CreatableRelationProvider {
   static final String PYTHON_NAME = "kafkalog_python";
 
-  /** Spark's look-up of a short name makes one of these: the decoder's warm-up starts then,
-   * once per JVM, in the background ({@link Warmup}). */
-  public KafkaLogSource() {
-    Warmup.startOnce();
-  }
-
   @Override
   public String shortName() {
     return "kafkalog";

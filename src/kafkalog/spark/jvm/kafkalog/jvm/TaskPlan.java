@@ -123,6 +123,24 @@ final class TaskPlan implements InputPartition, Serializable {
         t.path("failOnDataLoss").asBoolean(true), includeHeaders, sources, tsLo, tsHi, python, pythonPath);
   }
 
+  /** One whole segment file of topic {@code first-task} (FirstTask's): no fallback to the Python
+   * reader, no batch summaries. */
+  static TaskPlan ofFile(java.nio.file.Path file, long size, String[] sources) {
+    Split x = new Split();
+    x.topic = "first-task";
+    x.directory = file.getParent().toString();
+    x.segment = file.toString();
+    x.endPosition = size;
+    x.endOffset = Long.MAX_VALUE;
+    x.plannedSize = size;
+    x.lastSegment = true;
+    x.json = "{}";
+    TaskPlan plan = new TaskPlan(new Split[] {x}, new HashMap<>(), "", true, true, sources, null, null, "", "");
+    plan.fallback = false;
+    plan.summaries = false;
+    return plan;
+  }
+
   boolean wants(String column) {
     for (String s : sources) if (s.equals(column)) return true;
     return false;
