@@ -115,6 +115,9 @@ class V2:
     nested_aborts: bool = False  # aborts inside appends that end another open transaction
     clock: str = "producer"  # record timestamps: "producer" or "scrambled" (see _Clock)
     timestamp_type: str = "CreateTime"  # or "LogAppendTime": the log stamps every batch
+    #: truncated inside its last batch of several records at the end (as a follower truncates
+    #: to its leader's end offset): the log end is the target, its last batch ends before it
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -353,7 +356,23 @@ def write_v2(root: Path, name: str, spec: V2, seed: int) -> Shape:
         writer.write(spec.records)
         writer.finish()
         _move_start(log, spec.start, shape, rng)
+        if spec.truncated:
+            truncate_inside_last_batch(log, rng)
     return shape
+
+
+def truncate_inside_last_batch(log: Any, rng: random.Random) -> None:
+    """``Log.truncate_to`` an offset inside the last batch of several records: Kafka cuts the
+    segment at that batch's start and keeps the target as the log end, so the log ends past
+    its last batch until the next append (or reopen)."""
+    active = log.active_segment
+    data = active.log.read(0, active.size)
+    batches = [e for e in LogReader(data) if e.last_offset > e.base_offset]
+    assert batches, "no batch of several records to truncate inside"
+    last = batches[-1]
+    target = rng.randint(last.base_offset + 1, last.last_offset)
+    log.truncate_to(target)
+    assert log.log_end_offset == target
 
 
 def _move_start(log: Any, how: str | None, shape: Shape, rng: random.Random) -> None:
@@ -524,6 +543,8 @@ def _describe(spec: V2 | Legacy) -> str:
             what += ", a transaction left open"
         if spec.start:
             what += f", log start moved by {spec.start}"
+        if spec.truncated:
+            what += ", truncated inside its last batch"
         interval, segment = spec.index_interval_bytes, spec.segment_bytes
     if spec.clock != "producer":
         what += f", timestamps {spec.clock} (up to {SCRAMBLE_MS // 60_000} minutes behind)"
@@ -541,7 +562,9 @@ SHAPES: dict[str, V2 | Legacy] = {
         records=700, codecs=V2_CODECS, index_interval_bytes=1, segment_bytes=6000
     ),
     # many batches per append
-    "v2-multi-i1": V2(records=700, batches_per_append=(2, 6), index_interval_bytes=1),
+    "v2-multi-i1": V2(
+        records=700, batches_per_append=(2, 6), index_interval_bytes=1, truncated=True
+    ),
     "v2-multi-i4096-codecs": V2(
         records=2000, batches_per_append=(1, 6), records_per_batch=(1, 30), codecs=V2_CODECS
     ),

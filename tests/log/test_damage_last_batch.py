@@ -182,13 +182,17 @@ def test_no_false_alarm_on_any_fixture_closed_cleanly_and_extended(tmp_path: Pat
 def test_no_false_alarm_on_any_read_shape(tmp_path: Path) -> None:
     """Every shape real writers produce (tests/read_shapes.py: several batches per append,
     v0/v1, every index interval, compaction's gaps, transactions, a moved log start), closed
-    cleanly, and extended by a second writer: nothing is damage."""
-    from read_shapes import SHAPES, extend_shape, truth, write_shape
+    cleanly, extended by a second writer, then truncated inside its last batch and closed
+    (the log end is the target, past the last batch: the marker records the batches' end):
+    nothing is damage."""
+    import random
+
+    from read_shapes import SHAPES, extend_shape, truncate_inside_last_batch, truth, write_shape
 
     marked = 0
     for i, name in enumerate(sorted(SHAPES)):
         shape = write_shape(tmp_path / f"s{i}", name, seed=i)
-        for step in ("closed", "extended"):
+        for step in ("closed", "extended", "truncated"):
             if step == "extended":
                 try:
                     extend_shape(shape, 7, seed=i + 1)
@@ -198,6 +202,9 @@ def test_no_false_alarm_on_any_read_shape(tmp_path: Path) -> None:
             if step == "closed":
                 with Log(d):
                     pass  # closed cleanly by kafkalog: its marker records the log end
+            if step == "truncated":
+                with Log(d) as log:
+                    truncate_inside_last_batch(log, random.Random(i))
             logs = sorted(d.glob("*.log"))
             marked += marker_end(str(d), str(logs[-1])) is not None
             expected = [r.offset for r in truth(d).records]

@@ -1387,7 +1387,13 @@ class Log:
             if self._own_marker and os.path.isdir(self.directory):
                 # last, once everything is on disk: the next open needs no recovery
                 last = (active.base_offset, active.size) if active is not None else None
-                LogCleanShutdown.write(self.directory, self.recovery_point, last)
+                # the end the segments show: a truncation inside a batch keeps the target as
+                # the log end (Kafka's truncateTo) while the last batch ends before it, and the
+                # next open (or a reader judging the last batch) finds the batches' end
+                end = self.recovery_point
+                if active is not None:
+                    end = min(end, active.read_next_offset())
+                LogCleanShutdown.write(self.directory, end, last)
         self._local.close()
         self._release_lock()
 
