@@ -156,3 +156,27 @@ def _truth_python(spark: Any, d: Path) -> list[tuple[int, int]]:
     df = spark.read.format("kafkalog_python").option("path", str(d.parent))
     df = df.option("failOnDataLoss", "false").load()
     return [tuple(r) for r in df.selectExpr("offset", "unix_micros(timestamp)").collect()]
+
+
+def test_pushdown_false_leaves_every_filter_to_spark(spark: Any, tmp_path: Path) -> None:
+    """The escape hatch: with the query's ``pushdown=false`` option the scan takes no filter
+    whole and pushes no count (a real full scan, Spark filters and counts), rows still exact."""
+    d = tmp_path / "data" / "t-0"
+    _write(d, 10)
+    truth = _truth(d)
+    where, keep = _windows(truth)[0]
+    df = (
+        spark.read.format("kafkalog")
+        .option("path", str(d.parent))
+        .option("pushdown", "False")
+        .load()
+        .where(where)
+    )
+    plan = df.select("offset")._jdf.queryExecution().executedPlan().toString()
+    assert "Filter (" in plan and "exact" not in plan, plan
+    counted = df.groupBy().count()._jdf.queryExecution().executedPlan().toString()
+    assert "LocalTableScan" not in counted and "pushed aggregate" not in counted, counted
+    want = sorted((o, t) for o, t in truth if keep(t))
+    got = df.selectExpr("offset", "unix_micros(timestamp)").collect()
+    assert sorted(tuple(r) for r in got) == want
+    assert df.count() == len(want)

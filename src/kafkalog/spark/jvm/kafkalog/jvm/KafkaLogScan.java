@@ -408,7 +408,7 @@ final class KafkaLogScan implements Scan {
     @Override
     public Filter[] pushFilters(Filter[] filters) {
       List<Filter> used = new ArrayList<>();
-      if ("false".equals(Bridge.conf("spark.kafkalog.pushdown"))) return filters; // register(pushdown=False)
+      if (!pushdown()) return filters;
       for (Filter f : filters) {
         ObjectNode n = toJson(f);
         if (n != null) {
@@ -538,8 +538,14 @@ final class KafkaLogScan implements Scan {
       return Map.of("micros", micros);
     }
 
+    /** false with register(pushdown=False) (the conf) or the query's option pushdown=false:
+     * a real full scan, no filter taken and no aggregate pushed (the escape hatch) */
     private boolean pushdown() {
-      return !"false".equals(Bridge.conf("spark.kafkalog.pushdown")); // register(pushdown=False)
+      if ("false".equals(Bridge.conf("spark.kafkalog.pushdown"))) return false;
+      for (Map.Entry<String, String> e : options.entrySet()) {
+        if (e.getKey().equalsIgnoreCase("pushdown") && "false".equalsIgnoreCase(e.getValue().trim())) return false;
+      }
+      return true;
     }
 
     /** The driver answers a count whole when the session is local (see DriverCounts). */
