@@ -92,18 +92,9 @@ def main() -> None:
             _write_parquet(args.data, parquet_path)
         first_query.run(args.data, parquet_path, args.rounds, args.before)
         return
-    from pyspark.sql import SparkSession
+    from kafkalog.cli.spark_session import local_session
 
-    import kafkalog.spark
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    kafkalog.spark.register(spark)
+    spark = local_session("bench-spark", **{"spark.ui.enabled": "false"})
     source = spark.read.format("kafkalog").option("path", args.data).option("subscribe", "clicks")
     if not os.path.exists(parquet_path):
         source.load().write.parquet(parquet_path)

@@ -17,9 +17,7 @@ import threading
 import time
 from typing import Any
 
-from pyspark.sql import SparkSession
-
-import kafkalog.spark
+from kafkalog.cli.spark_session import local_session
 
 TRACE, LOCAL, REMOTE, BIG = sys.argv[1:5]
 
@@ -58,15 +56,7 @@ def wait_gone(pids: list[int], seconds: float) -> list[int]:
 
 
 def start() -> Any:
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    kafkalog.spark.register(spark)
-    return spark
+    return local_session("readers-probe", **{"spark.ui.enabled": "false"})
 
 
 def rows(spark: Any, path: str) -> list[tuple[Any, ...]]:
