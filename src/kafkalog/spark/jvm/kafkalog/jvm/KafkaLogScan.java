@@ -85,6 +85,11 @@ final class KafkaLogScan implements Scan {
 
   /** An option by name, any case (the planner checked its value at load()). */
   private String option(String name) {
+    return option(options, name);
+  }
+
+  /** An option of {@code options} by name, any case, or null. */
+  static String option(Map<String, String> options, String name) {
     for (Map.Entry<String, String> e : options.entrySet()) if (e.getKey().equalsIgnoreCase(name)) return e.getValue();
     return null;
   }
@@ -542,10 +547,8 @@ final class KafkaLogScan implements Scan {
      * a real full scan, no filter taken and no aggregate pushed (the escape hatch) */
     private boolean pushdown() {
       if ("false".equals(Bridge.conf("spark.kafkalog.pushdown"))) return false;
-      for (Map.Entry<String, String> e : options.entrySet()) {
-        if (e.getKey().equalsIgnoreCase("pushdown") && "false".equalsIgnoreCase(e.getValue().trim())) return false;
-      }
-      return true;
+      String option = KafkaLogScan.option(options, "pushdown");
+      return option == null || !"false".equalsIgnoreCase(option.trim());
     }
 
     /** The driver answers a count whole when the session is local (see DriverCounts). */

@@ -69,10 +69,6 @@ final class KeptAnswers {
     }
   };
 
-  /** hits and questions asked, for tests and the bench (this JVM) */
-  static long hits;
-  static long asked;
-
   /** An answer, and the entry keeping it (null: not kept, so nothing derived from it is). */
   static final class Asked {
     final JsonNode answer;
@@ -93,8 +89,7 @@ final class KeptAnswers {
    * the files (a count) may be kept there, and goes with it when the files change. The look
    * is taken before the question, so before anything derived is computed. */
   static Asked asked(ObjectNode request, Map<String, String> options) {
-    String path = null;
-    for (Map.Entry<String, String> e : options.entrySet()) if (e.getKey().equalsIgnoreCase("path")) path = e.getValue();
+    String path = KafkaLogScan.option(options, "path");
     if (path == null || path.isEmpty() || path.contains("://") || "false".equalsIgnoreCase(Bridge.conf(CONF))) {
       return new Asked(Bridge.ask(request), null);
     }
@@ -120,9 +115,6 @@ final class KeptAnswers {
         k = KEPT.get(key);
       }
       if (k != null && k.look.equals(look)) {
-        synchronized (KEPT) {
-          hits++;
-        }
         Bridge.say(k.answer);
         return new Asked(k.answer, k);
       }
@@ -130,18 +122,10 @@ final class KeptAnswers {
     JsonNode answer = Bridge.ask(request);
     Kept k = look != null && look.settled ? new Kept(look, answer) : null;
     synchronized (KEPT) {
-      asked++;
       if (k != null) KEPT.put(key, k);
       else KEPT.remove(key);
     }
     return new Asked(answer, k);
-  }
-
-  /** Forgets every answer (tests). */
-  static void clear() {
-    synchronized (KEPT) {
-      KEPT.clear();
-    }
   }
 
   /**
