@@ -105,10 +105,7 @@ final class Counts {
     if (!(e instanceof NamedReference)) return null;
     String[] parts = ((NamedReference) e).fieldNames();
     if (parts.length != 1) return null;
-    for (Map.Entry<String, String> s : sourceOf.entrySet()) {
-      if (s.getKey().equalsIgnoreCase(parts[0])) return s.getValue();
-    }
-    return null;
+    return KafkaLogScan.anyCase(sourceOf, parts[0]);
   }
 
   /** Records per group (topic, partition as the spec groups them) of one task's splits. */

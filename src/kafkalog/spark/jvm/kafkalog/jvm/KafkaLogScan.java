@@ -85,12 +85,12 @@ final class KafkaLogScan implements Scan {
 
   /** An option by name, any case (the planner checked its value at load()). */
   private String option(String name) {
-    return option(options, name);
+    return anyCase(options, name);
   }
 
-  /** An option of {@code options} by name, any case, or null. */
-  static String option(Map<String, String> options, String name) {
-    for (Map.Entry<String, String> e : options.entrySet()) if (e.getKey().equalsIgnoreCase(name)) return e.getValue();
+  /** The value of {@code map} under {@code name} in any case (options, columns), or null. */
+  static String anyCase(Map<String, String> map, String name) {
+    for (Map.Entry<String, String> e : map.entrySet()) if (e.getKey().equalsIgnoreCase(name)) return e.getValue();
     return null;
   }
 
@@ -464,10 +464,7 @@ final class KafkaLogScan implements Scan {
     }
 
     private String sourceOf(String attribute) {
-      for (Map.Entry<String, String> e : sourceOf.entrySet()) {
-        if (e.getKey().equalsIgnoreCase(attribute)) return e.getValue();
-      }
-      return null;
+      return anyCase(sourceOf, attribute);
     }
 
     @Override
@@ -498,10 +495,7 @@ final class KafkaLogScan implements Scan {
       } else {
         return null;
       }
-      String source = null;
-      for (Map.Entry<String, String> e : sourceOf.entrySet()) {
-        if (e.getKey().equalsIgnoreCase(attribute)) source = e.getValue();
-      }
+      String source = sourceOf(attribute);
       if (source == null) return null;
       ObjectNode n = Bridge.JSON.createObjectNode();
       n.put("op", op);
@@ -547,7 +541,7 @@ final class KafkaLogScan implements Scan {
      * a real full scan, no filter taken and no aggregate pushed (the escape hatch) */
     private boolean pushdown() {
       if ("false".equals(Bridge.conf("spark.kafkalog.pushdown"))) return false;
-      String option = KafkaLogScan.option(options, "pushdown");
+      String option = anyCase(options, "pushdown");
       return option == null || !"false".equalsIgnoreCase(option.trim());
     }
 
@@ -580,10 +574,7 @@ final class KafkaLogScan implements Scan {
       String[] sources = new String[schema.fields().length];
       int i = 0;
       for (StructField f : schema.fields()) {
-        String source = null;
-        for (Map.Entry<String, String> e : sourceOf.entrySet()) {
-          if (e.getKey().equalsIgnoreCase(f.name())) source = e.getValue();
-        }
+        String source = sourceOf(f.name());
         if (source == null) throw new IllegalArgumentException("kafkalog: unknown column " + f.name());
         sources[i++] = source;
       }

@@ -89,7 +89,7 @@ final class KeptAnswers {
    * the files (a count) may be kept there, and goes with it when the files change. The look
    * is taken before the question, so before anything derived is computed. */
   static Asked asked(ObjectNode request, Map<String, String> options) {
-    String path = KafkaLogScan.option(options, "path");
+    String path = KafkaLogScan.anyCase(options, "path");
     if (path == null || path.isEmpty() || path.contains("://") || "false".equalsIgnoreCase(Bridge.conf(CONF))) {
       return new Asked(Bridge.ask(request), null);
     }
