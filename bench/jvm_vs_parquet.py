@@ -77,7 +77,7 @@ def run(spark: Any, data: str, parquet_path: str, rounds: int, python_too: bool)
         return {
             "sum(length(value))": lambda: frame().selectExpr("sum(length(value))").collect(),
             "count(*)": lambda: frame().count(),
-            "count(*) in tasks": lambda: _in_tasks(spark, lambda: frame().count()),
+            "count(*) in tasks": _off(spark, IN_TASKS, lambda: frame().count()),
             "count(*) checkCrcs=false": lambda: frame(checkCrcs="false").count(),
             "groupBy(partition).count()": lambda: sorted(
                 tuple(r) for r in frame().groupBy("partition").count().collect()
@@ -89,9 +89,9 @@ def run(spark: Any, data: str, parquet_path: str, rounds: int, python_too: bool)
                 frame(columns="value").selectExpr("sum(length(value))").collect()
             ),
             "1% window": lambda: frame().where(between).selectExpr("count(*)").collect(),
-            "count(*) not kept": _not_kept(spark, lambda: frame().count()),
-            "1% window not kept": _not_kept(
-                spark, lambda: frame().where(between).selectExpr("count(*)").collect()
+            "count(*) not kept": _off(spark, NOT_KEPT, lambda: frame().count()),
+            "1% window not kept": _off(
+                spark, NOT_KEPT, lambda: frame().where(between).selectExpr("count(*)").collect()
             ),
             "count(*) cold": cold(lambda: frame().count()),
             "groupBy(partition) cold": cold(
@@ -152,26 +152,22 @@ def run(spark: Any, data: str, parquet_path: str, rounds: int, python_too: bool)
     return "\n".join(lines)
 
 
-def _not_kept(spark: Any, query: Callable[[], Any]) -> Callable[[], Any]:
-    """``query`` with the JVM source asking its planner every time and counting again (no
-    answer kept from an earlier query over the same unchanged files: a new process's, or a
-    log being written to); the other sources ignore the setting."""
+#: the JVM source's switches the bench turns off for a row (the other sources ignore them):
+#: counts made by Spark tasks, as on a cluster, not by the driver (local mode's default)
+IN_TASKS = "spark.kafkalog.jvm.driverCounts"
+#: the planner asked and the count made every time, no answer kept from an earlier query over
+#: the same unchanged files (as in a new process, or over a log being written to)
+NOT_KEPT = "spark.kafkalog.jvm.planCache"
+
+
+def _off(spark: Any, conf: str, query: Callable[[], Any]) -> Callable[[], Any]:
+    """``query`` run with the session conf ``conf`` set to false, then unset."""
 
     def run() -> Any:
-        spark.conf.set("spark.kafkalog.jvm.planCache", "false")
+        spark.conf.set(conf, "false")
         try:
             return query()
         finally:
-            spark.conf.unset("spark.kafkalog.jvm.planCache")
+            spark.conf.unset(conf)
 
     return run
-
-
-def _in_tasks(spark: Any, query: Callable[[], Any]) -> Any:
-    """``query`` with the JVM source's pushed-down counts made by Spark tasks, as on a cluster,
-    not by the driver (local mode's default; the other sources ignore the setting)."""
-    spark.conf.set("spark.kafkalog.jvm.driverCounts", "false")
-    try:
-        return query()
-    finally:
-        spark.conf.unset("spark.kafkalog.jvm.driverCounts")
