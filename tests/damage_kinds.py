@@ -3,6 +3,7 @@ matrix's shared parts (tests/log/test_damage.py, tests/server/test_serve_damage.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import struct
@@ -12,6 +13,7 @@ from pathlib import Path
 from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import LogReader, Record, RecordBatch
+from kafkalog.records.reader import LogEntry
 
 Reader = Callable[[Path], list[int]]
 
@@ -111,6 +113,51 @@ def flip_base(which: str) -> Callable[[Path], None]:
     return damage
 
 
+def shifted_batch(d: Path, delta: int) -> tuple[Path, int]:
+    """Move the base offset of a batch in the middle segment by ``delta`` (outside the CRC: a
+    low bit flipped), where real writers' batches of several records make it overlap a
+    neighbour by less than a batch: the batch after it (``delta`` > 0) or before it (< 0) still
+    ends past it, so only the batches' spans tell which one is out of line. The batch chosen
+    has two neighbours on each side in its segment whose offsets adjoin (moved into a gap
+    compaction left, a base offset is out of line with nothing: only an index entry could
+    tell; next to one, a batch of one record moved by less than the gap could as well be
+    its neighbour moved the other way), the widest such; the segment and the byte of the
+    batch moved are returned (the one every reader must name)."""
+    segs = holding(d)
+    if len(segs) > 1 and segs[-1] == segments(d)[-1]:
+        segs = segs[:-1]  # never the last of several
+    seg = segs[(len(segs) - 1) // 2]
+    found = list(LogReader(seg.read_bytes()))
+    adjoining = [
+        window[2]
+        for window in zip(found, found[1:], found[2:], found[3:], found[4:], strict=False)
+        if all(a.last_offset + 1 == _first(b) for a, b in itertools.pairwise(window))
+    ]
+    if not adjoining:
+        raise AssertionError(f"{seg}: needs a batch whose neighbours' offsets adjoin its own")
+    chosen = max(adjoining, key=lambda e: e.last_offset - _first(e))
+    data = bytearray(seg.read_bytes())
+    offset = struct.unpack_from(">q", data, chosen.position)[0]
+    struct.pack_into(">q", data, chosen.position, offset + delta)
+    seg.write_bytes(bytes(data))
+    return seg, chosen.position
+
+
+def _first(entry: LogEntry) -> int:
+    """An entry's first offset (a v0/v1 wrapper's, from its inner messages)."""
+    if isinstance(entry, RecordBatch):
+        return entry.base_offset
+    inner = entry.records()
+    return inner[0].offset if inner else entry.last_offset
+
+
+def shift_base(delta: int) -> Callable[[Path], None]:
+    def damage(d: Path) -> None:
+        shifted_batch(d, delta)
+
+    return damage
+
+
 def flip_last_base(jump: str) -> Callable[[Path], None]:
     """The base offset of the log's last batch flipped (outside the CRC; no batch or segment
     after it to show it out of line): ``high`` ~16.7 million higher, ``low`` 2 lower. Only the
@@ -203,6 +250,8 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     "base offset +16.7M, first batch of a segment": (flip_base("first"), False),
     "base offset +16.7M, last batch of a segment": (flip_base("last"), False),
     "segment .log missing, index left": (missing_log, False),
+    "base offset +2, overlapping the batch after": (shift_base(2), False),
+    "base offset -2, overlapping the batch before": (shift_base(-2), False),
 }
 
 #: the log's last batch, its base offset flipped: found only where the segment's own evidence

@@ -11,6 +11,8 @@ every record before it; anywhere else it raises a kafkalog error naming the file
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 from collections.abc import Callable
@@ -199,9 +201,11 @@ def test_cli_readers_on_damage_say_where_without_a_traceback(damage: str, tmp_pa
     assert tree_snapshot(d) == before
 
 
-def _salvage(d: Path) -> dict[int, bytes | None]:
+def _salvage(d: Path, written: set[bytes]) -> dict[int, bytes | None]:
     """Brute force: every record of every whole batch with a valid CRC anywhere in the
-    segments (found by trying each position after a bad one), offset -> value."""
+    segments (found by trying each position after a bad one), offset -> value; only the
+    batches whose bytes are one the writer wrote (``written``): a base offset moved outside
+    the CRC makes a valid batch of records at offsets they never had."""
     from kafkalog.records.resync import next_valid_entry
     from kafkalog.records.types import DEFAULT_LIMITS
 
@@ -215,7 +219,8 @@ def _salvage(d: Path) -> dict[int, bytes | None]:
                 records = entry.records()
                 # a v0/v1 wrapper's own offset (outside its CRC) must be its last record's:
                 # one that is not is out of line (a v2 batch's records follow its header)
-                if not records or records[-1].offset == entry.last_offset:
+                whole = bytes(data[pos : pos + entry.size_in_bytes])
+                if whole in written and (not records or records[-1].offset == entry.last_offset):
                     for r in records:
                         out[r.offset] = r.value
                 pos += entry.size_in_bytes
@@ -291,7 +296,12 @@ def test_skipping_reads_keep_every_valid_batch_and_say_what_they_skip(
             extra.unlink()
         mutate(d)
         before = _files(d)
-        salvage = {o: v for o, v in _salvage(d).items() if pristine.get(o, b"\0x") == v}
+        written = {
+            bytes(s.read_bytes()[e.position : e.position + e.size_in_bytes])
+            for s in _segments(source)
+            for e in LogReader(s.read_bytes())
+        }
+        salvage = {o: v for o, v in _salvage(d, written).items() if pristine.get(o, b"\0x") == v}
         for reader_name, reader in SKIPPING.items():
             where = f"{damage} / {name} / {reader_name}"
             said: list[Any] = []
@@ -414,3 +424,58 @@ def test_columnar_damage_past_the_first_chunk(skipping: bool, tmp_path: Path) ->
     lost = pristine[len(entries) * 3 // 4]
     assert got == [o for o in pristine if o != lost]
     assert [(s.start, s.first_offset, s.last_offset) for s in said] == [(position, lost, lost)]
+
+
+#: readers whose error names a chunk of the columnar decoder, not the batch (their skips are
+#: checked batch by batch in test_skipping_reads_keep_every_valid_batch_and_say_what_they_skip)
+_CHUNK_READERS = {"read_arrow", "spark planner"}
+
+
+@pytest.mark.parametrize("delta", [1, 2, -1, -2, 4])
+def test_a_base_offset_moved_by_less_than_a_batch_is_named_where_it_is(
+    delta: int, sources: dict[str, Path], tmp_path: Path
+) -> None:
+    """A base offset (outside the CRC) moved up or down by less than a batch of several
+    records: the batch after it (or before it) still ends past it, so its neighbours' offsets
+    look out of order too. Every reader, ``verify`` and ``repair`` name the batch that moved,
+    never the good one beside it (repair would quarantine the good batch and keep the moved
+    one's records at offsets they were never written at)."""
+    from damage_kinds import READERS, shifted_batch
+    from kafkalog.cli.main import main
+
+    damaged = 0
+    for name, source in sources.items():
+        d = tmp_path / name.replace("/", "_") / source.name
+        shutil.copytree(source, d)
+        for extra in d.glob(".kafkalog*"):
+            extra.unlink()
+        try:
+            seg, position = shifted_batch(d, delta)
+        except AssertionError:
+            continue  # no batch with adjoining neighbours (compaction's gaps, one batch)
+        damaged += 1
+        where = f"{name} {delta:+d} at byte {position}"
+        pristine = _records(source)
+        for reader_name, reader in READERS.items():
+            if reader_name in _CHUNK_READERS:
+                # a v0 wrapper's offset field moved leaves its inner offsets (inside the CRC)
+                # right: the columnar decoder reads them, every one where it was written
+                with contextlib.suppress(KafkalogError):
+                    assert reader(d) == pristine, (where, reader_name)
+                continue
+            with pytest.raises(KafkalogError) as raised:
+                reader(d)
+            assert f"{seg} at byte {position}:" in str(raised.value), (where, reader_name)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["verify", str(d)]) == 1
+        problems = [line for line in out.getvalue().splitlines() if "outside the" in line]
+        assert problems and all(f"{seg} at byte {position}:" in p for p in problems), (
+            where,
+            problems,
+        )
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            main(["repair", "--dry-run", str(d)])
+        assert f"damage at byte {position}:" in out.getvalue(), (where, out.getvalue())
+    assert damaged >= 4, f"only {damaged} sources had a batch with adjoining neighbours"

@@ -39,6 +39,7 @@ from typing import IO, TYPE_CHECKING, Any
 from kafkalog.cli import progress
 from kafkalog.cli.args import int_between
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, KafkalogError
+from kafkalog.log.segment import first_offset_held
 from kafkalog.records import DEFAULT_LIMITS, LegacyEntry, LogReader, Record, RecordBatch
 from kafkalog.records.model import parse_control_record
 from kafkalog.records.reader import LogEntry, read_only_buffer
@@ -650,7 +651,7 @@ def _ends_an_append(log: memoryview, log_path: str, first: LogEntry, offset: int
     """Whether an index entry keyed ``offset`` at ``first``'s position is what a broker writes
     for an append of several batches: the entry names the append's last offset and its first
     batch's position, so batches read on from there end exactly at ``offset``."""
-    if offset < _first_offset(first):
+    if offset < first_offset_held(first):
         return False
     reader = LogReader(log, path=log_path, start=first.position, limits=_SCAN_LIMITS)
     try:
@@ -667,7 +668,7 @@ def _starts_a_legacy_append(first: LogEntry, offset: int) -> bool:
     Kafka 0.10.1 writes: it keyed the entry by the *first* offset of the append (a 0.9 broker's
     v0 message sets), so for a compressed wrapper, whose own offset is its last, the entry names
     the wrapper's first inner offset. Only legacy (v0/v1) entries: v2 came with 0.11."""
-    return not isinstance(first, RecordBatch) and _first_offset(first) == offset
+    return not isinstance(first, RecordBatch) and first_offset_held(first) == offset
 
 
 def _warn_unread_slots(index: MappedIndex, err: IO[str]) -> None:
@@ -820,7 +821,7 @@ def dump_time_index(
             elif batch.last_offset != entry.offset:
                 pair = (entry.offset, batch.last_offset)
                 report.time_not_found.setdefault(key, []).append(pair)
-                inside = _first_offset(batch) <= entry.offset
+                inside = first_offset_held(batch) <= entry.offset
                 report.add(
                     "warning" if inside else "problem",
                     key,
@@ -879,16 +880,6 @@ def dump_time_index(
         time_index.close()
         if offsets is not None:
             offsets.close()
-
-
-def _first_offset(entry: LogEntry) -> int:
-    """An entry's first offset; a compressed legacy wrapper's from its inner messages."""
-    if isinstance(entry, RecordBatch):
-        return entry.base_offset
-    try:
-        return entry.base_offset
-    except KafkalogError:
-        return entry.last_offset
 
 
 # -- .txnindex -----------------------------------------------------------------------------

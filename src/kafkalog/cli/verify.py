@@ -396,6 +396,12 @@ def _verify_segment(
     """Walk the segment's batches; record where each starts for the index checks. A batch
     the reader refuses (an unknown magic byte) is reported and stepped over by its length
     field, so what follows it is still checked; any other refusal ends the walk there."""
+    from kafkalog.log.segment import (
+        first_offset_held,
+        held_is_damaged,
+        offset_order_problem,
+        wrapper_offset_problem,
+    )
     from kafkalog.records import LogReader, RecordBatch
     from kafkalog.records.reader import read_only_buffer
 
@@ -405,14 +411,15 @@ def _verify_segment(
     running = -1
     position = 0
     # the entry before: (position, the last offset before it, its name)
-    held: tuple[int, int, str] | None = None
+    held: tuple[LogEntry, int, str] | None = None
+    blamed = False  # the entry at hand is the one out of line
     last_entry: LogEntry | None = None
     while True:
         reader = LogReader(data, path=log_path, start=position)
         try:
             for entry in reader:
                 report.batches += 1
-                first = _first_offset(entry)
+                first = first_offset_held(entry)
                 name = _entry_name(entry)
                 if not entry.is_valid():
                     report.problem(
@@ -421,13 +428,14 @@ def _verify_segment(
                         f"{name}: CRC mismatch (stored {entry.crc}, computed "
                         f"{entry.compute_crc()})",
                     )
-                if entry.last_offset <= previous_last:
-                    if held is not None and first > held[1]:
-                        # in line with the batches before the last one: the last one's base
-                        # offset (outside the CRC) jumped ahead; it is the damaged one
+                # offsets only grow (the log's own rule; the segment's base is checked below)
+                if offset_order_problem(entry, previous_last, previous_last + 1) is not None:
+                    if held is not None and held_is_damaged(held[0], entry, held[1], base):
+                        # in line with the batches before the last one, and the last one's
+                        # span fits there: its base offset (outside the CRC) is the damaged one
                         report.problem(
                             log_path,
-                            held[0],
+                            held[0].position,
                             f"{held[2]}: its offsets run past the batch after it (offsets "
                             f"from {first}): its base offset, outside the batch CRC, is wrong",
                         )
@@ -436,9 +444,16 @@ def _verify_segment(
                         report.problem(
                             log_path,
                             entry.position,
-                            f"{name}: offset {entry.last_offset} does not follow {previous_last}",
+                            f"{name}: "
+                            + (
+                                wrapper_offset_problem(entry)
+                                or f"offsets {first}..{entry.last_offset} do not follow "
+                                f"{previous_last}: its base offset, outside the batch CRC, "
+                                "is wrong"
+                            ),
                         )
-                held = (entry.position, previous_last, name)
+                        blamed = True
+                held = (entry, previous_last, name)
                 if isinstance(entry, RecordBatch) and entry.base_offset < base:
                     report.problem(
                         log_path,
@@ -450,7 +465,9 @@ def _verify_segment(
                     report.records_checked += len(entry.records())
                 except KafkalogError as e:
                     report.problem(log_path, entry.position, f"{name}: {_reason_at(e)}")
-                previous_last = max(previous_last, entry.last_offset)
+                if not blamed:  # the entries after a damaged one follow the ones before it
+                    previous_last = max(previous_last, entry.last_offset)
+                blamed = False
                 scan.last_position = entry.position
                 last_entry = entry
                 running = max(running, entry.max_timestamp)
@@ -509,16 +526,6 @@ def _check_last_batch(base: int, log_path: str, data: Any, entry: LogEntry, repo
     )
     if wrong is not None:
         report.problem(log_path, entry.position, wrong)
-
-
-def _first_offset(entry: LogEntry) -> int:
-    """The first offset ``entry`` holds: a v0/v1 wrapper's own offset is its last inner
-    message's, so the first is read from the wrapper (its inner offsets), as Kafka's
-    ``baseOffset()`` does; when that fails (the CRC check reports it), the entry's own."""
-    try:
-        return entry.base_offset
-    except KafkalogError:
-        return entry.last_offset
 
 
 def _torn_absurd(data: memoryview, position: int, expected: int) -> bool:

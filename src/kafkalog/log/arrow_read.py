@@ -24,7 +24,7 @@ from kafkalog.errors import (
     _PositionedError,
 )
 from kafkalog.log.damage import OffsetOrder, SkippedBytes
-from kafkalog.log.segment import cut_off_damage, torn_absurd_entry
+from kafkalog.log.segment import cut_off_damage, span_fits, torn_absurd_entry
 from kafkalog.records import LogReader, decode_range
 from kafkalog.records.batch import batch_at
 from kafkalog.records.resync import next_valid_entry
@@ -178,6 +178,8 @@ def _decode_file(
     the position after the chunks yielded]: where a caller looks for the damage."""
     position = start
     previous = first_offset - 1
+    # the last entry's (byte, first, last offset) from its header, and the last before it
+    held = (-1, first_offset - 1, first_offset - 1, first_offset - 1)
     want = chunk_bytes
     # one buffer for every chunk (the decoded batches copy what they keep out of it)
     buffer = memoryview(bytearray(min(want, max(0, end - start))))
@@ -236,6 +238,8 @@ def _decode_file(
             # a batch longer than a chunk: read it whole (still bounded by ``end``)
             want = max(want * 2, tail.declared_size or 0)
             continue
+        if result.header_offsets is not None and len(result.header_offsets):
+            held = _headers_out_of_line(result.header_offsets, held, position, path)
         offsets = result.batch.column("offset")
         if len(offsets):
             values = offsets.to_numpy()
@@ -268,3 +272,49 @@ def offsets_within(batch: pa.RecordBatch, start: int, end: int) -> np.ndarray:
 
 def keep_rows(batch: pa.RecordBatch, mask: np.ndarray) -> pa.RecordBatch:
     return batch if mask.all() else batch.filter(pa.array(mask))
+
+
+def _headers_out_of_line(
+    heads: np.ndarray, held: tuple[int, int, int, int], position: int, path: str
+) -> tuple[int, int, int, int]:
+    """Raise :class:`DamagedLogError` when the entries' headers (``heads``: byte in the chunk
+    at ``position``, first and last offset) do not grow from the ``held`` entry (byte, first,
+    last, the last offset before it), naming the entry to blame as the log's walks do
+    (:func:`~kafkalog.log.segment.held_is_damaged`); else the last entry, held. A control
+    batch has no row, so a base offset moved onto one shows only here."""
+    firsts, lasts = heads[:, 1], heads[:, 2]
+    before = np.concatenate(([held[2]], lasts[:-1]))
+    bad = np.flatnonzero((firsts <= before) | (lasts < firsts))
+    if not bad.size:
+        k = len(heads) - 1
+        return (
+            position + int(heads[k, 0]),
+            int(firsts[k]),
+            int(lasts[k]),
+            int(before[k]),
+        )
+    k = int(bad[0])
+    if k:
+        held = (
+            position + int(heads[k - 1, 0]),
+            int(firsts[k - 1]),
+            int(lasts[k - 1]),
+            int(before[k - 1]),
+        )
+    first, last = int(firsts[k]), int(lasts[k])
+    at, why = (
+        position + int(heads[k, 0]),
+        f"holds offsets {first}..{last} after one ending at offset {int(before[k])}",
+    )
+    if held[0] >= 0 and held[3] < first <= last and span_fits(held[1], held[2], first, held[3]):
+        at = held[0]
+        why = (
+            f"holds offsets {held[1]}..{held[2]}, past the batch after it (offsets from "
+            f"{first}): its base offset (outside the batch CRC) is wrong"
+        )
+    raise DamagedLogError.found(
+        f"non-consecutive offsets: the batch at byte {at} {why}",
+        path=path,
+        position=at,
+        partition=os.path.dirname(path),
+    )

@@ -17,16 +17,25 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kafkalog.errors import (
     BatchTooLargeError,
     CorruptRecordError,
     DamagedLogError,
+    KafkalogError,
 )
-from kafkalog.log.segment import LogSegment, offset_order_problem, torn_absurd_entry
+from kafkalog.log.segment import (
+    LogSegment,
+    first_offset_held,
+    held_is_damaged,
+    offset_order_problem,
+    span_fits,
+    torn_absurd_entry,
+    wrapper_offset_problem,
+)
 from kafkalog.records.batch import RecordBatch
-from kafkalog.records.reader import IncompleteTail, LogEntry
+from kafkalog.records.reader import IncompleteTail, LogEntry, LogReader
 from kafkalog.records.resync import next_valid_entry
 
 logger = logging.getLogger("kafkalog.log")
@@ -72,7 +81,8 @@ def first_problem(
             if wrong is not None:
                 if (
                     before is not None
-                    and offset_order_problem(entry, before[1], seg.base_offset) is None
+                    and last_entry is not None
+                    and held_is_damaged(last_entry, entry, before[1], seg.base_offset)
                     and not seg.is_proven_last(entry)
                 ):
                     at, _, was_expected = before
@@ -221,7 +231,7 @@ class OffsetOrder:
         if offset_order_problem(entry, held.last_offset, self.base) is None:
             self.previous, self.held = held.last_offset, entry
             return held, None, self.previous
-        if offset_order_problem(entry, self.previous, self.base) is None and not (
+        if held_is_damaged(held, entry, self.previous, self.base) and not (
             self.last_of is not None and self.last_of.is_proven_last(entry)
         ):
             self.held = entry  # the held one jumped ahead: it is the damaged one
@@ -304,27 +314,55 @@ def fetched_offsets_problem(
     read for a Fetch; a last entry cut off by the size limit is the client's to drop) have
     offsets that are not growing from ``previous`` and below ``upper`` (the next segment's
     base, or the log end), or None. A base offset is outside the batch CRC, which the client
-    checks: a flipped one would hand the client records at offsets they do not have."""
+    checks: a flipped one would hand the client records at offsets they do not have. Of two
+    entries out of line, the one named is the one :func:`held_is_damaged` finds (a v0/v1
+    wrapper's first offset is its first inner message's, decompressed)."""
     at, size = 0, len(data)
+    held: tuple[int, int, int, int] | None = None  # (byte, first, last, previous) of the last
     while at + 27 <= size:
         length = int.from_bytes(data[at + 8 : at + 12], "big", signed=True)
         end = at + 12 + length
         if length < 14 or end > size:
             break  # cut off by the size limit (or a length the client's CRC check refuses)
-        last = int.from_bytes(data[at : at + 8], "big", signed=True)
-        first = last
+        first = last = int.from_bytes(data[at : at + 8], "big", signed=True)
         if data[at + 16] == 2:
-            first = last
             last = first + int.from_bytes(data[at + 23 : at + 27], "big", signed=True)
+        elif data[at + 17] & 0x07:  # a compressed v0/v1 wrapper: its offset is its last
+            wrapper = _wrapper(data[at:end])
+            if wrapper is not None:
+                first = first_offset_held(wrapper)
+                wrong = wrapper_offset_problem(replace(wrapper, position=position + at))
+                if wrong is not None:
+                    return position + at, wrong
         if not previous < first <= last < upper:
+            if (
+                held is not None
+                and held[3] < first <= last < upper
+                and span_fits(held[1], held[2], first, held[3])
+            ):
+                return position + held[0], (
+                    f"non-consecutive offsets: the batch at byte {position + held[0]} holds "
+                    f"offsets {held[1]}..{held[2]}, past the batch after it (offsets from "
+                    f"{first}): its base offset (outside the batch CRC) is wrong"
+                )
             return position + at, (
                 f"non-consecutive offsets: the batch at byte {position + at} holds offsets "
                 f"{first}..{last} after one ending at offset {previous} (offsets below "
                 f"{upper} expected)"
             )
+        held = (at, first, last, previous)
         previous = last
         at = end
     return None
+
+
+def _wrapper(entry: bytes) -> LogEntry | None:
+    """A compressed v0/v1 wrapper read from its bytes, or None when it cannot be (the
+    client's checks say why)."""
+    try:
+        return next(iter(LogReader(entry)))
+    except (KafkalogError, StopIteration):
+        return None
 
 
 def end_past_damage(seg: LogSegment) -> int:

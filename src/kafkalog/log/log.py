@@ -1417,12 +1417,6 @@ def _bound(ms: int) -> int | None:
     return None if ms == 2**63 - 1 else ms
 
 
-def _first_offset(entry: LogEntry) -> int:
-    if isinstance(entry, RecordBatch):
-        return entry.base_offset
-    return entry.offset if entry.compression is Compression.NONE else entry.base_offset
-
-
 def scan_records(log: Log) -> Iterator[Record]:
     """Every record of ``log`` by a plain scan of every segment (the brute-force reference)."""
     for seg in log.segments:

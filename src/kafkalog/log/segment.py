@@ -52,7 +52,7 @@ from kafkalog.log.layout import (
 )
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.verified import VerifiedRanges
-from kafkalog.records import LogReader, RecordBatch
+from kafkalog.records import LegacyEntry, LogReader, RecordBatch
 from kafkalog.records.batch import batch_at
 from kafkalog.records.reader import IncompleteTail, LogEntry
 from kafkalog.records.resync import next_valid_entry
@@ -422,20 +422,73 @@ class _SegmentReadHandle:
         pass  # the file is the segment's
 
 
+def first_offset_held(entry: LogEntry) -> int:
+    """The first offset ``entry`` holds: a v2 batch's base offset; a v0/v1 wrapper's first
+    inner message's, decompressed as Kafka's ``baseOffset()`` does (the wrapper's own offset
+    field is its last, outside the CRC: moved, it moves every inner offset with it, so only
+    the first inner one shows the overlap with the entry before); when the wrapper cannot be
+    decompressed (damage its reader reports), its own offset."""
+    try:
+        return entry.base_offset
+    except KafkalogError:
+        return entry.last_offset
+
+
+def wrapper_offset_problem(entry: LogEntry) -> str | None:
+    """A compressed v0/v1 wrapper's offset field (outside its CRC) must be its last inner
+    message's, as Kafka writes it: a v0 wrapper's inner offsets are absolute (inside the CRC),
+    so a moved field shows against them, and the log's end would be wrong after it."""
+    if not isinstance(entry, LegacyEntry) or not entry.compression_id:
+        return None
+    try:
+        inner = entry.inner_entries()
+    except KafkalogError:
+        return None  # damage its reader reports
+    if inner[-1].offset == entry.last_offset:
+        return None
+    return (
+        f"non-consecutive offsets: the message set at byte {entry.position} holds inner "
+        f"offsets {inner[0].offset}..{inner[-1].offset}, but its own offset field (outside "
+        f"the CRC) reads {entry.last_offset}"
+    )
+
+
 def offset_order_problem(entry: LogEntry, previous_last: int, segment_base: int) -> str | None:
     """What is wrong with the offsets of ``entry`` after an entry ending at ``previous_last``
     in a segment starting at ``segment_base`` (None when nothing is): offsets only grow, and
     none is below the segment's base. A base offset is not covered by the batch's CRC, so a
     flipped byte there is found only this way (gaps are fine: compaction leaves them)."""
     last = entry.last_offset
-    first = entry.base_offset if isinstance(entry, RecordBatch) else last
+    first = first_offset_held(entry)
     if first > previous_last and last >= first and first >= segment_base:
-        return None
+        return wrapper_offset_problem(entry)
     return (
         f"non-consecutive offsets: the batch at byte {entry.position} holds offsets "
         f"{first}..{last} after one ending at offset {previous_last} (segment base "
         f"{segment_base})"
     )
+
+
+def held_is_damaged(held: LogEntry, entry: LogEntry, before_held: int, segment_base: int) -> bool:
+    """Of two entries out of line (``entry`` right after ``held``, offsets not growing), whether
+    ``held`` is the damaged one, not ``entry``. A base offset is outside the batch CRC, but a
+    batch's span (its last offset delta) is inside it: ``held`` is to blame only when
+    ``entry`` is in line with the entries before ``held`` (ending at ``before_held``) and
+    ``held``'s span fits between them, where its true offsets must lie. A base offset flipped
+    a little lower overlaps the batch before it and leaves no room for that batch's span, so
+    it is ``entry`` that is out of line, not the good batch before it."""
+    if offset_order_problem(entry, before_held, segment_base) is not None:
+        return False
+    return span_fits(
+        first_offset_held(held), held.last_offset, first_offset_held(entry), before_held
+    )
+
+
+def span_fits(held_first: int, held_last: int, next_first: int, before_held: int) -> bool:
+    """Whether an entry holding ``held_first..held_last`` (the span is inside the CRC, only
+    the start may be wrong) fits between the entries around it, ending at ``before_held`` and
+    starting at ``next_first``: :func:`held_is_damaged`'s test, on header fields."""
+    return next_first - before_held - 1 > held_last - held_first
 
 
 def cut_off_damage(
@@ -473,8 +526,7 @@ def cut_off_damage(
 
 
 def _jumped_ahead(held: LogEntry, entry: LogEntry) -> str:
-    first = held.base_offset if isinstance(held, RecordBatch) else held.last_offset
-    then = entry.base_offset if isinstance(entry, RecordBatch) else entry.last_offset
+    first, then = first_offset_held(held), first_offset_held(entry)
     return (
         f"non-consecutive offsets: the batch at byte {held.position} holds offsets "
         f"{first}..{held.last_offset}, past the batch after it at byte {entry.position} "
@@ -859,7 +911,7 @@ class LogSegment:
                     if wrong:
                         if (
                             held is not None
-                            and offset_order_problem(entry, before_held, self.base_offset) is None
+                            and held_is_damaged(held, entry, before_held, self.base_offset)
                             and not self.is_proven_last(entry)
                         ):
                             raise self._damaged(_jumped_ahead(held, entry), held.position)
@@ -928,7 +980,7 @@ class LogSegment:
                 if wrong is not None:
                     raise self._damaged(wrong, held.position)
         if upper is not None and held.last_offset >= upper:
-            first = held.base_offset if isinstance(held, RecordBatch) else held.last_offset
+            first = first_offset_held(held)
             raise self._damaged(
                 f"non-consecutive offsets: the batch at byte {held.position} holds offsets "
                 f"{first}..{held.last_offset}, at or past {what}: its base offset (outside the "

@@ -35,7 +35,13 @@ from kafkalog.log.layout import (
     segment_file,
 )
 from kafkalog.log.log import Log
-from kafkalog.log.segment import cut_off_damage, offset_order_problem, torn_absurd_entry
+from kafkalog.log.segment import (
+    cut_off_damage,
+    first_offset_held,
+    offset_order_problem,
+    span_fits,
+    torn_absurd_entry,
+)
 from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
 from kafkalog.records.reader import LogEntry
 
@@ -170,6 +176,12 @@ class TailReader:
                             f"non-consecutive offsets: the batch at byte {entry.position} "
                             f"holds offsets up to {entry.last_offset}, at or past the next "
                             f"segment's base offset {self._next_base}"
+                        )
+                    if wrong is None:
+                        # a batch after it already read: a base offset that jumped ahead
+                        # shows there, before its records are handed out (segment.entries)
+                        wrong = _ahead_of_next(
+                            entry, data, reader.base_position, self._last_in_segment
                         )
                     if (
                         wrong is None
@@ -459,3 +471,30 @@ class AsyncTailReader:
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ahead_of_next(entry: LogEntry, data: bytes, start: int, previous: int) -> str | None:
+    """Why ``entry`` (in ``data``, bytes of the segment from byte ``start``, after entries
+    ending at offset ``previous``) is out of line with the v2 batch that follows it in
+    ``data``, when that batch is in line with ``previous`` and ``entry``'s span fits there
+    (:func:`~kafkalog.log.segment.held_is_damaged`), or None."""
+    at = entry.position + entry.size_in_bytes - start
+    if at + 27 > len(data):
+        return None
+    following = int.from_bytes(data[at : at + 8], "big", signed=True)
+    if data[at + 16] != 2 and data[at + 17] & 0x07:
+        # a compressed v0/v1 wrapper's offset is its last: its first is inside it
+        try:
+            following = first_offset_held(next(iter(LogReader(data[at:], strict_tail=True))))
+        except (KafkalogError, StopIteration):
+            return None  # not whole yet, or damaged: its own turn tells
+    first = first_offset_held(entry)
+    if following > entry.last_offset or following <= previous:
+        return None
+    if not span_fits(first, entry.last_offset, following, previous):
+        return None
+    return (
+        f"non-consecutive offsets: the batch at byte {entry.position} holds offsets "
+        f"{first}..{entry.last_offset}, past the batch after it (offsets from {following}): "
+        "its base offset (outside the batch CRC) is wrong"
+    )

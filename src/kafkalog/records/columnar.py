@@ -146,6 +146,10 @@ class DecodedRange:
     incomplete_tail: IncompleteTail | None
     #: entries not decoded: their headers prove they hold no row within ``within``
     skipped: int = 0
+    #: each entry's byte position, and first and last offsets as its header says (a v0/v1
+    #: entry's offset field, its last, as both): control batches hold no row, so only these
+    #: show a base offset out of line next to one (:mod:`kafkalog.log.arrow_read`)
+    header_offsets: np.ndarray | None = None
 
 
 def decode_arrow(
@@ -255,7 +259,10 @@ def decode_range(
     else:
         result = pa.Table.from_batches(parts, schema=schema).combine_chunks().to_batches()[0]
     skipped = 0 if skip is None else int(skip.sum())
-    return DecodedRange(result, next_pos, n, tail, skipped)
+    firsts = fields[:, F_BASE_OFFSET]
+    lasts = np.where(magics >= 2, firsts + fields[:, F_LOD], firsts)
+    heads = np.stack([positions, firsts, lasts], axis=1)
+    return DecodedRange(result, next_pos, n, tail, skipped, heads)
 
 
 def _scan(
