@@ -15,6 +15,7 @@ import pytest
 
 from clirun import tree_snapshot
 from damage_kinds import DAMAGES, segments, written
+from kafkalog.records import LogReader
 
 CASES = [
     "flip records",
@@ -254,3 +255,59 @@ def test_warm_summaries_fail_or_skip_as_without(
         spark.conf.unset("spark.kafkalog.jvm.driverCounts")
         spark.conf.unset("spark.kafkalog.batchSummaries.dir")
     assert tree_snapshot(d) == before
+
+
+@pytest.fixture(scope="module")
+def multi_record_sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Logs in real writers' shapes, batches of several records (tests/read_shapes.py)."""
+    from read_shapes import write_shape
+
+    root = tmp_path_factory.mktemp("spark-shapes")
+    names = ["v2-multi-i1", "v2-txn-multi-i1-roll"]
+    return {name: write_shape(root / name, name).directory for name in names}
+
+
+@pytest.mark.parametrize("fmt", ["kafkalog", "kafkalog_python"], ids=["jvm", "python"])
+@pytest.mark.parametrize("delta", [2, -2])
+def test_a_base_offset_moved_by_less_than_a_batch_is_never_read_wrong(
+    spark: Any, fmt: str, delta: int, multi_record_sources: dict[str, Path], tmp_path: Path
+) -> None:
+    """A batch's base offset (outside the CRC) moved by 2, overlapping a neighbour by less than
+    a batch: the read, a pushed-down count and a count without CRC checks fail naming the
+    moved batch's byte, never its good neighbour's; with failOnDataLoss=false every record is
+    the one written at its offset, and only the moved batch's are missing. (The JVM source
+    decoded a batch moved up before it saw the batch after it, and handed its records out at
+    offsets they never had.)"""
+    from damage_kinds import shifted_batch
+    from kafkalog.log import Log
+
+    # one shape each way: a transactional log's markers (no rows) beside the batch moved up
+    name = "v2-txn-multi-i1-roll" if delta > 0 else "v2-multi-i1"
+    for source in [multi_record_sources[name]]:
+        with Log(source, writable=False) as log:
+            pristine = {r.offset: r.value for r in log.records()}
+        d = tmp_path / name / source.name
+        shutil.copytree(source, d)
+        for extra in d.glob(".kafkalog*"):
+            extra.unlink()
+        seg, position = shifted_batch(d, delta)
+        moved = next(e for e in LogReader(seg.read_bytes()) if e.position == position)
+        moved_count = sum(1 for _ in moved.records()) if not moved.is_control else 0
+        before = tree_snapshot(d)
+        reader = spark.read.format(fmt).option("path", str(d.parent))
+        where = f"{name} {delta:+d} at byte {position}"
+        queries: dict[str, Any] = {"read": lambda r: r.load().selectExpr("offset").collect()}
+        if fmt == "kafkalog":  # the JVM source's header-only counts (the Python one reads)
+            queries["count"] = lambda r: r.load().count()
+            queries["count, no CRCs"] = lambda r: r.option("checkCrcs", "false").load().count()
+        for query_name, query in queries.items():
+            with pytest.raises(Exception, match="kafkalog repair") as failed:
+                query(reader)
+            assert f"{seg.name} at byte {position}:" in str(failed.value), (where, query_name)
+        skipping = reader.option("failOnDataLoss", "false")
+        rows = skipping.load().selectExpr("offset", "value").collect()
+        wrong = [r.offset for r in rows if pristine.get(r.offset) != r.value]
+        assert not wrong, (where, wrong[:5])
+        assert len(rows) == len(pristine) - moved_count, where
+        assert skipping.load().count() == len(rows), where
+        assert tree_snapshot(d) == before, where

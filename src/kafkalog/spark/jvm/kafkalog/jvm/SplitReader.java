@@ -61,6 +61,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** the last offset of the entries walked so far (offsets must grow: a v2 base offset is
    * outside the batch CRC); the segment's base - 1 at a split's start, as the Python reader */
   private long prev;
+  /** the segment file's size when the split was opened */
+  private long fileSize;
+  private final ByteBuffer peek = ByteBuffer.allocate(8);
   private long bytesRead;
   private long records;
   private long segments;
@@ -244,6 +247,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       return;
     }
     long size = channel.size();
+    fileSize = size;
     if (s.endPosition > size && size < s.plannedSize) {
       rest = whole(s, "cut"); // cut since planning
       return;
@@ -294,6 +298,34 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     directPos = p;
     directLen = n;
     return 0;
+  }
+
+  /**
+   * Whether the entry after one ending at byte {@code after} has an offset field above
+   * {@code last} (true when the file holds no header there: the split's end offset bounds the
+   * segment's last entry). A base offset is outside the batch CRC: moved up by less than a batch,
+   * it shows only as an overlap with the batch after it, so an entry is decoded once the next
+   * one is seen to follow it; when it does not, the Python reader reads from this entry and names
+   * the one out of line (kafkalog.log.segment.held_is_damaged). A v0/v1 entry's field is its last
+   * offset, never below its first. The next header is most often in a chunk already read.
+   */
+  private boolean followedInLine(long after, long last) throws IOException {
+    if (after + 17 > fileSize) return true;
+    long field;
+    if (bufPos >= 0 && after >= bufPos && after + 8 <= bufPos + bufLen) {
+      field = getLong(buf, (int) (after - bufPos));
+    } else if (directPos >= 0 && after >= directPos && after + 8 <= directPos + directLen) {
+      field = direct.getLong((int) (after - directPos));
+    } else {
+      peek.clear();
+      while (peek.hasRemaining()) {
+        int r = channel.read(peek, after + peek.position());
+        if (r < 0) return true;
+        bytesRead += r;
+      }
+      field = peek.getLong(0);
+    }
+    return field > last;
   }
 
   static long getLong(byte[] b, int i) {
@@ -370,6 +402,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if ((attrs & 0x10) != 0 && aborted != null) {
       for (long[] r : aborted) if (r[0] == pid && r[1] <= last && r[2] >= base) return false;
     }
+    if (!followedInLine(pos + size, last)) return false;
     crc32c.reset();
     crc32c.update(d.slice(i + 21, (int) size - 21));
     if ((int) crc32c.getValue() != d.getInt(i + 17)) return false;
@@ -412,6 +445,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if ((attrs & 0x10) != 0 && aborted != null) {
       for (long[] r : aborted) if (r[0] == pid && r[1] <= last && r[2] >= base) return false;
     }
+    if (!followedInLine(pos + size, last)) return false;
     prev = last;
     if (!control) rows.count(count);
     pos += size;
@@ -504,7 +538,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   // ---- v2 record batches ----------------------------------------------------------------------
 
-  private void v2(Rows rows, byte[] b, int i, int size) {
+  private void v2(Rows rows, byte[] b, int i, int size) throws IOException {
     if (size < 61) throw new Fallback("short batch");
     crc32c.reset();
     crc32c.update(b, i + 21, size - 21);
@@ -521,6 +555,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (lastDelta < 0 || count < 0 || count > size) throw new Fallback("counts");
     long last = base + lastDelta;
     if (base <= prev) throw new Fallback("offsets do not grow");
+    if (!followedInLine(pos + size, last)) throw new Fallback("the entry after it does not follow it");
     prev = last;
     TaskPlan.Split s = split;
     if (base >= s.endOffset) {
@@ -718,10 +753,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   // ---- v0/v1 message sets ---------------------------------------------------------------------
 
-  private void legacy(Rows rows, byte[] b, int i, int size) {
+  private void legacy(Rows rows, byte[] b, int i, int size) throws IOException {
     TaskPlan.Split s = split;
     long offset = getLong(b, i);
     if (offset <= prev) throw new Fallback("offsets do not grow");
+    if (!followedInLine(pos + size, offset)) throw new Fallback("the entry after it does not follow it");
     long before = prev;
     prev = offset;
     if (offset >= s.endOffset && (b[i + 17] & 7) == 0) {
