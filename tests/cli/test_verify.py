@@ -600,3 +600,37 @@ def test_index_entries_past_the_end_of_their_log(copy: Path) -> None:
     ]
     assert len(past) == 4
     _same_as_json(copy, result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("index", "flipped"),
+    [(3, 1), (3, 0x40000003), (-1, 1)],
+    ids=["fell", "jumped", "the last fell"],
+)
+def test_verify_names_a_leader_epoch_out_of_line(index: int, flipped: int, tmp_path: Path) -> None:
+    """A batch's partition leader epoch is outside its CRC: one that jumped up, or fell below
+    the epoch before it, is found against its neighbours (epochs never go down along a log)
+    and the batch named is the one out of line, not its neighbour; rising epochs (new
+    leaders) are fine."""
+    import struct
+
+    from kafkalog.log import Log
+    from kafkalog.records import LogReader, Record
+
+    d = tmp_path / "t-0"
+    with Log(d) as log:
+        for epoch in (0, 0, 3, 3, 3, 7, 7):
+            log.append_records([Record.of(b"v%d" % epoch)] * 3, partition_leader_epoch=epoch)
+    assert kafkalog("verify", str(d)).returncode == 0  # epochs rising with each leader
+    seg = next(d.glob("*.log"))
+    entries = list(LogReader(seg.read_bytes()))
+    victim = entries[index]  # epoch 3 between 3 and 3, or the last (7 after 7)
+    data = bytearray(seg.read_bytes())
+    struct.pack_into(">i", data, victim.position + 12, flipped)
+    seg.write_bytes(bytes(data))
+    result = kafkalog("verify", str(d))
+    assert result.returncode == 1, result.stdout
+    problems = [line for line in result.stdout.splitlines() if "leader epoch" in line]
+    assert len(problems) == 1, result.stdout
+    assert f"{seg} at byte {victim.position}:" in problems[0], problems
+    assert "restore the segment from a backup" in problems[0]

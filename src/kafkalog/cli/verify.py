@@ -111,6 +111,12 @@ def next_step(path: str | None, text: str) -> str:
         what in text for what in ("misnamed", "where Kafka keeps a file", "not a segment file name")
     ) or text.startswith("a directory named like"):
         return "rename it as Kafka names it, or move it out of the partition directory"
+    if "leader epoch" in text and "out of line" in text:
+        return (
+            "its records read as they are (kafkalog's readers use no epoch); a broker's leader "
+            "epoch cache and clients checking epochs would take it: restore the segment from "
+            "a backup"
+        )
     if "records lost" in text or name.endswith(".log") or ".log." in name:
         return (
             f"`kafkalog repair {directory}` (moves the damaged bytes or leftovers into a "
@@ -176,6 +182,7 @@ def verify_partition(
     logs = _verify_names(directory, listing, report)
     directories = {name for name, is_dir in listing if is_dir}
     previous_last = -1
+    epochs = _Epochs(report)
     ends: dict[int, int] = {}  # base offset -> the last offset read up to its segment's end
     for i, name in enumerate(logs):
         base = offset_from_filename(name)
@@ -185,7 +192,7 @@ def verify_partition(
         active = i == len(logs) - 1
         scan: _Scan | None = None
         try:
-            scan = _verify_segment(base, log_path, active, previous_last, report)
+            scan = _verify_segment(base, log_path, active, previous_last, report, epochs)
             following = offset_from_filename(logs[i + 1]) if i + 1 < len(logs) else None
             if following is not None and scan.batch_max and scan.last >= following:
                 report.problem(
@@ -214,6 +221,7 @@ def verify_partition(
             except OSError as e:
                 _unreadable(report, path, e)
         done(scan.size if scan is not None else 0)
+    epochs.finish()
     _verify_lost_segments(directory, {name for name, _ in listing}, ends, report)
     _verify_checkpoints(directory, report)
 
@@ -390,8 +398,71 @@ class _Scan:
     last_position: int = 0
 
 
+class _Epochs:
+    """Partition leader epochs never go down along a log (a leader appends with its own, and
+    every new leader's is higher): a v2 batch's epoch is outside its CRC, so a flipped one is
+    found only against its neighbours'. Of a pair going down, the batch named is the one the
+    batch after the pair sides against (an epoch that jumped up, or one that fell); at the
+    log's end, the batch before the pair decides."""
+
+    Seen = tuple[str, int, str, int]  # (path, byte, name, epoch)
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self.before = -1  # the epoch of the batch before ``held``
+        self.held: _Epochs.Seen | None = None
+        self.pending: _Epochs.Seen | None = None  # a batch whose epoch is below ``held``'s
+
+    def see(self, path: str, position: int, name: str, epoch: int) -> None:
+        if epoch < 0:
+            return  # none (v0/v1; a v2 batch no leader stamped)
+        seen = (path, position, name, epoch)
+        held, pending = self.held, self.pending
+        if held is None:
+            self.held = seen
+            return
+        if pending is None:
+            if epoch < held[3]:
+                self.pending = seen
+            else:
+                self.before, self.held = held[3], seen
+            return
+        self.pending = None
+        if epoch >= held[3]:  # the line goes on from the held one: the pending one fell
+            self._blame(pending, held[3])
+            self.before, self.held = held[3], seen
+        elif epoch >= pending[3]:  # ... from the pending one: the held one jumped
+            self._blame(held, pending[3])
+            self.before, self.held = pending[3], seen
+        else:
+            self._blame(pending, held[3])
+            self.see(path, position, name, epoch)
+
+    def finish(self) -> None:
+        if self.pending is not None and self.held is not None:
+            fell = self.before > self.pending[3]
+            self._blame(
+                self.pending if fell else self.held, self.held[3] if fell else self.pending[3]
+            )
+        self.pending = None
+
+    def _blame(self, seen: Seen, other: int) -> None:
+        self.report.problem(
+            seen[0],
+            seen[1],
+            f"{seen[2]}: partition leader epoch {seen[3]} is out of line with the batches "
+            f"around it (epoch {other}; epochs never go down along a log): its leader epoch, "
+            "outside the batch CRC, is wrong",
+        )
+
+
 def _verify_segment(
-    base: int, log_path: str, active: bool, previous_last: int, report: Report
+    base: int,
+    log_path: str,
+    active: bool,
+    previous_last: int,
+    report: Report,
+    epochs: _Epochs | None = None,
 ) -> _Scan:
     """Walk the segment's batches; record where each starts for the index checks. A batch
     the reader refuses (an unknown magic byte) is reported and stepped over by its length
@@ -454,6 +525,8 @@ def _verify_segment(
                         )
                         blamed = True
                 held = (entry, previous_last, name)
+                if epochs is not None and isinstance(entry, RecordBatch):
+                    epochs.see(log_path, entry.position, name, entry.partition_leader_epoch)
                 if isinstance(entry, RecordBatch) and entry.base_offset < base:
                     report.problem(
                         log_path,
