@@ -601,11 +601,12 @@ def jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str) -> None:
     """Every read kind through the JVM source, the Java decoder alone (one union job): a full
     read with headers, ``read_committed``, offsets bounded by options and by a pushed-down
     ``where``, a timestamp window pushed down, ``maxRecordsPerPartition``; then ``count(*)``,
-    ``groupBy(partition).count()`` and sums of narrow reads. Rows equal to the brute force;
-    the full read (topic, partition, timestampType and headers too) equal to the Python
-    source's. Verified batch summaries cold and warm: the union job runs with none, then again
-    once it left them (every batch it checked); the counts start with none (a count keeps no
-    least timestamps) and the pushed-down counts then run warm."""
+    ``groupBy(partition).count()`` and sums of narrow reads (one union job). Rows equal to the
+    brute force; the full read (topic, partition, timestampType and headers too) equal to the
+    Python source's (a branch of the first union job: a job's fixed cost saved per
+    partition). Verified batch summaries cold and warm: the union job runs with none, then
+    again once it left them (every batch it checked); the counts start with none (a count
+    keeps no least timestamps) and the pushed-down counts then run warm."""
     with tempfile.TemporaryDirectory(prefix="kafkalog-summaries-") as summaries:
         try:
             _jvm_read_kinds(spark, path, t, label, Path(summaries))
@@ -659,7 +660,7 @@ def _jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str, summaries: Pat
         )
     fmt = use_source(spark, "jvm")
 
-    def union_job() -> dict[str, list[FullRow]]:
+    def union_job(reference: bool) -> dict[str, list[FullRow]]:
         frames = []
         for q, options, where, _ in queries:
             reader = spark.read.format(fmt).option("path", str(path))
@@ -670,42 +671,26 @@ def _jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str, summaries: Pat
             if where is not None:
                 df = df.where(where)
             frames.append(df.withColumn("q", F.lit(q)))
+        if reference:  # the Python source's full read, a branch of the same job (its rows only)
+            python = spark.read.format("kafkalog_python").option("path", str(path))
+            python = python.option("includeHeaders", "true").load()
+            frames.append(python.withColumn("q", F.lit(PYTHON_FULL)))
         union = frames[0]
         for df in frames[1:]:
             union = union.unionByName(df)
         return _full_rows(union.selectExpr("*", "unix_micros(timestamp) as ts"))
 
     spark.conf.set(SUMMARIES_DIR, str(summaries / "reads"))
-    got = union_job()  # cold
-    warm = union_job()  # every batch the first one checked summarized
+    got = union_job(reference=True)  # cold
+    python = got.pop(PYTHON_FULL, [])
+    warm = union_job(reference=False)  # every batch the first one checked summarized
     spark.conf.set(SUMMARIES_DIR, str(summaries / "counts"))
-    base = spark.read.format(fmt).option("path", str(path)).load()
-    narrow = spark.read.format(fmt).option("path", str(path)).option("columns", "value")
-    counted = (
-        base.count(),
-        sorted(
-            (r.topic, r.partition, r["count"])
-            for r in base.groupBy("topic", "partition").count().collect()
-        ),
-        base.selectExpr("sum(length(value)) as n").collect()[0].n,
-        narrow.load().selectExpr("sum(length(value)) as n").collect()[0].n,
-    )
+    counted = _counts(spark, fmt, path)
     # the partition as the JVM source's full read names it (checked against the Python
     # source's below)
     tp = (got["full"][0][0], got["full"][0][1]) if got.get("full") else None
     pushed_counts(spark, path, t, label, rng, tp)
     spark.conf.unset("spark.kafkalog.jvm.fallback")
-    reference = spark.read.format("kafkalog_python").option("path", str(path))
-    python = (
-        _full_rows(
-            reference.option("includeHeaders", "true")
-            .load()
-            .withColumn("q", F.lit("full"))
-            .selectExpr("*", "unix_micros(timestamp) as ts")
-        )["full"]
-        if everything
-        else []
-    )
     m = Mismatches(f"{label}: the JVM source")
     for q, _, _, want in queries:
         mine = [(r[2], r[3] // 1000, r[5], r[6]) for r in got.get(q, [])]
@@ -718,6 +703,45 @@ def _jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str, summaries: Pat
     sizes = sorted({(r[0], r[1]) for r in python})
     by_partition = [(tp[0], tp[1], sum(1 for r in python if (r[0], r[1]) == tp)) for tp in sizes]
     assert counted == (len(everything), by_partition, values, values), label
+
+
+#: the Python source's full read in the JVM reads' union job (kafkalog_python: no JVM involved)
+PYTHON_FULL = "full, the Python source"
+
+
+def _counts(spark: Any, fmt: str, path: Path) -> tuple[Any, ...]:
+    """``count()``, ``groupBy(topic, partition).count()``, the sum of the values' lengths of a
+    full read and of a narrow one (``columns=value``): each a branch of one union job, as in
+    :func:`pushed_counts` (Spark plans and pushes each aggregate down into the scan under it
+    as when it runs alone), its rows as strings beside the branch's number."""
+    from pyspark.sql import functions as F
+
+    base = spark.read.format(fmt).option("path", str(path)).load()
+    narrow = spark.read.format(fmt).option("path", str(path)).option("columns", "value")
+    branches = [
+        base.groupBy().count(),  # what Dataset.count() runs
+        base.groupBy("topic", "partition").count(),
+        base.selectExpr("sum(length(value)) as n"),
+        narrow.load().selectExpr("sum(length(value)) as n"),
+    ]
+    union = None
+    for i, df in enumerate(branches):
+        row = F.array(*[F.col(c).cast("string") for c in df.columns])
+        branch = df.select(F.lit(i).alias("branch"), row.alias("row"))
+        union = branch if union is None else union.unionByName(branch)
+    assert union is not None
+    got: dict[int, list[list[str | None]]] = {i: [] for i in range(len(branches))}
+    for r in union.collect():
+        got[r.branch].append(list(r.row))
+    ((count,),) = got[0]
+    ((values,),) = got[2]
+    ((narrow_values,),) = got[3]
+    return (
+        int(count),
+        sorted((topic, int(partition), int(n)) for topic, partition, n in got[1]),
+        None if values is None else int(values),
+        None if narrow_values is None else int(narrow_values),
+    )
 
 
 def pushed_counts(
