@@ -123,9 +123,24 @@ def shifted_batch(d: Path, delta: int) -> tuple[Path, int]:
     tell; next to one, a batch of one record moved by less than the gap could as well be
     its neighbour moved the other way), the widest such; the segment and the byte of the
     batch moved are returned (the one every reader must name)."""
+    target = _shift_target(d)
+    if target is None:
+        raise AssertionError(f"{d}: needs a batch whose neighbours' offsets adjoin its own")
+    seg, chosen = target
+    data = bytearray(seg.read_bytes())
+    offset = struct.unpack_from(">q", data, chosen.position)[0]
+    struct.pack_into(">q", data, chosen.position, offset + delta)
+    seg.write_bytes(bytes(data))
+    return seg, chosen.position
+
+
+def _shift_target(d: Path) -> tuple[Path, LogEntry] | None:
+    """The segment and batch :func:`shifted_batch` moves, or None when there is none."""
     segs = holding(d)
     if len(segs) > 1 and segs[-1] == segments(d)[-1]:
         segs = segs[:-1]  # never the last of several
+    if not segs:
+        return None
     seg = segs[(len(segs) - 1) // 2]
     found = list(LogReader(seg.read_bytes()))
     adjoining = [
@@ -134,13 +149,8 @@ def shifted_batch(d: Path, delta: int) -> tuple[Path, int]:
         if all(a.last_offset + 1 == _first(b) for a, b in itertools.pairwise(window))
     ]
     if not adjoining:
-        raise AssertionError(f"{seg}: needs a batch whose neighbours' offsets adjoin its own")
-    chosen = max(adjoining, key=lambda e: e.last_offset - _first(e))
-    data = bytearray(seg.read_bytes())
-    offset = struct.unpack_from(">q", data, chosen.position)[0]
-    struct.pack_into(">q", data, chosen.position, offset + delta)
-    seg.write_bytes(bytes(data))
-    return seg, chosen.position
+        return None
+    return seg, max(adjoining, key=lambda e: e.last_offset - _first(e))
 
 
 def _first(entry: LogEntry) -> int:
@@ -265,6 +275,22 @@ NEEDS_SEGMENTS = {
     "base offset +16.7M, last batch of a segment",
 }
 
+#: kinds that need a batch whose neighbours' offsets adjoin its own (:func:`shifted_batch`)
+NEEDS_ADJOINING = {
+    "base offset +2, overlapping the batch after",
+    "base offset -2, overlapping the batch before",
+}
+
+
+def applies(damage: str, d: Path) -> bool:
+    """Whether the log in ``d`` has what ``damage`` needs (several segments, or a batch with
+    adjoining neighbours; a compacted log may have none)."""
+    if damage in NEEDS_SEGMENTS:
+        return len(segments(d)) >= 2
+    if damage in NEEDS_ADJOINING:
+        return _shift_target(d) is not None
+    return True
+
 
 def written(tmp: Path) -> Path:
     d = tmp / "written-0"
@@ -361,8 +387,8 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
     before it); no file changes but a writable open's cut. Also the matrix of serve-written
     sources (tests/server/test_serve_damage_matrix.py)."""
     mutate, torn = DAMAGES[damage]
-    if damage in NEEDS_SEGMENTS and len(segments(source)) < 2:
-        return  # a log of one segment has no earlier segment (its cut is a torn tail)
+    if not applies(damage, source):
+        return  # e.g. a log of one segment has no earlier segment (its cut is a torn tail)
     pristine = records(source)
     last_entry = [e for s in segments(source) for e in LogReader(s.read_bytes())][-1]
     in_last_entry = len(last_entry.records())

@@ -21,8 +21,8 @@ import pytest
 from damage_kinds import (
     DAMAGES,
     LAST_BATCH,
-    NEEDS_SEGMENTS,
     READERS,
+    applies,
     check_every_reader,
     flip_last_base,
     last_batch_evidence,
@@ -135,7 +135,7 @@ def test_real_clients_through_serve_get_the_records_before_the_damage_then_an_er
     damaged: dict[str, Path] = {}
     for name in ("txn", "compacted", "__consumer_offsets"):
         d = data / serve_source[name].name
-        if damage in NEEDS_SEGMENTS and len(segments(d)) < 2:
+        if not applies(damage, d):
             continue
         if damage == LAST_BATCH:
             if not last_batch_evidence(d):
