@@ -85,6 +85,17 @@ final class KeptAnswers {
     return asked(request, options).answer;
   }
 
+  /** The settle margin (ms): the conf's, else {@link #SETTLE_MS}. */
+  static long settleMs() {
+    String s = Bridge.conf(SETTLE_CONF);
+    if (s == null) return SETTLE_MS;
+    try {
+      return Math.max(0, Long.parseLong(s.trim()));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("kafkalog: " + SETTLE_CONF + " must be a number of milliseconds", e);
+    }
+  }
+
   /** {@link #ask}, with the entry the answer is kept in: what is derived from the answer and
    * the files (a count) may be kept there, and goes with it when the files change. The look
    * is taken before the question, so before anything derived is computed. */
@@ -93,15 +104,7 @@ final class KeptAnswers {
     if (path == null || path.isEmpty() || path.contains("://") || "false".equalsIgnoreCase(Bridge.conf(CONF))) {
       return new Asked(Bridge.ask(request), null);
     }
-    long settle = SETTLE_MS;
-    String s = Bridge.conf(SETTLE_CONF);
-    if (s != null) {
-      try {
-        settle = Math.max(0, Long.parseLong(s.trim()));
-      } catch (NumberFormatException e) {
-        throw new IllegalArgumentException("kafkalog: " + SETTLE_CONF + " must be a number of milliseconds", e);
-      }
-    }
+    long settle = settleMs();
     String key;
     try {
       key = Bridge.JSON.writeValueAsString(request);
