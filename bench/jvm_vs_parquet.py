@@ -14,7 +14,9 @@ The JVM source keeps verified batch summaries (what a CRC-checked read learned o
 in a directory of its own for this run: the plain rows are warm (every batch verified by an
 earlier query), the ``cold`` rows run each time with an empty directory, as a first query does.
 The plain rows also reuse the planner's answers and a count kept while the log's files stay as
-they were (a repeated query over a log nobody writes); the ``not kept`` rows ask and count again.
+they were (a repeated query over a log nobody writes); the ``not kept`` rows ask and count again
+(every partition planned; warm summaries of settled segments give their headers unread, as to a
+new process; ``bench_live_count.py`` times a log being written to).
 """
 
 from __future__ import annotations

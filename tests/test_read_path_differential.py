@@ -606,16 +606,22 @@ def jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str) -> None:
     Python source's (a branch of the first union job: a job's fixed cost saved per
     partition). Verified batch summaries cold and warm: the union job runs with none, then
     again once it left them (every batch it checked); the counts start with none (a count
-    keeps no least timestamps) and the pushed-down counts then run warm."""
+    keeps no least timestamps) and the pushed-down counts then run warm. Nothing writes these
+    logs meanwhile, so their segments count as settled at once: warm reads take the
+    summaries' kept headers unread (BatchSummaries, "settled segments")."""
     with tempfile.TemporaryDirectory(prefix="kafkalog-summaries-") as summaries:
+        spark.conf.set(SETTLE_MS, "0")
         try:
             _jvm_read_kinds(spark, path, t, label, Path(summaries))
         finally:
             spark.conf.unset(SUMMARIES_DIR)
+            spark.conf.unset(SETTLE_MS)
 
 
 #: where the JVM source keeps verified batch summaries (kafkalog.jvm.BatchSummaries)
 SUMMARIES_DIR = "spark.kafkalog.batchSummaries.dir"
+#: how old a segment's times must be for its summary's stamp to be kept and used
+SETTLE_MS = "spark.kafkalog.batchSummaries.settleMs"
 
 
 def _jvm_read_kinds(spark: Any, path: Path, t: Truth, label: str, summaries: Path) -> None:

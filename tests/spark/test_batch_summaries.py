@@ -20,6 +20,7 @@ from kafkalog.records import LogReader, Record, RecordBatch
 
 T0 = 1_767_225_600_000
 CONF = "spark.kafkalog.batchSummaries.dir"
+SETTLE = "spark.kafkalog.batchSummaries.settleMs"
 
 
 def _write(d: Path, batches: int, seed: int) -> None:
@@ -46,10 +47,14 @@ def data(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def summaries(spark: Any, tmp_path: Path) -> Iterator[Path]:
+    """Summaries in a directory of the test's; the segments never settled (every header read:
+    tests/spark/test_settled_summaries.py holds the settled segments' reads)."""
     where = tmp_path / "summaries"
     spark.conf.set(CONF, str(where))
+    spark.conf.set(SETTLE, "86400000")
     yield where
     spark.conf.unset(CONF)
+    spark.conf.unset(SETTLE)
 
 
 def _truth(d: Path) -> list[tuple[int, int]]:

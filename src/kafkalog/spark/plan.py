@@ -29,6 +29,7 @@ from kafkalog.spark.selection import partition_directories as partition_director
 from kafkalog.spark.selection import select_partitions as select_partitions
 
 if TYPE_CHECKING:
+    from kafkalog.spark.plan_memo import PartitionMemo
     from kafkalog.spark.pushdown import Bounds
 
 
@@ -146,15 +147,67 @@ def resolve_ranges(opts: ReadOptions, bounds: Bounds | None = None) -> list[Part
     return [r for r, _ in _resolved(opts, bounds)]
 
 
-def plan_read(opts: ReadOptions, bounds: Bounds | None = None) -> tuple[list[Split], Aborted]:
+def plan_read(
+    opts: ReadOptions,
+    bounds: Bounds | None = None,
+    memo: PartitionMemo | None = None,
+    settle_ms: int = 2000,
+) -> tuple[list[Split], Aborted]:
     """``make_splits(resolve_ranges(opts, bounds), opts)``, and with ``read_committed`` the
     aborted transactions of each range, opening each partition's log once: resolving the range
-    and finding its byte ranges share the open log (a query's fixed cost, paid by every query)."""
+    and finding its byte ranges share the open log (a query's fixed cost, paid by every query).
+    With ``memo`` (a long-lived planner's), a partition whose files stay as they were (and
+    settled ``settle_ms`` before) is not planned again (:mod:`kafkalog.spark.plan_memo`)."""
     pieces: list[Split] = []
     aborted: Aborted = {}
-    for r, log in _resolved(opts, bounds):
-        _plan_range(r, log, opts, pieces, aborted)
+    chosen = select_partitions(partition_directories(opts.path, opts.location), opts)
+    check_partitions_named(set(chosen), opts)
+    local = memo is not None and not files.is_remote(opts.location or opts.path)
+    question = repr((opts, bounds)) if local else ""
+    if memo is not None:
+        memo.begin()
+    for (topic, partition), directory in sorted(chosen.items()):
+
+        def make(t: str = topic, p: int = partition, d: str = directory) -> _PartitionPlan:
+            return _plan_partition(t, p, d, opts, bounds)
+
+        part = memo.plan(directory, question, settle_ms, make) if local and memo else make()
+        pieces.extend(part.pieces)
+        if part.aborted is not None:
+            aborted[directory] = list(part.aborted)
     return _splits_of(pieces, opts), aborted
+
+
+@dataclass(frozen=True)
+class _PartitionPlan:
+    """One partition's share of a plan: its segment pieces and (read_committed) aborted
+    transactions (None: not asked, or nothing to read)."""
+
+    pieces: tuple[Split, ...]
+    aborted: tuple[AbortedRange, ...] | None
+
+
+def _plan_partition(
+    topic: str, partition: int, directory: str, opts: ReadOptions, bounds: Bounds | None
+) -> _PartitionPlan:
+    """:func:`plan_read`'s work for one partition, its log open once."""
+    log = Log(directory, writable=False)
+    try:
+        # resolved before pruning: the options' errors (a start after the end, offsets
+        # lost) are the query's answer without pushdown, so they stay its answer with it
+        r = _resolve_one(log, topic, partition, directory, opts)
+        _check_damage_at_end(log, r, opts)
+        if bounds is not None and not bounds.allows_partition(topic, partition):
+            return _PartitionPlan((), None)
+        if bounds is not None:
+            r = _narrow(log, r, bounds)
+        pieces: list[Split] = []
+        aborted: Aborted = {}
+        _plan_range(r, log, opts, pieces, aborted)
+        found = aborted.get(directory)
+        return _PartitionPlan(tuple(pieces), None if found is None else tuple(found))
+    finally:
+        log.close()
 
 
 def plan_open(

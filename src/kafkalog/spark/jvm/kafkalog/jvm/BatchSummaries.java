@@ -19,10 +19,10 @@ import java.util.zip.CRC32C;
 
 /**
  * Verified batch summaries: what a CRC-checked read of a v2 batch learned about it (its position,
- * size, CRC field, base offset, a CRC32C of its 61 header bytes and, when the read walked its
- * records, its least record timestamp), kept per segment file in kafkalog's cache directory
- * ({@code $KAFKALOG_CACHE_DIR}, else {@code $XDG_CACHE_HOME/kafkalog}, else
- * {@code ~/.cache/kafkalog}; {@code batch-summaries/} there), never beside the log.
+ * its 61 header bytes and, when the read walked its records, its least record timestamp), kept
+ * per segment file in kafkalog's cache directory ({@code $KAFKALOG_CACHE_DIR}, else
+ * {@code $XDG_CACHE_HOME/kafkalog}, else {@code ~/.cache/kafkalog}; {@code batch-summaries/}
+ * there), never beside the log.
  *
  * <p>A later read that walks the batch headers anyway finds a batch whose header equals an
  * entry's (same position, same 61 bytes) and knows it verified without reading it: a pushed-down
@@ -31,6 +31,18 @@ import java.util.zip.CRC32C;
  * what follows, another file at that path) is no entry's: the batch is read as without summaries.
  * Only a flip inside the records, after the summary was written, goes unseen by a count or a
  * window that skips the batch (ARCHITECTURE.md, "Verified batch summaries").
+ *
+ * <p><b>Settled segments</b> need not even have their headers read. A file also keeps the
+ * segment's stamp (size, mtime, ctime) as a read saw it before reading, when every one of those
+ * times was older than the settle margin ({@code spark.kafkalog.batchSummaries.settleMs}, 2 s),
+ * and marks the entries that read (or another under the same stamp) verified or found equal
+ * in the file. A segment showing the same stamp later has not been written since (any write,
+ * truncation or rename-over changes its ctime, which no one can set back, to a time past the
+ * stamp's: git's racy-entry reasoning, as KeptAnswers'), so a marked entry's header is the
+ * file's header at that position: a count or a window walks the kept headers, reading nothing
+ * but the bytes of batches no marked entry covers. A segment being appended to has a new stamp
+ * (and is not settled): only its headers are read, as above; the log's sealed segments cost
+ * nothing.
  *
  * <p>A summary file (one per segment, keyed by its path and its (device, inode)) is written whole
  * to a temporary file and renamed; it carries its segment's identity and a CRC32C of itself, and
@@ -45,11 +57,24 @@ final class BatchSummaries {
 
   /** the least timestamp is not known (the read did not walk the batch's records) */
   static final long UNKNOWN = Long.MIN_VALUE;
-  /** entries one segment's file keeps at most (36 bytes each: ~4.7 MB) */
+  /** entries one segment's file keeps at most (78 bytes each: ~10 MB) */
   static final int MAX_ENTRIES = 1 << 17;
-  static final int ENTRY_BYTES = 8 + 4 + 4 + 4 + 8 + 8;
-  private static final byte[] MAGIC = "KLBSUM01".getBytes(StandardCharsets.US_ASCII);
+  static final int HEADER = 61;
+  /** position, least timestamp, marked, header */
+  static final int ENTRY_BYTES = 8 + 8 + 1 + HEADER;
+  private static final byte[] MAGIC = "KLBSUM02".getBytes(StandardCharsets.US_ASCII);
   private static final int MAX_PATH = 8192;
+  /** conf: how old (ms) a segment's mtime and ctime must be for its stamp to be kept */
+  static final String SETTLE_CONF = "spark.kafkalog.batchSummaries.settleMs";
+  static final long SETTLE_MS = 2000;
+
+  /** A segment's size, mtime and ctime (ns) as a read saw them before reading, or null when any
+   * time was within the settle margin (the file may still be written in the same clock tick). */
+  static long[] segmentStamp(long size, long mtimeNs, long ctimeNs, long settleMs) {
+    long before = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(System.currentTimeMillis() - settleMs);
+    if (mtimeNs >= before || ctimeNs >= before) return null;
+    return new long[] {size, mtimeNs, ctimeNs};
+  }
 
   /** One segment's entries, sorted by position, none overlapping. */
   static final class Segment {
@@ -59,6 +84,12 @@ final class BatchSummaries {
     final int[] hash;
     final long[] base;
     final long[] minTs;
+    /** entry k verified or found equal in the file under {@link #stamp} */
+    final boolean[] marked;
+    /** the 61 header bytes of entry k at [k * 61, k * 61 + 61) */
+    final byte[] headers;
+    /** the segment's stamp the marks hold for (null: none) */
+    long[] stamp;
     final int n;
 
     Segment(int n) {
@@ -69,6 +100,24 @@ final class BatchSummaries {
       hash = new int[n];
       base = new long[n];
       minTs = new long[n];
+      marked = new boolean[n];
+      headers = new byte[n * HEADER];
+    }
+
+    /** The fields kept beside the header, from it (entry k's header in place). */
+    void derive(int k, CRC32C crc32c) {
+      int o = k * HEADER;
+      size[k] = 12 + SplitReader.getInt(headers, o + 8);
+      crc[k] = SplitReader.getInt(headers, o + 17);
+      base[k] = SplitReader.getLong(headers, o);
+      crc32c.reset();
+      crc32c.update(headers, o, HEADER);
+      hash[k] = (int) crc32c.getValue();
+    }
+
+    /** Whether the marks hold for a segment showing {@code stamp} now. */
+    boolean stampedAs(long[] now) {
+      return stamp != null && now != null && java.util.Arrays.equals(stamp, now);
     }
 
     /** The entry at position p, or -1; {@code hint}: where the last one found was, plus one. */
@@ -87,31 +136,67 @@ final class BatchSummaries {
     }
   }
 
+  /** One entry as learned or merged. */
+  static final class Entry {
+    final long pos;
+    final byte[] header;
+    long minTs;
+    boolean marked;
+
+    Entry(long pos, byte[] header, long minTs, boolean marked) {
+      this.pos = pos;
+      this.header = header;
+      this.minTs = minTs;
+      this.marked = marked;
+    }
+
+    int size() {
+      return 12 + SplitReader.getInt(header, 8);
+    }
+  }
+
   /** What one split's read learned, in the order read (positions grow). */
   static final class Learned {
-    final List<long[]> entries = new ArrayList<>(); // pos, size, crc, hash, base, minTs
+    final List<Entry> entries = new ArrayList<>();
+    /** positions of known entries whose header the read found equal in the file */
+    final List<Long> confirmed = new ArrayList<>();
+    /** the segment's stamp before the read (null: not settled; nothing gets marked) */
+    final long[] stamp;
 
-    void add(long pos, int size, int crc, int hash, long base, long minTs) {
+    Learned(long[] stamp) {
+      this.stamp = stamp;
+    }
+
+    /** A v2 batch at pos whose CRC checked, its header at b[i..i+61). */
+    void add(long pos, byte[] b, int i, long minTs) {
       if (entries.size() >= MAX_ENTRIES) return;
-      entries.add(new long[] {pos, size, crc, hash, base, minTs});
+      entries.add(new Entry(pos, java.util.Arrays.copyOfRange(b, i, i + HEADER), minTs, stamp != null));
     }
 
-    /** The least timestamp of the entry last added, learned after it was added. */
-    void setLastMin(long minTs) {
-      if (!entries.isEmpty()) entries.get(entries.size() - 1)[5] = minTs;
+    /** A known entry's header found equal in the file (marked if the stamp is kept). */
+    void confirm(long pos) {
+      if (stamp != null && confirmed.size() < MAX_ENTRIES) confirmed.add(pos);
     }
 
-    /** Whether any entry would add to {@code known} (a batch it lacks, or a least timestamp). */
+    /** Whether writing would add to {@code known}: a batch it lacks, a least timestamp, a mark. */
     boolean news(Segment known) {
       if (known == null) return !entries.isEmpty();
+      boolean same = known.stampedAs(stamp);
+      if (stamp != null && !same && !(entries.isEmpty() && confirmed.isEmpty())) return true;
       int hint = 0;
-      for (long[] e : entries) {
-        int k = known.find(e[0], hint);
-        if (k < 0 || known.size[k] != (int) e[1] || known.crc[k] != (int) e[2] || known.hash[k] != (int) e[3]
-            || known.base[k] != e[4] || (known.minTs[k] == UNKNOWN && e[5] != UNKNOWN)) {
+      for (Entry e : entries) {
+        int k = known.find(e.pos, hint);
+        if (k < 0 || !java.util.Arrays.equals(known.headers, k * HEADER, k * HEADER + HEADER, e.header, 0, HEADER)
+            || (known.minTs[k] == UNKNOWN && e.minTs != UNKNOWN) || (e.marked && !known.marked[k])) {
           return true;
         }
         hint = k + 1;
+      }
+      hint = 0;
+      for (long p : confirmed) {
+        int k = known.find(p, hint);
+        if (k >= 0 && !known.marked[k]) return true;
+        if (k >= 0) hint = k + 1;
       }
       return false;
     }
@@ -172,7 +257,7 @@ final class BatchSummaries {
     long length = a.size();
     Object[] c = CACHE.get(f);
     if (c != null && c[0].equals(stamp)) return (Segment) c[1];
-    if (length > 64 + MAX_PATH + (long) MAX_ENTRIES * ENTRY_BYTES) return null;
+    if (length > 64 + 24 + MAX_PATH + (long) MAX_ENTRIES * ENTRY_BYTES) return null;
     byte[] bytes = Files.readAllBytes(f);
     Segment s = parse(bytes, segment, dev, ino);
     if (s == null) Bridge.LOG.debug("kafkalog: batch summary " + f + " does not check; ignored");
@@ -194,36 +279,41 @@ final class BatchSummaries {
   /** The entries of a summary file, or null if anything in it does not check. */
   static Segment parse(byte[] bytes, String segment, long dev, long ino) {
     ByteBuffer b = ByteBuffer.wrap(bytes);
-    if (bytes.length < MAGIC.length + 8 + 8 + 4 + 4 + 4) return null;
+    if (bytes.length < MAGIC.length + 8 + 8 + 4 + 24 + 4 + 4) return null;
     CRC32C crc = new CRC32C();
     crc.update(bytes, 0, bytes.length - 4);
     if ((int) crc.getValue() != b.getInt(bytes.length - 4)) return null;
     for (int i = 0; i < MAGIC.length; i++) if (b.get() != MAGIC[i]) return null;
     if (b.getLong() != dev || b.getLong() != ino) return null;
     int pathLen = b.getInt();
-    if (pathLen < 0 || pathLen > MAX_PATH || pathLen > b.remaining() - 8) return null;
+    if (pathLen < 0 || pathLen > MAX_PATH || pathLen > b.remaining() - 32) return null;
     byte[] p = new byte[pathLen];
     b.get(p);
     if (!new String(p, StandardCharsets.UTF_8).equals(segment)) return null;
+    long[] stamp = {b.getLong(), b.getLong(), b.getLong()};
     int n = b.getInt();
     if (n < 0 || n > MAX_ENTRIES || (long) n * ENTRY_BYTES != b.remaining() - 4) return null;
     Segment s = new Segment(n);
+    s.stamp = stamp[0] < 0 ? null : stamp;
     long endBefore = 0;
     for (int i = 0; i < n; i++) {
       s.pos[i] = b.getLong();
-      s.size[i] = b.getInt();
-      s.crc[i] = b.getInt();
-      s.hash[i] = b.getInt();
-      s.base[i] = b.getLong();
       s.minTs[i] = b.getLong();
-      if (s.pos[i] < endBefore || s.size[i] < 61 || s.size[i] > SplitReader.MAX_ENTRY) return null;
+      byte marked = b.get();
+      if (marked != 0 && marked != 1) return null;
+      s.marked[i] = marked == 1;
+      b.get(s.headers, i * HEADER, HEADER);
+      s.derive(i, crc);
+      if (s.pos[i] < endBefore || s.size[i] < HEADER || s.size[i] > SplitReader.MAX_ENTRY || s.headers[i * HEADER + 16] != 2) {
+        return null;
+      }
       endBefore = s.pos[i] + s.size[i];
     }
     return s;
   }
 
   static byte[] format(Segment s, String segment, long dev, long ino) throws IOException {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream(64 + segment.length() + s.n * ENTRY_BYTES);
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream(96 + segment.length() + s.n * ENTRY_BYTES);
     DataOutputStream o = new DataOutputStream(bytes);
     o.write(MAGIC);
     o.writeLong(dev);
@@ -231,14 +321,13 @@ final class BatchSummaries {
     byte[] p = segment.getBytes(StandardCharsets.UTF_8);
     o.writeInt(p.length);
     o.write(p);
+    for (int i = 0; i < 3; i++) o.writeLong(s.stamp == null ? -1 : s.stamp[i]);
     o.writeInt(s.n);
     for (int i = 0; i < s.n; i++) {
       o.writeLong(s.pos[i]);
-      o.writeInt(s.size[i]);
-      o.writeInt(s.crc[i]);
-      o.writeInt(s.hash[i]);
-      o.writeLong(s.base[i]);
       o.writeLong(s.minTs[i]);
+      o.writeByte(s.marked[i] ? 1 : 0);
+      o.write(s.headers, i * HEADER, HEADER);
     }
     o.flush();
     CRC32C crc = new CRC32C();
@@ -257,7 +346,7 @@ final class BatchSummaries {
    * means no summaries).
    */
   static void record(Path dir, String segment, long dev, long ino, Learned learned, Path logDir, int maxFiles) {
-    if (learned.entries.isEmpty() || segment.length() > MAX_PATH) return;
+    if ((learned.entries.isEmpty() && learned.confirmed.isEmpty()) || segment.length() > MAX_PATH) return;
     try {
       Path abs = dir.toAbsolutePath().normalize();
       if (logDir != null && abs.startsWith(logDir.toAbsolutePath().normalize())) return;
@@ -331,48 +420,59 @@ final class BatchSummaries {
     }
   }
 
-  /** old's entries the learned ones do not contradict, and the learned ones (a least timestamp
-   * kept from old where the learned entry has the same header and none), by position. */
+  /**
+   * old's entries the learned ones do not contradict, and the learned ones (a least timestamp
+   * kept from old where the learned entry has the same header and none), by position; marked
+   * under the learned stamp: the learned entries and the ones the read found equal, and old's
+   * marked ones when old's stamp is the same (none when the segment was not settled).
+   */
   static Segment merge(Segment old, Learned learned) {
-    List<long[]> neu = learned.entries;
-    List<long[]> out = new ArrayList<>(neu.size() + (old == null ? 0 : old.n));
+    List<Entry> neu = learned.entries;
+    boolean same = old != null && old.stampedAs(learned.stamp);
+    java.util.Set<Long> confirmed = new java.util.HashSet<>(learned.confirmed);
+    List<Entry> out = new ArrayList<>(neu.size() + (old == null ? 0 : old.n));
     int j = 0;
     int on = old == null ? 0 : old.n;
     int i = 0;
     while (i < on || j < neu.size()) {
-      long[] e = j < neu.size() ? neu.get(j) : null;
-      if (e != null && (i >= on || e[0] <= old.pos[i])) {
+      Entry e = j < neu.size() ? neu.get(j) : null;
+      if (e != null && (i >= on || e.pos <= old.pos[i])) {
         // learned: drop the old entries it overlaps (kept its least timestamp when same header)
-        long minTs = e[5];
-        while (i < on && old.pos[i] < e[0] + e[1]) {
-          if (old.pos[i] == e[0] && old.size[i] == e[1] && old.crc[i] == (int) e[2] && old.hash[i] == (int) e[3]
-              && old.base[i] == e[4] && minTs == UNKNOWN) {
-            minTs = old.minTs[i];
+        long end = e.pos + e.size();
+        while (i < on && old.pos[i] < end) {
+          if (old.pos[i] == e.pos && e.minTs == UNKNOWN
+              && java.util.Arrays.equals(old.headers, i * HEADER, i * HEADER + HEADER, e.header, 0, HEADER)) {
+            e.minTs = old.minTs[i];
           }
           i++;
         }
         // and the last kept one, when it reaches into this
-        while (!out.isEmpty() && out.get(out.size() - 1)[0] + out.get(out.size() - 1)[1] > e[0]) out.remove(out.size() - 1);
-        out.add(new long[] {e[0], e[1], e[2], e[3], e[4], minTs});
+        while (!out.isEmpty() && out.get(out.size() - 1).pos + out.get(out.size() - 1).size() > e.pos) {
+          out.remove(out.size() - 1);
+        }
+        out.add(new Entry(e.pos, e.header, e.minTs, learned.stamp != null));
         j++;
       } else {
-        long[] last = out.isEmpty() ? null : out.get(out.size() - 1);
-        if (last == null || last[0] + last[1] <= old.pos[i]) {
-          out.add(new long[] {old.pos[i], old.size[i], old.crc[i], old.hash[i], old.base[i], old.minTs[i]});
+        Entry last = out.isEmpty() ? null : out.get(out.size() - 1);
+        if (last == null || last.pos + last.size() <= old.pos[i]) {
+          boolean marked = learned.stamp != null && ((same && old.marked[i]) || confirmed.contains(old.pos[i]));
+          out.add(new Entry(old.pos[i], java.util.Arrays.copyOfRange(old.headers, i * HEADER, i * HEADER + HEADER),
+              old.minTs[i], marked));
         }
         i++;
       }
     }
     int n = Math.min(out.size(), MAX_ENTRIES);
     Segment s = new Segment(n);
+    s.stamp = learned.stamp;
+    CRC32C crc = new CRC32C();
     for (int k = 0; k < n; k++) {
-      long[] e = out.get(k);
-      s.pos[k] = e[0];
-      s.size[k] = (int) e[1];
-      s.crc[k] = (int) e[2];
-      s.hash[k] = (int) e[3];
-      s.base[k] = e[4];
-      s.minTs[k] = e[5];
+      Entry e = out.get(k);
+      s.pos[k] = e.pos;
+      s.minTs[k] = e.minTs;
+      s.marked[k] = e.marked;
+      System.arraycopy(e.header, 0, s.headers, k * HEADER, HEADER);
+      s.derive(k, crc);
     }
     return s;
   }

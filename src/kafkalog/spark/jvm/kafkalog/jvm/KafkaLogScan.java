@@ -103,6 +103,10 @@ final class KafkaLogScan implements Scan {
     ObjectNode req = Bridge.request("plan", options);
     ArrayNode f = req.putArray("filters");
     for (ObjectNode n : filters) f.add(n);
+    // the planner keeps each partition's plan while its files stay as they were (plan_memo),
+    // unless nothing is to be kept (planCache=false: asked and planned every time)
+    req.put("memo", !"false".equalsIgnoreCase(Bridge.conf(KeptAnswers.CONF)));
+    req.put("settleMs", KeptAnswers.settleMs());
     return KeptAnswers.asked(req, options);
   }
 
@@ -155,6 +159,13 @@ final class KafkaLogScan implements Scan {
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException("kafkalog: " + SUMMARIES_CONF + ".maxFiles must be a positive number", e);
     }
+    long summarySettleMs = BatchSummaries.SETTLE_MS;
+    try {
+      String settle = Bridge.conf(BatchSummaries.SETTLE_CONF);
+      if (settle != null) summarySettleMs = Math.max(0, Long.parseLong(settle.trim()));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("kafkalog: " + BatchSummaries.SETTLE_CONF + " must be a number of milliseconds", e);
+    }
     for (JsonNode t : answer.get("tasks")) {
       TaskPlan task = TaskPlan.of(t, headers, sources, tsLo, tsHi, py[0], py[1]);
       task.fallback = fallback;
@@ -165,6 +176,7 @@ final class KafkaLogScan implements Scan {
       task.summaries = summaries;
       task.summaryDir = summaryDir;
       task.summaryFiles = summaryFiles;
+      task.summarySettleMs = summarySettleMs;
       task.keepLoUs = keepLoUs;
       task.keepHiUs = keepHiUs;
       out.add(task);

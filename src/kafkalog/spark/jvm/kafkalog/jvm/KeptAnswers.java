@@ -69,6 +69,15 @@ final class KeptAnswers {
     }
   };
 
+  /** by path: until when (ms) a look cannot be settled (its latest unsettled time + the margin,
+   * at most the margin from when it was taken) */
+  private static final Map<String, Long> UNSETTLED = new LinkedHashMap<>(16, 0.75f, true) {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<String, Long> eldest) {
+      return size() > MAX;
+    }
+  };
+
   /** An answer, and the entry keeping it (null: not kept, so nothing derived from it is). */
   static final class Asked {
     final JsonNode answer;
@@ -85,6 +94,17 @@ final class KeptAnswers {
     return asked(request, options).answer;
   }
 
+  /** The settle margin (ms): the conf's, else {@link #SETTLE_MS}. */
+  static long settleMs() {
+    String s = Bridge.conf(SETTLE_CONF);
+    if (s == null) return SETTLE_MS;
+    try {
+      return Math.max(0, Long.parseLong(s.trim()));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("kafkalog: " + SETTLE_CONF + " must be a number of milliseconds", e);
+    }
+  }
+
   /** {@link #ask}, with the entry the answer is kept in: what is derived from the answer and
    * the files (a count) may be kept there, and goes with it when the files change. The look
    * is taken before the question, so before anything derived is computed. */
@@ -93,22 +113,27 @@ final class KeptAnswers {
     if (path == null || path.isEmpty() || path.contains("://") || "false".equalsIgnoreCase(Bridge.conf(CONF))) {
       return new Asked(Bridge.ask(request), null);
     }
-    long settle = SETTLE_MS;
-    String s = Bridge.conf(SETTLE_CONF);
-    if (s != null) {
-      try {
-        settle = Math.max(0, Long.parseLong(s.trim()));
-      } catch (NumberFormatException e) {
-        throw new IllegalArgumentException("kafkalog: " + SETTLE_CONF + " must be a number of milliseconds", e);
-      }
-    }
+    long settle = settleMs();
     String key;
     try {
       key = Bridge.JSON.writeValueAsString(request);
     } catch (JsonProcessingException e) {
       return new Asked(Bridge.ask(request), null);
     }
+    Long until;
+    synchronized (KEPT) {
+      until = UNSETTLED.get(path);
+    }
+    if (until != null && System.currentTimeMillis() < until) {
+      // a file under the path was written within the settle margin at the last look: a look
+      // now cannot be settled (times only grow), so none is taken (a live log: ~1 ms a question)
+      return new Asked(Bridge.ask(request), null);
+    }
     Look look = Look.of(Paths.get(path), settle);
+    synchronized (KEPT) {
+      if (look != null && !look.settled) UNSETTLED.put(path, Math.min(look.latestMs, System.currentTimeMillis()) + settle);
+      else UNSETTLED.remove(path);
+    }
     if (look != null) {
       Kept k;
       synchronized (KEPT) {
@@ -137,6 +162,8 @@ final class KeptAnswers {
     long[] values = new long[256];
     int n;
     boolean settled = true;
+    /** the latest time (ms) of a file found unsettled */
+    long latestMs = Long.MIN_VALUE;
     private final long before;
 
     private Look(long settleMs) {
@@ -187,7 +214,10 @@ final class KeptAnswers {
       Map<String, Object> a = Files.readAttributes(p, "unix:dev,ino,size,lastModifiedTime,ctime,isDirectory");
       long mtime = ((FileTime) a.get("lastModifiedTime")).to(TimeUnit.NANOSECONDS);
       long ctime = ((FileTime) a.get("ctime")).to(TimeUnit.NANOSECONDS);
-      if (mtime >= before || ctime >= before) settled = false;
+      if (mtime >= before || ctime >= before) {
+        settled = false;
+        latestMs = Math.max(latestMs, TimeUnit.NANOSECONDS.toMillis(Math.max(mtime, ctime)));
+      }
       if (n + 5 > values.length) values = Arrays.copyOf(values, values.length * 2);
       values[n++] = ((Number) a.get("dev")).longValue();
       values[n++] = ((Number) a.get("ino")).longValue();

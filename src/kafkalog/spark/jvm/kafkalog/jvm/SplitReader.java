@@ -72,6 +72,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** verified batch summaries (BatchSummaries): the current segment's, what this split's read
    * learned (null: not kept), where they live on this machine */
   private BatchSummaries.Segment known;
+  /** the known entries' marks hold: the segment shows the stamp they were made under, so a
+   * marked entry's header is the file's (BatchSummaries, "settled segments") */
+  private boolean stamped;
   private int knownHint;
   private BatchSummaries.Learned learned;
   private Path summaryDir;
@@ -186,6 +189,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
     learned = null;
     known = null;
+    stamped = false;
     if (channel != null) channel.close();
     channel = null;
     split = null;
@@ -233,13 +237,19 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       return;
     }
     Path path = Paths.get(s.segment);
+    long[] stamp = null;
     try {
       if (s.identity != null) {
-        Map<String, Object> id = Files.readAttributes(path, "unix:dev,ino");
+        // the stamp before any byte is read: a write after it shows in a later stat
+        Map<String, Object> id = Files.readAttributes(path, "unix:dev,ino,size,lastModifiedTime,ctime");
         if (((Number) id.get("dev")).longValue() != s.identity[0] || ((Number) id.get("ino")).longValue() != s.identity[1]) {
           rest = whole(s, "swapped"); // swapped: the Python reader says so
           return;
         }
+        stamp = BatchSummaries.segmentStamp(((Number) id.get("size")).longValue(),
+            ((java.nio.file.attribute.FileTime) id.get("lastModifiedTime")).to(java.util.concurrent.TimeUnit.NANOSECONDS),
+            ((java.nio.file.attribute.FileTime) id.get("ctime")).to(java.util.concurrent.TimeUnit.NANOSECONDS),
+            plan.summarySettleMs);
       }
       channel = FileChannel.open(path, StandardOpenOption.READ);
     } catch (NoSuchFileException | UnsupportedOperationException e) {
@@ -256,8 +266,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (plan.summaries && s.identity != null) {
       if (summaryDir == null) summaryDir = BatchSummaries.dir(plan.summaryDir);
       known = BatchSummaries.load(summaryDir, s.segment, s.identity[0], s.identity[1]);
+      stamped = known != null && known.stampedAs(stamp);
       knownHint = 0;
-      learned = new BatchSummaries.Learned();
+      learned = new BatchSummaries.Learned(stamp);
     }
     end = s.endPosition < 0 ? size : Math.min(s.endPosition, size);
     pos = s.startPosition;
@@ -341,7 +352,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     boolean window = plan.tsLo != null || plan.tsHi != null || plan.exactWindow();
     boolean counting = !rows.perRow && !window;
     // summaries serve where the headers are walked anyway: windows, CRC-checked counts
-    boolean useKnown = known != null && (window || (counting && (plan.checkCrcs || plan.counts == null)));
+    boolean useKnown = known != null && (window || (counting && (plan.checkCrcs || plan.counts == null || stamped)));
     while (pos < end && !done && pos < stopAt && rows.n < MAX_ROWS) {
       int n0 = rows.n;
       int hn0 = rows.hn;
@@ -371,7 +382,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (magic == 2) {
       vChecked = false;
       v2(rows, buf, i, (int) size);
-      if (vChecked && learned != null) learn(buf, i, (int) size, vMin);
+      if (vChecked && learned != null) learned.add(pos, buf, i, vMin);
     } else if (magic == 0 || magic == 1) legacy(rows, buf, i, (int) size);
     else throw new Fallback("magic " + magic);
     pos += size;
@@ -408,7 +419,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if ((int) crc32c.getValue() != d.getInt(i + 17)) return false;
     if (learned != null) {
       d.get(i, hdr, 0, 61);
-      learn(hdr, 0, (int) size, (attrs & 0x08) != 0 ? d.getLong(i + 35) : BatchSummaries.UNKNOWN);
+      learned.add(pos, hdr, 0, (attrs & 0x08) != 0 ? d.getLong(i + 35) : BatchSummaries.UNKNOWN);
     }
     prev = last;
     if ((attrs & 0x20) == 0) rows.count(count); // a control batch holds no rows
@@ -454,13 +465,6 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private ByteBuffer header;
 
-  /** A v2 batch at pos whose CRC checked (its header at b[i..i+61)): kept for the summary. */
-  private void learn(byte[] b, int i, int size, long minTs) {
-    crc32c.reset();
-    crc32c.update(b, i, 61);
-    learned.add(pos, size, getInt(b, i + 17), (int) crc32c.getValue(), getLong(b, i), minTs);
-  }
-
   /** The 61 header bytes at pos in hdr: from a chunk already read, else one read; false if the
    * file ends first. */
   private boolean header61() throws IOException {
@@ -483,30 +487,43 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   /**
    * A v2 batch at pos whose 61 header bytes are a verified batch summary's entry (same position,
-   * size, CRC field, base offset and header CRC32C), after countHeader's structural checks:
+   * size, CRC field, base offset and header CRC32C; or, the segment stamped as its marks were,
+   * a marked entry's header taken unread), after countHeader's structural checks:
    * counting, a whole batch of the range and of no aborted transaction is counted from its
    * header unread; in a timestamp window, a batch no record of which can match ([least, max]
    * timestamp outside the window; a control batch; before the range) is skipped unread. False:
    * anything else, which is read as without summaries.
    */
   private boolean knownEntry(Rows rows, boolean counting) throws IOException {
-    if (end - pos < 61 || !header61()) return false;
-    byte[] h = hdr;
-    long length = getInt(h, 8);
+    if (end - pos < 61) return false;
+    byte[] h;
+    int o;
+    int k = stamped ? known.find(pos, knownHint) : -1;
+    if (k >= 0 && known.marked[k]) {
+      h = known.headers;
+      o = k * BatchSummaries.HEADER;
+    } else {
+      if (!header61()) return false;
+      h = hdr;
+      o = 0;
+      k = known.find(pos, knownHint);
+      if (k < 0) return false;
+      long base = getLong(h, 0);
+      if (known.size[k] != 12 + (long) getInt(h, 8) || known.crc[k] != getInt(h, 17) || known.base[k] != base) return false;
+      crc32c.reset();
+      crc32c.update(h, 0, 61);
+      if ((int) crc32c.getValue() != known.hash[k]) return false;
+      if (learned != null) learned.confirm(pos);
+    }
+    long length = getInt(h, o + 8);
     long size = 12 + length;
-    if (length < 49 || size > MAX_ENTRY || pos + size > end || h[16] != 2) return false;
-    int k = known.find(pos, knownHint);
-    if (k < 0) return false;
-    long base = getLong(h, 0);
-    if (known.size[k] != size || known.crc[k] != getInt(h, 17) || known.base[k] != base) return false;
-    crc32c.reset();
-    crc32c.update(h, 0, 61);
-    if ((int) crc32c.getValue() != known.hash[k]) return false;
-    int attrs = ((h[21] & 0xff) << 8) | (h[22] & 0xff);
-    int lastDelta = getInt(h, 23);
-    long maxTs = getLong(h, 35);
-    long pid = getLong(h, 43);
-    int count = getInt(h, 57);
+    if (length < 49 || size > MAX_ENTRY || pos + size > end || h[o + 16] != 2) return false;
+    long base = getLong(h, o);
+    int attrs = ((h[o + 21] & 0xff) << 8) | (h[o + 22] & 0xff);
+    int lastDelta = getInt(h, o + 23);
+    long maxTs = getLong(h, o + 35);
+    long pid = getLong(h, o + 43);
+    int count = getInt(h, o + 57);
     TaskPlan.Split s = split;
     if (lastDelta < 0 || count < 0 || count > lastDelta + 1L || count > (size - 61) / MIN_RECORD) return false;
     long last = base + lastDelta;
@@ -524,11 +541,29 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       long least = (attrs & 0x08) != 0 ? maxTs : known.minTs[k];
       boolean skip = control || last < s.startOffset || (plan.tsLo != null && maxTs < plan.tsLo)
           || (plan.tsHi != null && least != BatchSummaries.UNKNOWN && least >= plan.tsHi);
-      if (!skip) return false;
+      if (!skip && !wholeInWindow(rows, base, last, attrs, pid, least, maxTs, count)) return false;
     }
     knownHint = k + 1;
     prev = last;
     pos += size;
+    return true;
+  }
+
+  /**
+   * A count over a window the scan takes whole: a batch of the range, of no aborted
+   * transaction, every record of which is inside the window (its verified least timestamp and
+   * its max timestamp both kept; LogAppendTime: its max is every record's) counted from its
+   * header, as v2() counts such a batch after walking it. False: its records are walked.
+   */
+  private boolean wholeInWindow(Rows rows, long base, long last, int attrs, long pid, long least, long maxTs,
+      int count) {
+    if (rows.perRow || !plan.exactWindow() || least == BatchSummaries.UNKNOWN || (attrs & 0x20) != 0) return false;
+    if (base < split.startOffset || last >= split.endOffset) return false;
+    if (!plan.keepTs(least * 1000) || !plan.keepTs(maxTs * 1000)) return false;
+    if ((attrs & 0x10) != 0 && aborted != null) {
+      for (long[] r : aborted) if (r[0] == pid && r[1] <= last && r[2] >= base) return false;
+    }
+    rows.count(count);
     return true;
   }
 

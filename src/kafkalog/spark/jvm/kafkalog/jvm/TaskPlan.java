@@ -61,6 +61,9 @@ final class TaskPlan implements InputPartition, Serializable {
   String summaryDir;
   /** summary files kept in that directory at most (conf spark.kafkalog.batchSummaries.maxFiles) */
   int summaryFiles = 4096;
+  /** how old (ms) a segment's times must be for its summary's stamp to be kept and used (conf
+   * spark.kafkalog.batchSummaries.settleMs; BatchSummaries, "settled segments") */
+  long summarySettleMs = BatchSummaries.SETTLE_MS;
   /** timestamp filters the scan takes whole: only records with a timestamp in [lo, hi)
    * microseconds (as Spark's column holds it) are returned or counted; null: unbounded */
   Long keepLoUs;
