@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import log_changes
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
 from kafkalog.spark import plan as plan_module
@@ -42,30 +43,6 @@ def _settle() -> None:
     time.sleep(SETTLE_MS / 1000 + 0.05)
 
 
-def _roll(d: Path) -> None:
-    with Log(d, _config()) as log:
-        log.roll()
-        log.append_records([Record.of(b"rolled", b"k", T0)])
-
-
-def _retention(d: Path) -> None:
-    with Log(d, _config(retention_ms=-1)) as log:
-        second = sorted(d.glob("*.log"))[1]
-        log.increment_log_start_offset(int(second.name.split(".")[0]))
-        assert log.delete_old_segments() >= 1
-
-
-def _truncate(d: Path) -> None:
-    with Log(d, _config()) as log:
-        log.truncate_to(log.log_end_offset - 20)
-
-
-def _compact(d: Path) -> None:
-    with Log(d, _config(cleanup_policy=("compact",))) as log:
-        log.roll()
-        log.compact()
-
-
 def _flip_in_place(d: Path) -> None:
     seg = sorted(d.glob("*.log"))[-1]
     body = bytearray(seg.read_bytes())
@@ -81,10 +58,10 @@ def _checkpoint(d: Path) -> None:
 
 CHANGES: dict[str, Callable[[Path], None]] = {
     "append": lambda d: _append(d, 2, 900),
-    "roll": _roll,
-    "retention": _retention,
-    "truncation": _truncate,
-    "compaction": _compact,
+    "roll": lambda d: log_changes.roll(d, _config(), T0),
+    "retention": lambda d: log_changes.retention(d, _config(retention_ms=-1)),
+    "truncation": lambda d: log_changes.truncate(d, _config(), 20),
+    "compaction": lambda d: log_changes.compact(d, _config(cleanup_policy=("compact",))),
     "byte in place": _flip_in_place,
     "data directory checkpoint": _checkpoint,
 }

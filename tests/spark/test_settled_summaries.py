@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import log_changes
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import LogReader, Record, RecordBatch
 
@@ -118,30 +119,6 @@ def _check(reads: Reads, data: Path) -> None:
         assert reads.window(lo, hi)[0] == sum(lo <= t < hi for t in stamps), (lo, hi)
 
 
-def _roll(d: Path) -> None:
-    with Log(d, _config()) as log:
-        log.roll()
-        log.append_records([Record.of(b"rolled", b"k", T0)])
-
-
-def _retention(d: Path) -> None:
-    with Log(d, _config(retention_ms=-1)) as log:
-        second = sorted(d.glob("*.log"))[1]
-        log.increment_log_start_offset(int(second.name.split(".")[0]))
-        assert log.delete_old_segments() >= 1
-
-
-def _truncate(d: Path) -> None:
-    with Log(d, _config()) as log:
-        log.truncate_to(log.log_end_offset - 40)  # back into an earlier segment
-
-
-def _compact(d: Path) -> None:
-    with Log(d, _config(cleanup_policy=("compact",))) as log:
-        log.roll()
-        log.compact()
-
-
 def _flip_in_place(d: Path) -> None:
     """A batch's record count changed in the first segment, its mtime put back (size, mtime
     as they were; only the ctime tells): a count must not take the kept header."""
@@ -155,10 +132,10 @@ def _flip_in_place(d: Path) -> None:
 
 CHANGES: dict[str, Callable[[Path], None]] = {
     "append to the active segment": lambda d: _append(d, 3, 5000),
-    "roll": _roll,
-    "retention": _retention,
-    "truncation": _truncate,
-    "compaction": _compact,
+    "roll": lambda d: log_changes.roll(d, _config(), T0),
+    "retention": lambda d: log_changes.retention(d, _config(retention_ms=-1)),
+    "truncation": lambda d: log_changes.truncate(d, _config(), 40),  # back into an earlier segment
+    "compaction": lambda d: log_changes.compact(d, _config(cleanup_policy=("compact",))),
 }
 
 
