@@ -109,6 +109,36 @@ def test_the_warmup_runs_no_job_where_executors_are_other_jvms() -> None:
             raise AssertionError(f"nothing else expected ({name})")
 
     jvm_path.first_task(Session(), "some.jar")
+    assert jvm_path.first_task_in_background(Session(), "some.jar") is None
+
+
+def test_a_warmup_that_cannot_start_is_only_said(monkeypatch: Any) -> None:
+    """The background warm-up whose job cannot even be made (here: Spark refuses it, as on a
+    thread that does not see the jar) leaves ``failed: ...`` in its state and starts no thread;
+    ``register`` goes on."""
+    from kafkalog.spark import jvm_path
+
+    monkeypatch.setattr(jvm_path, "_first_tasks", set())
+    confs: dict[str, str] = {}
+
+    class Conf:
+        def set(self, key: str, value: str) -> None:
+            confs[key] = value
+
+    class Context:
+        master = "local[2]"
+        applicationId = "local-test"
+
+    class Session:
+        sparkContext = Context()
+        conf = Conf()
+
+        def range(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("class kafkalog.jvm.FirstTask not found\nmore lines")
+
+    assert jvm_path.first_task_in_background(Session(), "some.jar") is None
+    state = confs[jvm_path.WARMUP_STATE_CONF]
+    assert state == "failed: class kafkalog.jvm.FirstTask not found", state
 
 
 def test_the_jar_is_named_by_its_sources(tmp_path: Path, monkeypatch: Any) -> None:
