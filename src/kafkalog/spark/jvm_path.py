@@ -96,9 +96,9 @@ def use_jvm(
     warmup = spark.conf.get(WARMUP_CONF, "background").lower()
     with alongside(partial(before_jar, True) if before_jar and alongside_jar else None):
         spark.sql(f"ADD JAR '{jar}'")
-        if warmup == "background":  # started while the registration's Python worker starts
-            first_task_in_background(spark, str(jar))
-    if warmup == "true":
+    if warmup == "background":  # after the registration: its Python worker's start is cold too
+        first_task_in_background(spark, str(jar))
+    elif warmup == "true":
         first_task(spark, str(jar))
     return "jvm"
 
