@@ -122,7 +122,8 @@ def _planners() -> dict[int, str]:
 def test_the_first_query_asks_the_planner_started_at_register(tmp_path: Path) -> None:
     """A new driver: ``register`` starts the planner, the JVM's first ``load()`` and query ask
     that one (no second planner, no Python worker started for the query), and it ends with the
-    driver. The warm-up ``register`` started in the background ran its task. A read from
+    driver. The warm-up ``register`` started in the background (``spark.kafkalog.jvm.warmup=
+    background``) ran its task. A read from
     another thread goes through the Python source (Spark's ``ADD JAR`` gives the jar to the
     calling thread only), which says why once, at WARNING; after ``register`` on that thread
     it is the JVM source's. A planner gone before ``load()`` is replaced by one the JVM starts;
@@ -161,7 +162,12 @@ def _planners():
             found[int(pid)] = cmd
     return found
 
-s = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+s = (
+    SparkSession.builder.master("local[2]")
+    .config("spark.ui.enabled", "false")
+    .config(jvm_path.WARMUP_CONF, "background")
+    .getOrCreate()
+)
 s.sparkContext.setLogLevel("ERROR")
 kafkalog.spark.register(s)
 assert path_in_use(s) == "jvm"
@@ -184,7 +190,7 @@ n = s.read.format("kafkalog").option("path", {str(BROKER)!r}).load().count()
 mine = {{p: c for p, c in _planners().items() if _mine(p)}}
 print("FIRST", json.dumps([n, started, mine, sorted(pyspark_workers() - workers)]), flush=True)
 
-# the warm-up register() started in the background (the default) ran in the executor
+# the warm-up register() started in the background ran in the executor
 state = None
 for _ in range(6000):
     state = s.conf.get(jvm_path.WARMUP_STATE_CONF, None)

@@ -93,7 +93,7 @@ def use_jvm(
         spark.conf.unset(PLANNER_CONF)
     if before_jar is not None and not alongside_jar:
         before_jar(True)
-    warmup = spark.conf.get(WARMUP_CONF, "background").lower()
+    warmup = spark.conf.get(WARMUP_CONF, "false").lower()
     with alongside(partial(before_jar, True) if before_jar and alongside_jar else None):
         spark.sql(f"ADD JAR '{jar}'")
     if warmup == "background":  # after the registration: its Python worker's start is cold too
@@ -103,8 +103,9 @@ def use_jvm(
     return "jvm"
 
 
-#: when ``register`` runs :func:`first_task`: ``background`` (the default: on a thread of its
-#: own, while the program goes on), ``true`` (inside ``register``), ``false`` (never)
+#: when ``register`` runs :func:`first_task`: ``background`` (on a thread of its own, while the
+#: program goes on), ``true`` (inside ``register``), ``false`` (the default: never; neither way
+#: brought the first answer sooner in bench/RESULTS.md's same-run measurements)
 WARMUP_CONF = "spark.kafkalog.jvm.warmup"
 #: what it did: ``done <ms> (read N rows in T ms)``, ``failed: ...`` (unset: not run, or not
 #: yet done in the background)
@@ -129,7 +130,7 @@ def first_task(spark: Any, jar: str) -> None:
     query answers; a failure is only logged (and left in :data:`WARMUP_STATE_CONF`).
 
     Inside ``register`` it moves time more than it saves it: the first micro-batch came sooner,
-    but the first answer later (bench/RESULTS.md, session 15), so the default runs it in the
+    but the first answer later (bench/RESULTS.md, session 15); it can run in the
     background instead (:func:`first_task_in_background`). Once per application and jar;
     never where executors are other JVMs."""
     if _claim(spark, jar):
@@ -137,7 +138,8 @@ def first_task(spark: Any, jar: str) -> None:
 
 
 def first_task_in_background(spark: Any, jar: str) -> threading.Thread | None:
-    """The default warm-up: :func:`first_task`'s job on a daemon thread of its own, started
+    """The warm-up in the background (``spark.kafkalog.jvm.warmup=background``):
+    :func:`first_task`'s job on a daemon thread of its own, started
     by ``register``, so that it overlaps what the program does next anyway (building its
     query, Spark's planning and a stream's start) instead of delaying ``register``'s return.
     The thread (for a test to join), or ``None`` when there is nothing to run.
