@@ -4,8 +4,9 @@ the first no slower than a later one plus 1 s), ``bench_spark.py --first-stream`
 Each side runs in a fresh process (a new interpreter, JVM and workers), alternating round after
 round: ``jvm`` is what ``kafkalog.spark.register`` puts in front of ``format("kafkalog")`` with
 a jar (the JVM source, planned by its Python planner process), ``python`` the Python source
-(``KAFKALOG_JVM=0``), ``JVM, warm-up`` the JVM source with ``spark.kafkalog.jvm.warmup=true``
-(the decoder's first task in the executor, run inside ``register``). The stream
+(``KAFKALOG_JVM=0``); the JVM source's warm-up (the decoder's first task in the executor) runs
+in the background by default, ``warm-up off`` and ``warm-up inside`` (``register``) set
+``spark.kafkalog.jvm.warmup`` to ``false`` and ``true``. The stream
 reads the sample's ``clicks`` topic from the earliest offsets with ``maxOffsetsPerTrigger`` into
 Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every micro-batch the same size until the
 end); each micro-batch's phases are Spark's own progress
@@ -117,19 +118,21 @@ def run(
 ) -> None:
     """Every side in turn, round after round, after one discarded run of each; medians. The
     JVM path four ways: as ``register`` leaves it (the jar added by ``ADD JAR``: the executor
-    fetches it and loads its classes in a class loader of its own, even in local mode), with
-    the warm-up, and with the jar in ``spark.jars`` from the session's start (driver and
-    executor share one copy of its classes), without and with the warm-up."""
+    fetches it and loads its classes in a class loader of its own, even in local mode; the
+    warm-up's first task started in the background), with the warm-up off, with it inside
+    ``register``, and with the jar in ``spark.jars`` from the session's start (driver and
+    executor share one copy of its classes)."""
     from kafkalog.spark.jar import find_jar
 
     after = os.environ.get("PYTHONPATH", "")
     on = {"spark.kafkalog.jvm.warmup": "true"}
+    off = {"spark.kafkalog.jvm.warmup": "false"}
     jars = {"spark.jars": str(find_jar())}
     sides: list[first_runs.Side] = [
         ("JVM", "jvm", after, {}),
-        ("JVM, warm-up", "jvm", after, on),
+        ("JVM, warm-up off", "jvm", after, off),
+        ("JVM, warm-up inside", "jvm", after, on),
         ("JVM, spark.jars", "jvm", after, jars),
-        ("JVM, spark.jars, warm-up", "jvm", after, {**jars, **on}),
     ]
     if python:
         sides.append(("Python", "python", after, {}))
@@ -137,7 +140,7 @@ def run(
         sides = [
             ("JVM before", "jvm", before, {}),
             ("JVM after", "jvm", after, {}),
-            ("JVM after, warm-up", "jvm", after, on),
+            ("JVM after, warm-up off", "jvm", after, off),
         ]
         if python:
             sides += [
@@ -166,7 +169,7 @@ def run(
         ("first minus later", lambda r: r["batches"][0]["total"] - _later(r, "total")),
         ("register() to the first micro-batch's end", _to_first_answer),
         ("micro-batches", lambda r: len(r["batches"])),
-        ("JVM warm-up, inside register() (0: off)", lambda r: r["warmup"]),
+        ("JVM warm-up's job (0: off)", lambda r: r["warmup"]),
     ]
     print(f"{'phase':<46}" + "".join(f"{label:>22}" for label, *_ in sides))
     for name, get in rows:

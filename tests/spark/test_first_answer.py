@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kafkalog.spark.source import BEHIND_JVM
 from provenance import FIXTURES
 
 BROKER = FIXTURES / "kafka-0.9.0.1-broker"  # 700 records
@@ -120,13 +122,17 @@ def _planners() -> dict[int, str]:
 def test_the_first_query_asks_the_planner_started_at_register(tmp_path: Path) -> None:
     """A new driver: ``register`` starts the planner, the JVM's first ``load()`` and query ask
     that one (no second planner, no Python worker started for the query), and it ends with the
-    driver. A planner gone before ``load()`` is replaced by one the JVM starts; one that cannot
-    start (a wrong interpreter) fails ``load()`` itself, saying which."""
+    driver. The warm-up ``register`` started in the background (``spark.kafkalog.jvm.warmup=
+    background``) ran its task. A read from
+    another thread goes through the Python source (Spark's ``ADD JAR`` gives the jar to the
+    calling thread only), which says why once, at WARNING; after ``register`` on that thread
+    it is the JVM source's. A planner gone before ``load()`` is replaced by one the JVM starts;
+    one that cannot start (a wrong interpreter) fails ``load()`` itself, saying which."""
     trace = tmp_path / "trace"
     probe = tmp_path / "probe.py"
     probe.write_text(
         f"""
-import json, os, sys
+import json, os, sys, threading, time
 from pyspark.sql import SparkSession
 import kafkalog.spark
 from kafkalog.spark import jvm_path
@@ -156,7 +162,12 @@ def _planners():
             found[int(pid)] = cmd
     return found
 
-s = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+s = (
+    SparkSession.builder.master("local[2]")
+    .config("spark.ui.enabled", "false")
+    .config(jvm_path.WARMUP_CONF, "background")
+    .getOrCreate()
+)
 s.sparkContext.setLogLevel("ERROR")
 kafkalog.spark.register(s)
 assert path_in_use(s) == "jvm"
@@ -178,6 +189,34 @@ workers = pyspark_workers()
 n = s.read.format("kafkalog").option("path", {str(BROKER)!r}).load().count()
 mine = {{p: c for p, c in _planners().items() if _mine(p)}}
 print("FIRST", json.dumps([n, started, mine, sorted(pyspark_workers() - workers)]), flush=True)
+
+# the warm-up register() started in the background ran in the executor
+state = None
+for _ in range(6000):
+    state = s.conf.get(jvm_path.WARMUP_STATE_CONF, None)
+    if state is not None:
+        break
+    time.sleep(0.05)
+print("WARMUP", state, flush=True)
+
+# another thread's reads: through the Python source (ADD JAR gave the jar to register()'s
+# thread only), said once on stderr; the JVM source's after register() on that thread
+def scan(view):
+    df = s.read.format("kafkalog").option("path", {str(BROKER)!r}).load()
+    df.createOrReplaceTempView(view)
+    plan = s.sql(f"EXPLAIN SELECT value FROM {{view}}").first()[0]
+    return [df.count(), "kafkalog (JVM)" in plan, "(Python)" in plan]
+
+seen = []
+def other():
+    seen.append(scan("other1"))
+    seen.append(scan("other2"))
+    kafkalog.spark.register(s)
+    seen.append(scan("other3"))
+thread = threading.Thread(target=other)
+thread.start()
+thread.join()
+print("THREAD", json.dumps(seen), flush=True)
 
 # the planner asked every time (the fixture's files are settled: its answers would be kept,
 # tests/spark/test_kept_answers.py)
@@ -210,6 +249,11 @@ else:
     events = [line.split()[0] for line in trace.read_text().splitlines()]
     assert events.count("planner_serving") >= 2  # the started one, then the JVM's own
     assert "req:schema" in events and "req:plan" in events
+    assert re.fullmatch(r"WARMUP done \d+ \(read 1400 rows in \d+ ms\)", lines["WARMUP"])
+    python, jvm = [700, False, True], [700, True, False]
+    assert json.loads(lines["THREAD"].split(" ", 1)[1]) == [python, python, jvm]
+    said = [line for line in done.stderr.splitlines() if BEHIND_JVM in line]
+    assert said == [BEHIND_JVM], done.stderr[-3000:]  # once, and only at WARNING (alone)
     assert lines["REPLACED"] == "REPLACED 700"
     assert lines["LOAD"].startswith("LOAD FAILED"), done.stdout
     assert "planner process (/nonexistent/python3 -m kafkalog.spark.jvm_bridge)" in lines["LOAD"]

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -36,27 +37,69 @@ def test_register_puts_the_jvm_source_in_front(spark: Any) -> None:
     assert stream.isStreaming and "value" in stream.columns
 
 
-def test_the_warmup_runs_the_decoders_first_task_in_the_executor(spark: Any) -> None:
-    """The opt-in warm-up (``spark.kafkalog.jvm.warmup=true``; the suite's session leaves it
-    off, so ``register`` ran none) runs one task of Spark's own in the local executor: the
+def test_the_warmup_runs_the_decoders_first_task_in_the_executor(
+    spark: Any, monkeypatch: Any
+) -> None:
+    """The warm-up (``spark.kafkalog.jvm.warmup``: off by default, so the suite's ``register``
+    ran none) in the background runs one task of Spark's own in the local executor: the
     executor's copy of the jar decodes ``FirstTask``'s own segment (1,400 rows: its commit
-    marker is not a row), once per class loader and once per application."""
+    marker is not a row; "already" where this class loader ran it), once per class loader and
+    once per application; ``first_task`` (``true``: inside ``register``) runs none after it."""
     from kafkalog.spark import jvm_path
     from kafkalog.spark.jar import find_jar
 
     assert spark.conf.get(jvm_path.WARMUP_STATE_CONF, None) is None  # off by default
+    monkeypatch.setattr(jvm_path, "_first_tasks", set())
     jar = str(find_jar(build=False))
     tracker = spark.sparkContext.statusTracker()
     jobs = set(tracker.getJobIdsForGroup(None))
-    jvm_path.first_task(spark, jar)
-    state = spark.conf.get(jvm_path.WARMUP_STATE_CONF)
-    assert re.fullmatch(r"done \d+ \(read 1400 rows in \d+ ms\)", state), state
-    assert len(set(tracker.getJobIdsForGroup(None)) - jobs) == 1
+    try:
+        thread = jvm_path.first_task_in_background(spark, jar)
+        assert thread is not None and thread.daemon
+        thread.join(timeout=300)
+        state = _warmup_state(spark)
+        assert re.fullmatch(r"done \d+ \((read 1400 rows in \d+ ms|already)\)", state), state
+        assert len(set(tracker.getJobIdsForGroup(None)) - jobs) == 1
+        jobs = set(tracker.getJobIdsForGroup(None))
+        jvm_path.first_task(spark, jar)  # once per application: no job
+        assert jvm_path.first_task_in_background(spark, jar) is None
+        assert set(tracker.getJobIdsForGroup(None)) == jobs
+        again = spark.range(1, numPartitions=1).selectExpr(
+            "reflect('kafkalog.jvm.FirstTask', 'run')"
+        )
+        assert again.first()[0] == "already"  # once per class loader
+    finally:
+        spark.conf.unset(jvm_path.WARMUP_STATE_CONF)
+
+
+def test_the_warmup_inside_register_runs_one_job(spark: Any, monkeypatch: Any) -> None:
+    """``first_task`` (``spark.kafkalog.jvm.warmup=true``) runs its one job on the calling
+    thread and has its state when it returns."""
+    from kafkalog.spark import jvm_path
+    from kafkalog.spark.jar import find_jar
+
+    monkeypatch.setattr(jvm_path, "_first_tasks", set())
+    jar = str(find_jar(build=False))
+    tracker = spark.sparkContext.statusTracker()
     jobs = set(tracker.getJobIdsForGroup(None))
-    jvm_path.first_task(spark, jar)  # once per application: no job
-    assert set(tracker.getJobIdsForGroup(None)) == jobs
-    again = spark.range(1, numPartitions=1).selectExpr("reflect('kafkalog.jvm.FirstTask', 'run')")
-    assert again.first()[0] == "already"  # once per class loader
+    try:
+        jvm_path.first_task(spark, jar)
+        state = spark.conf.get(jvm_path.WARMUP_STATE_CONF)
+        assert re.fullmatch(r"done \d+ \((read 1400 rows in \d+ ms|already)\)", state), state
+        assert len(set(tracker.getJobIdsForGroup(None)) - jobs) == 1
+    finally:
+        spark.conf.unset(jvm_path.WARMUP_STATE_CONF)
+
+
+def _warmup_state(spark: Any, within: float = 300.0) -> str:
+    """The warm-up's state once the background task is done (it sets it last)."""
+    from kafkalog.spark import jvm_path
+
+    deadline = time.monotonic() + within
+    while (state := spark.conf.get(jvm_path.WARMUP_STATE_CONF, None)) is None:
+        assert time.monotonic() < deadline, "the warm-up register() started never ended"
+        time.sleep(0.05)
+    return str(state)
 
 
 def test_the_warmup_runs_no_job_where_executors_are_other_jvms() -> None:
@@ -77,6 +120,36 @@ def test_the_warmup_runs_no_job_where_executors_are_other_jvms() -> None:
             raise AssertionError(f"nothing else expected ({name})")
 
     jvm_path.first_task(Session(), "some.jar")
+    assert jvm_path.first_task_in_background(Session(), "some.jar") is None
+
+
+def test_a_warmup_that_cannot_start_is_only_said(monkeypatch: Any) -> None:
+    """The background warm-up whose job cannot even be made (here: Spark refuses it, as on a
+    thread that does not see the jar) leaves ``failed: ...`` in its state and starts no thread;
+    ``register`` goes on."""
+    from kafkalog.spark import jvm_path
+
+    monkeypatch.setattr(jvm_path, "_first_tasks", set())
+    confs: dict[str, str] = {}
+
+    class Conf:
+        def set(self, key: str, value: str) -> None:
+            confs[key] = value
+
+    class Context:
+        master = "local[2]"
+        applicationId = "local-test"
+
+    class Session:
+        sparkContext = Context()
+        conf = Conf()
+
+        def range(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("class kafkalog.jvm.FirstTask not found\nmore lines")
+
+    assert jvm_path.first_task_in_background(Session(), "some.jar") is None
+    state = confs[jvm_path.WARMUP_STATE_CONF]
+    assert state == "failed: class kafkalog.jvm.FirstTask not found", state
 
 
 def test_the_jar_is_named_by_its_sources(tmp_path: Path, monkeypatch: Any) -> None:

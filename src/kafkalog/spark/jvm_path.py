@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import kafkalog
@@ -47,9 +48,9 @@ def _say_once(message: str) -> None:
         logger.info(message)
 
 
-def python_path(before_jar: Callable[[], None] | None) -> str:
+def python_path(before_jar: Callable[[bool], None] | None) -> str:
     if before_jar is not None:
-        before_jar()
+        before_jar(False)
     return "python"
 
 
@@ -58,11 +59,14 @@ def is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def use_jvm(spark: Any, before_jar: Callable[[], None] | None = None) -> str:
+def use_jvm(
+    spark: Any, before_jar: Callable[[bool], None] | None = None, *, alongside_jar: bool = True
+) -> str:
     """Add the jar to ``spark`` (building it on first use): ``"jvm"`` when batch reads and
     streams of ``format("kafkalog")`` now run in the JVM on this thread, else ``"python"``.
-    ``before_jar`` (the Python sources' registration) runs alongside ``ADD JAR`` on a thread
-    of its own (which Spark does not give the jar), or, on the Python path, here."""
+    ``before_jar`` (the Python sources' registration, told whether the JVM source goes in
+    front) runs alongside ``ADD JAR`` on a thread of its own (which Spark does not give the
+    jar), or here when not ``alongside_jar`` or on the Python path."""
     if os.environ.get("KAFKALOG_JVM", "1") == "0" or spark.conf.get(PATH_CONF, "jvm") == "python":
         return python_path(before_jar)
     if is_connect(spark):
@@ -87,27 +91,36 @@ def use_jvm(spark: Any, before_jar: Callable[[], None] | None = None) -> str:
         spark.conf.set(PLANNER_CONF, socket_path)
     else:
         spark.conf.unset(PLANNER_CONF)
-    with alongside(before_jar):
+    if before_jar is not None and not alongside_jar:
+        before_jar(True)
+    warmup = spark.conf.get(WARMUP_CONF, "false").lower()
+    with alongside(partial(before_jar, True) if before_jar and alongside_jar else None):
         spark.sql(f"ADD JAR '{jar}'")
-    if spark.conf.get(WARMUP_CONF, "false").lower() == "true":
+    if warmup == "background":  # after the registration: its Python worker's start is cold too
+        first_task_in_background(spark, str(jar))
+    elif warmup == "true":
         first_task(spark, str(jar))
     return "jvm"
 
 
-#: set to "true": :func:`first_task` at ``register`` (off by default: see its docstring)
+#: when ``register`` runs :func:`first_task`: ``background`` (on a thread of its own, while the
+#: program goes on), ``true`` (inside ``register``), ``false`` (the default: never; neither way
+#: brought the first answer sooner in bench/RESULTS.md's same-run measurements)
 WARMUP_CONF = "spark.kafkalog.jvm.warmup"
-#: what it did: ``done <ms> (read N rows in T ms)``, ``failed: ...`` (unset: not run)
+#: what it did: ``done <ms> (read N rows in T ms)``, ``failed: ...`` (unset: not run, or not
+#: yet done in the background)
 WARMUP_STATE_CONF = "spark.kafkalog.jvm.warmup.state"
 
 #: (application, jar) pairs whose first task ran: once per Spark application and jar
 _first_tasks: set[tuple[str, str]] = set()
+_first_tasks_lock = threading.Lock()
 
 
 def first_task(spark: Any, jar: str) -> None:
-    """The opt-in warm-up (``spark.kafkalog.jvm.warmup=true``): run, in a local session, one
-    task of Spark's own (a one-row ``range``) that calls the jar's ``kafkalog.jvm.FirstTask.run``
-    in the executor, so that what a new process's first query or micro-batch pays in its
-    first job and task is paid inside ``register`` instead.
+    """The warm-up, inside ``register`` (``spark.kafkalog.jvm.warmup=true``): run, in a local
+    session, one task of Spark's own (a one-row ``range``) that calls the jar's
+    ``kafkalog.jvm.FirstTask.run`` in the executor, so that what a new process's first query
+    or micro-batch pays in its first job and task is paid before it.
 
     In local mode the executor loads the jar ``ADD JAR`` added through a class loader of its
     own, so nothing the driver loads or compiles serves a task: this task fetches the jar
@@ -116,35 +129,87 @@ def first_task(spark: Any, jar: str) -> None:
     generator's classes). It reads nothing of the user's and changes how soon, never what, a
     query answers; a failure is only logged (and left in :data:`WARMUP_STATE_CONF`).
 
-    Off by default: it moves time more than it saves it. On this project's shared 2-core
-    machine a first micro-batch came 1.2-2.8 s sooner after it, but ``register`` took longer
-    by more than that (its job runs cold while the planner process and Spark's Python worker
-    start), so the first answer came later (bench/RESULTS.md, "Issue 34 §4: the first
-    micro-batch"). Once per application and jar; never where executors are other JVMs."""
+    Inside ``register`` it moves time more than it saves it: the first micro-batch came sooner,
+    but the first answer later (bench/RESULTS.md, session 15); it can run in the
+    background instead (:func:`first_task_in_background`). Once per application and jar;
+    never where executors are other JVMs."""
+    if _claim(spark, jar):
+        spark.conf.set(WARMUP_STATE_CONF, _run_first_task(spark))
+
+
+def first_task_in_background(spark: Any, jar: str) -> threading.Thread | None:
+    """The warm-up in the background (``spark.kafkalog.jvm.warmup=background``):
+    :func:`first_task`'s job on a daemon thread of its own, started
+    by ``register``, so that it overlaps what the program does next anyway (building its
+    query, Spark's planning and a stream's start) instead of delaying ``register``'s return.
+    The thread (for a test to join), or ``None`` when there is nothing to run.
+
+    The job's DataFrame is made here, on the calling thread: Spark analyses a DataFrame when it
+    is made, and its ``reflect`` finds the class through the calling thread's class loader,
+    where ``ADD JAR`` put the jar (on that thread only: each Python thread is a JVM thread of
+    its own, whose class loader does not see the jar). The thread only runs it."""
+    if not _claim(spark, jar):
+        return None
+    try:
+        job = _first_task_job(spark)
+    except Exception as problem:  # only how soon a first query answers
+        spark.conf.set(WARMUP_STATE_CONF, _failed(problem))
+        return None
+
+    def run() -> None:
+        state = _run_first_task(spark, job)
+        with contextlib.suppress(Exception):  # the session stopped meanwhile
+            spark.conf.set(WARMUP_STATE_CONF, state)
+
+    thread = threading.Thread(target=run, name="kafkalog-first-task", daemon=True)
+    thread.start()
+    return thread
+
+
+def _claim(spark: Any, jar: str) -> bool:
+    """Whether this caller runs the first task of ``spark``'s application with ``jar``: a
+    local session (elsewhere executors are other JVMs, which one task would not all reach)
+    that has not had it."""
     context = spark.sparkContext
     if not str(context.master).startswith("local"):
-        return  # elsewhere executors are other JVMs, which one task would not all reach
+        return False
     key = (str(context.applicationId), jar)
-    if key in _first_tasks:
-        return
-    _first_tasks.add(key)
+    with _first_tasks_lock:
+        if key in _first_tasks:
+            return False
+        _first_tasks.add(key)
+    return True
+
+
+def _first_task_job(spark: Any) -> Any:
+    """The first task's job: one row whose value the executor computes with the jar's
+    ``FirstTask.run`` (analysed on the calling thread, which must see the jar)."""
+    return spark.range(1, numPartitions=1).selectExpr(
+        "reflect('kafkalog.jvm.FirstTask', 'run') AS state"
+    )
+
+
+def _run_first_task(spark: Any, job: Any = None) -> str:
+    """The first task's job (made here unless given), run on the calling thread: its state
+    (``done``/``failed``)."""
+    context = spark.sparkContext
     before = context.getLocalProperty("spark.job.description")
     context.setJobDescription("kafkalog: the JVM source's first task (warm-up)")
     started = time.monotonic()
     try:
-        rows = (
-            spark.range(1, numPartitions=1)
-            .selectExpr("reflect('kafkalog.jvm.FirstTask', 'run') AS state")
-            .collect()
-        )
+        rows = (job if job is not None else _first_task_job(spark)).collect()
         took = round((time.monotonic() - started) * 1000)
-        state = f"done {took} ({rows[0][0]})"
+        return f"done {took} ({rows[0][0]})"
     except Exception as problem:  # only how soon a first query answers
-        state = f"failed: {str(problem).splitlines()[0] if str(problem) else repr(problem)}"
-        logger.debug("kafkalog: no first task at register() (%s)", problem)
+        return _failed(problem)
     finally:
-        context.setLocalProperty("spark.job.description", before)
-    spark.conf.set(WARMUP_STATE_CONF, state)
+        with contextlib.suppress(Exception):
+            context.setLocalProperty("spark.job.description", before)
+
+
+def _failed(problem: Exception) -> str:
+    logger.debug("kafkalog: the JVM source's first task failed (%s)", problem)
+    return f"failed: {str(problem).splitlines()[0] if str(problem) else repr(problem)}"
 
 
 def kafkalog_path() -> str:

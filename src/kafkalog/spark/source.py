@@ -6,6 +6,7 @@ Register it with :func:`register` (or import ``pyspark_kafkalog``, which Spark f
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 # first: ``load()``'s schema needs the options alone, planning the log layer, the tasks the
 # columnar decoder (numba). So the planner's and the tasks' modules are imported where they are
 # used, and ``load()`` does not pay for them (bench/RESULTS.md, time to the first answer).
+
+logger = logging.getLogger("kafkalog.spark")
 
 #: the configuration that lets Spark push filters to a Python data source
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -171,28 +174,28 @@ def register(spark: Any, *, pushdown: bool = True) -> None:
 
     chosen = KafkaLogPushdownSource if pushdown else KafkaLogDataSource
     spark.conf.set(PUSHDOWN_USED_CONF, "true" if pushdown else "false")  # the JVM source's
-    spark.conf.set(PATH_USED_CONF, use_jvm(spark, _python_sources(spark, chosen)))
+    first = not _python_sources_seen
+    sources = _python_sources(spark, chosen)
+    spark.conf.set(PATH_USED_CONF, use_jvm(spark, sources, alongside_jar=first))
 
 
 _python_sources_seen = False
 
 
-def _python_sources(spark: Any, chosen: type[DataSource]) -> Callable[[], None] | None:
-    """The Python sources' registration, for :func:`~kafkalog.spark.jvm_path.use_jvm` to run
-    alongside ``ADD JAR`` the first time in this interpreter: Spark's first Python data source
-    registration starts a Python worker to look up installed ``pyspark_*`` sources (~1-2 s that
-    Parquet never pays), which then overlaps the first ``spark.sql`` (``ADD JAR``, the SQL
-    parser's start). Later calls register here, first, as before (``None``)."""
+def _python_sources(spark: Any, chosen: type[DataSource]) -> Callable[[bool], None]:
+    """The Python sources' registration, told whether the JVM source goes in front, for
+    :func:`~kafkalog.spark.jvm_path.use_jvm` to run alongside ``ADD JAR`` the first time in
+    this interpreter: Spark's first Python data source registration starts a Python worker to
+    look up installed ``pyspark_*`` sources (~1-2 s that Parquet never pays), which then
+    overlaps the first ``spark.sql`` (``ADD JAR``, the SQL parser's start). Later calls
+    register on the calling thread, before ``ADD JAR``, as before."""
     global _python_sources_seen
+    _python_sources_seen = True
 
-    def run() -> None:
-        _register_python(spark, chosen)
+    def run(jvm: bool) -> None:
+        _register_python(spark, _behind_jvm(chosen) if jvm else chosen)
         spark.dataSource.register(_python_named(chosen))
 
-    if _python_sources_seen:
-        run()
-        return None
-    _python_sources_seen = True
     return run
 
 
@@ -236,6 +239,54 @@ class KafkaLogPythonPushdownSource(KafkaLogPushdownSource):
     @classmethod
     def name(cls) -> str:
         return "kafkalog_python"
+
+
+#: said (once per process) by the Python source when it serves ``format("kafkalog")`` behind
+#: the JVM source, i.e. on a thread that does not see the jar
+BEHIND_JVM = (
+    "kafkalog: format('kafkalog') is read through the Python source, not the JVM one: "
+    "kafkalog.spark.register added the jar with ADD JAR, which Spark applies to the calling "
+    "thread only, and this query came from another thread; call kafkalog.spark.register(spark) "
+    "on that thread too, or build the session with the jar in spark.jars "
+    "(python -m kafkalog.spark.jar prints its path)"
+)
+_behind_jvm_said = False
+
+
+def _say_behind_jvm() -> None:
+    global _behind_jvm_said
+    if not _behind_jvm_said:
+        _behind_jvm_said = True
+        logger.warning(BEHIND_JVM)
+
+
+class _ServesBehindJvm(DataSource):
+    """What ``format("kafkalog")``'s Python source adds where :func:`register` put the JVM
+    source in front of it: Spark looks the JVM source up on the calling thread's class loader,
+    which sees the jar only on threads that ran ``ADD JAR``; a read from any other thread
+    reaches this source (same rows, slower), and it says so once (:data:`BEHIND_JVM`)."""
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        _say_behind_jvm()
+        return super().reader(schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _say_behind_jvm()
+        return super().streamReader(schema)
+
+
+class KafkaLogBehindJvmSource(_ServesBehindJvm, KafkaLogDataSource):
+    """:class:`KafkaLogDataSource` behind the JVM source."""
+
+
+class KafkaLogBehindJvmPushdownSource(_ServesBehindJvm, KafkaLogPushdownSource):
+    """:class:`KafkaLogPushdownSource` behind the JVM source."""
+
+
+def _behind_jvm(source: type[DataSource]) -> type[DataSource]:
+    if source is KafkaLogPushdownSource:
+        return KafkaLogBehindJvmPushdownSource
+    return KafkaLogBehindJvmSource
 
 
 def _python_named(source: type[DataSource]) -> type[DataSource]:
