@@ -4,9 +4,9 @@ the first no slower than a later one plus 1 s), ``bench_spark.py --first-stream`
 Each side runs in a fresh process (a new interpreter, JVM and workers), alternating round after
 round: ``jvm`` is what ``kafkalog.spark.register`` puts in front of ``format("kafkalog")`` with
 a jar (the JVM source, planned by its Python planner process), ``python`` the Python source
-(``KAFKALOG_JVM=0``); the JVM source's warm-up (the decoder's first task in the executor) runs
-in the background by default, ``warm-up off`` and ``warm-up inside`` (``register``) set
-``spark.kafkalog.jvm.warmup`` to ``false`` and ``true``. The stream
+(``KAFKALOG_JVM=0``); the JVM source's warm-up (the decoder's first task in the executor) is
+off by default, ``warm-up background`` and ``warm-up inside`` (``register``) set
+``spark.kafkalog.jvm.warmup`` to ``background`` and ``true``. The stream
 reads the sample's ``clicks`` topic from the earliest offsets with ``maxOffsetsPerTrigger`` into
 Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every micro-batch the same size until the
 end); each micro-batch's phases are Spark's own progress
@@ -118,19 +118,20 @@ def run(
 ) -> None:
     """Every side in turn, round after round, after one discarded run of each; medians. The
     JVM path four ways: as ``register`` leaves it (the jar added by ``ADD JAR``: the executor
-    fetches it and loads its classes in a class loader of its own, even in local mode; the
-    warm-up's first task started in the background), with the warm-up off, with it inside
-    ``register``, and with the jar in ``spark.jars`` from the session's start (driver and
-    executor share one copy of its classes)."""
+    fetches it and loads its classes in a class loader of its own, even in local mode; no
+    warm-up), with the warm-up's first task in the background, with it inside ``register``, and
+    with the jar in ``spark.jars`` from the session's start (driver and executor share one copy
+    of its classes)."""
     from kafkalog.spark.jar import find_jar
 
     after = os.environ.get("PYTHONPATH", "")
     on = {"spark.kafkalog.jvm.warmup": "true"}
     off = {"spark.kafkalog.jvm.warmup": "false"}
+    background = {"spark.kafkalog.jvm.warmup": "background"}
     jars = {"spark.jars": str(find_jar())}
     sides: list[first_runs.Side] = [
         ("JVM", "jvm", after, {}),
-        ("JVM, warm-up off", "jvm", after, off),
+        ("JVM, warm-up background", "jvm", after, background),
         ("JVM, warm-up inside", "jvm", after, on),
         ("JVM, spark.jars", "jvm", after, jars),
     ]
