@@ -459,9 +459,17 @@ def offset_order_problem(entry: LogEntry, previous_last: int, segment_base: int)
     none is below the segment's base. A base offset is not covered by the batch's CRC, so a
     flipped byte there is found only this way (gaps are fine: compaction leaves them)."""
     last = entry.last_offset
-    first = first_offset_held(entry)
+    inner_last = last
+    if isinstance(entry, LegacyEntry) and entry.compression_id:
+        try:  # a wrapper decompressed once for both checks (its first offset, its field)
+            inner = entry.inner_entries()
+            first, inner_last = inner[0].offset, inner[-1].offset
+        except KafkalogError:
+            first = last  # damage its reader reports
+    else:
+        first = entry.base_offset
     if first > previous_last and last >= first and first >= segment_base:
-        return wrapper_offset_problem(entry)
+        return None if inner_last == last else wrapper_offset_problem(entry)
     return (
         f"non-consecutive offsets: the batch at byte {entry.position} holds offsets "
         f"{first}..{last} after one ending at offset {previous_last} (segment base "

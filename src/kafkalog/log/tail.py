@@ -475,8 +475,8 @@ class AsyncTailReader:
 
 def _ahead_of_next(entry: LogEntry, data: bytes, start: int, previous: int) -> str | None:
     """Why ``entry`` (in ``data``, bytes of the segment from byte ``start``, after entries
-    ending at offset ``previous``) is out of line with the v2 batch that follows it in
-    ``data``, when that batch is in line with ``previous`` and ``entry``'s span fits there
+    ending at offset ``previous``) is out of line with the entry that follows it in ``data``,
+    when that entry is in line with ``previous`` and ``entry``'s span fits there
     (:func:`~kafkalog.log.segment.held_is_damaged`), or None."""
     at = entry.position + entry.size_in_bytes - start
     if at + 27 > len(data):
