@@ -171,7 +171,9 @@ def test_settled_segments_read_nothing_and_changes_read_again(
     _check(reads, data)
 
 
-def test_an_append_reads_only_the_active_segments_headers(settled: Any, tmp_path: Path) -> None:
+def _settled_log(settled: Any, tmp_path: Path) -> tuple[Path, Reads]:
+    """A log of 60 appends, settled, counted once (its summaries made) and again (nothing
+    read): the data directory and its reads."""
     data = tmp_path / "data"
     _append(data / "t-0", 60, 0)
     _settle()
@@ -179,6 +181,11 @@ def test_an_append_reads_only_the_active_segments_headers(settled: Any, tmp_path
     reads.count()
     _settle()
     assert reads.count() == (180, 0)
+    return data, reads
+
+
+def test_an_append_reads_only_the_active_segments_headers(settled: Any, tmp_path: Path) -> None:
+    data, reads = _settled_log(settled, tmp_path)
     active = sorted((data / "t-0").glob("*.log"))[-1]
     batches = sum(isinstance(e, RecordBatch) for e in LogReader(active.read_bytes()))
     total = sum(p.stat().st_size for p in (data / "t-0").glob("*.log"))
@@ -195,13 +202,7 @@ def test_an_append_reads_only_the_active_segments_headers(settled: Any, tmp_path
 def test_a_byte_written_in_place_with_its_mtime_put_back(settled: Any, tmp_path: Path) -> None:
     """Size and mtime as they were: the ctime tells, so the header is read, does not match its
     summary, and the batch's CRC fails naming the file and byte, as without summaries."""
-    data = tmp_path / "data"
-    _append(data / "t-0", 60, 0)
-    _settle()
-    reads = Reads(settled, data, tmp_path)
-    reads.count()
-    _settle()
-    assert reads.count() == (180, 0)
+    data, reads = _settled_log(settled, tmp_path)
     _flip_in_place(data / "t-0")
     _settle()
     with pytest.raises(Exception, match=r"\.log at byte 0"):
