@@ -479,3 +479,54 @@ def test_a_base_offset_moved_by_less_than_a_batch_is_named_where_it_is(
             main(["repair", "--dry-run", str(d)])
         assert f"damage at byte {position}:" in out.getvalue(), (where, out.getvalue())
     assert damaged >= 4, f"only {damaged} sources had a batch with adjoining neighbours"
+
+
+@pytest.mark.parametrize("skipping", [False, True], ids=["failing", "skipping"])
+def test_a_batch_moved_up_at_a_chunks_end_is_not_read(skipping: bool, tmp_path: Path) -> None:
+    """A columnar read goes chunk by chunk: a batch whose base offset moved up by less than a
+    batch, the last of a chunk, shows only against the first batch of the next chunk. Its rows
+    are never handed out: the read fails naming it, or skips it (and only it)."""
+    from damage_kinds import shifted_batch
+    from kafkalog.files import open_read
+    from kafkalog.log.arrow_read import decode_file
+    from read_shapes import write_shape
+
+    d = write_shape(tmp_path / "shape", "v2-multi-i1").directory
+    with Log(d, writable=False) as log:
+        pristine = {r.offset: r.value for r in log.records()}
+    seg, position = shifted_batch(d, 2)
+    data = seg.read_bytes()
+    moved = next(e for e in LogReader(data) if e.position == position)
+    said: list[SkippedBytes] = []
+    handle = open_read(str(seg))
+    try:
+        read = decode_file(
+            handle,
+            0,
+            len(data),
+            path=str(seg),
+            chunk_bytes=position + moved.size_in_bytes,  # the first chunk ends with it
+            last_segment=False,
+            first_offset=int(seg.name[:20]),
+            on_damage=said.append if skipping else None,
+            include_headers=False,
+            topic="t",
+            partition=0,
+        )
+        if not skipping:
+            with pytest.raises(DamagedLogError) as failed:
+                list(read)
+            assert failed.value.position == position
+            return
+        got = [
+            (o, v)
+            for b in read
+            for o, v in zip(
+                b.column("offset").to_pylist(), b.column("value").to_pylist(), strict=True
+            )
+        ]
+    finally:
+        handle.close()
+    assert not [o for o, v in got if pristine.get(o) != v], "records read at offsets not theirs"
+    assert len(got) == sum(1 for e in LogReader(data) for _ in e.records()) - len(moved.records())
+    assert said and said[0].start == position

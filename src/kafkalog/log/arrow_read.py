@@ -240,6 +240,9 @@ def _decode_file(
             continue
         if result.header_offsets is not None and len(result.header_offsets):
             held = _headers_out_of_line(result.header_offsets, held, position, path)
+            # the chunk's rows go out now: its last batch must not have jumped ahead of the
+            # next one, which the next chunk's check would see too late
+            _followed_in_line(handle, position + result.next_position, held, path)
         offsets = result.batch.column("offset")
         if len(offsets):
             values = offsets.to_numpy()
@@ -316,5 +319,31 @@ def _headers_out_of_line(
         f"non-consecutive offsets: the batch at byte {at} {why}",
         path=path,
         position=at,
+        partition=os.path.dirname(path),
+    )
+
+
+def _followed_in_line(
+    handle: files.ReadHandle, at: int, held: tuple[int, int, int, int], path: str
+) -> None:
+    """Raise :class:`DamagedLogError` naming ``held`` (byte, first, last offset, the last
+    offset before it), a chunk's last entry, when the v2 batch at byte ``at`` (after the chunk,
+    not read yet) shows its base offset jumped ahead: that batch is in line with the entries
+    before ``held`` and ``held``'s span fits under it (:func:`~kafkalog.log.segment.span_fits`).
+    Anything else there is checked when its own chunk is read."""
+    head = handle.pread(17, at)
+    if len(head) < 17 or head[16] != 2:
+        return
+    following = int.from_bytes(head[:8], "big", signed=True)
+    if following > held[2] or following <= held[3]:
+        return
+    if not span_fits(held[1], held[2], following, held[3]):
+        return
+    raise DamagedLogError.found(
+        f"non-consecutive offsets: the batch at byte {held[0]} holds offsets "
+        f"{held[1]}..{held[2]}, past the batch after it (offsets from {following}): its base "
+        "offset (outside the batch CRC) is wrong",
+        path=path,
+        position=held[0],
         partition=os.path.dirname(path),
     )
