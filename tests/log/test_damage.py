@@ -386,8 +386,6 @@ def test_columnar_damage_past_the_first_chunk(skipping: bool, tmp_path: Path) ->
     the chunks already read (with the offsets they ended at), so a skip neither reads those
     batches twice nor drops the good batches of the failing chunk, and an error names the
     damaged batch's first byte."""
-    from kafkalog.files import open_read
-    from kafkalog.log.arrow_read import decode_file
 
     d = _written(tmp_path)
     seg = _segments(d)[2]
@@ -397,30 +395,13 @@ def test_columnar_damage_past_the_first_chunk(skipping: bool, tmp_path: Path) ->
     data = bytearray(seg.read_bytes())
     data[position + 70] ^= 0xFF  # a record byte: the CRC fails
     seg.write_bytes(bytes(data))
+    if not skipping:
+        with pytest.raises(DamagedLogError) as failed:
+            _read_in_chunks(seg, 500, None)
+        assert failed.value.position == position
+        return
     said: list[SkippedBytes] = []
-    handle = open_read(str(seg))
-    try:
-        read = decode_file(
-            handle,
-            0,
-            len(data),
-            path=str(seg),
-            chunk_bytes=500,
-            last_segment=False,
-            first_offset=int(seg.name[:20]),
-            on_damage=said.append if skipping else None,
-            include_headers=False,
-            topic="t",
-            partition=0,
-        )
-        if not skipping:
-            with pytest.raises(DamagedLogError) as failed:
-                list(read)
-            assert failed.value.position == position
-            return
-        got = [o for b in read for o in b.column("offset").to_pylist()]
-    finally:
-        handle.close()
+    got = [o for o, _ in _read_in_chunks(seg, 500, said)]
     lost = pristine[len(entries) * 3 // 4]
     assert got == [o for o in pristine if o != lost]
     assert [(s.start, s.first_offset, s.last_offset) for s in said] == [(position, lost, lost)]
@@ -487,8 +468,6 @@ def test_a_batch_moved_up_at_a_chunks_end_is_not_read(skipping: bool, tmp_path: 
     batch, the last of a chunk, shows only against the first batch of the next chunk. Its rows
     are never handed out: the read fails naming it, or skips it (and only it)."""
     from damage_kinds import shifted_batch
-    from kafkalog.files import open_read
-    from kafkalog.log.arrow_read import decode_file
     from read_shapes import write_shape
 
     d = write_shape(tmp_path / "shape", "v2-multi-i1").directory
@@ -497,28 +476,43 @@ def test_a_batch_moved_up_at_a_chunks_end_is_not_read(skipping: bool, tmp_path: 
     seg, position = shifted_batch(d, 2)
     data = seg.read_bytes()
     moved = next(e for e in LogReader(data) if e.position == position)
+    chunk = position + moved.size_in_bytes  # the first chunk ends with it
+    if not skipping:
+        with pytest.raises(DamagedLogError) as failed:
+            _read_in_chunks(seg, chunk, None)
+        assert failed.value.position == position
+        return
     said: list[SkippedBytes] = []
+    got = _read_in_chunks(seg, chunk, said)
+    assert not [o for o, v in got if pristine.get(o) != v], "records read at offsets not theirs"
+    assert len(got) == sum(1 for e in LogReader(data) for _ in e.records()) - len(moved.records())
+    assert said and said[0].start == position
+
+
+def _read_in_chunks(
+    seg: Path, chunk_bytes: int, said: list[SkippedBytes] | None
+) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of a columnar read of a whole segment (not its log's last) in chunks of
+    ``chunk_bytes``, skipping damage into ``said`` when given, else raising."""
+    from kafkalog.files import open_read
+    from kafkalog.log.arrow_read import decode_file
+
     handle = open_read(str(seg))
     try:
         read = decode_file(
             handle,
             0,
-            len(data),
+            seg.stat().st_size,
             path=str(seg),
-            chunk_bytes=position + moved.size_in_bytes,  # the first chunk ends with it
+            chunk_bytes=chunk_bytes,
             last_segment=False,
             first_offset=int(seg.name[:20]),
-            on_damage=said.append if skipping else None,
+            on_damage=None if said is None else said.append,
             include_headers=False,
             topic="t",
             partition=0,
         )
-        if not skipping:
-            with pytest.raises(DamagedLogError) as failed:
-                list(read)
-            assert failed.value.position == position
-            return
-        got = [
+        return [
             (o, v)
             for b in read
             for o, v in zip(
@@ -527,6 +521,3 @@ def test_a_batch_moved_up_at_a_chunks_end_is_not_read(skipping: bool, tmp_path: 
         ]
     finally:
         handle.close()
-    assert not [o for o, v in got if pristine.get(o) != v], "records read at offsets not theirs"
-    assert len(got) == sum(1 for e in LogReader(data) for _ in e.records()) - len(moved.records())
-    assert said and said[0].start == position

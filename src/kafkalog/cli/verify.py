@@ -471,6 +471,7 @@ def _verify_segment(
         first_offset_held,
         held_is_damaged,
         offset_order_problem,
+        wrapper_inner_offsets,
         wrapper_offset_problem,
     )
     from kafkalog.records import LogReader, RecordBatch
@@ -517,7 +518,7 @@ def _verify_segment(
                             entry.position,
                             f"{name}: "
                             + (
-                                wrapper_offset_problem(entry)
+                                wrapper_offset_problem(entry, wrapper_inner_offsets(entry))
                                 or f"offsets {first}..{entry.last_offset} do not follow "
                                 f"{previous_last}: its base offset, outside the batch CRC, "
                                 "is wrong"

@@ -24,7 +24,7 @@ from kafkalog.errors import (
     _PositionedError,
 )
 from kafkalog.log.damage import OffsetOrder, SkippedBytes
-from kafkalog.log.segment import cut_off_damage, span_fits, torn_absurd_entry
+from kafkalog.log.segment import cut_off_damage, jumped_ahead, torn_absurd_entry
 from kafkalog.records import LogReader, decode_range
 from kafkalog.records.batch import batch_at
 from kafkalog.records.resync import next_valid_entry
@@ -305,22 +305,15 @@ def _headers_out_of_line(
             int(before[k - 1]),
         )
     first, last = int(firsts[k]), int(lasts[k])
-    at, why = (
-        position + int(heads[k, 0]),
-        f"holds offsets {first}..{last} after one ending at offset {int(before[k])}",
+    at = position + int(heads[k, 0])
+    why = (
+        f"non-consecutive offsets: the batch at byte {at} holds offsets {first}..{last} after "
+        f"one ending at offset {int(before[k])}"
     )
-    if held[0] >= 0 and held[3] < first <= last and span_fits(held[1], held[2], first, held[3]):
-        at = held[0]
-        why = (
-            f"holds offsets {held[1]}..{held[2]}, past the batch after it (offsets from "
-            f"{first}): its base offset (outside the batch CRC) is wrong"
-        )
-    raise DamagedLogError.found(
-        f"non-consecutive offsets: the batch at byte {at} {why}",
-        path=path,
-        position=at,
-        partition=os.path.dirname(path),
-    )
+    ahead = jumped_ahead(*held, first) if held[0] >= 0 and first <= last else None
+    if ahead is not None:
+        at, why = held[0], ahead
+    raise DamagedLogError.found(why, path=path, position=at, partition=os.path.dirname(path))
 
 
 def _followed_in_line(
@@ -329,21 +322,13 @@ def _followed_in_line(
     """Raise :class:`DamagedLogError` naming ``held`` (byte, first, last offset, the last
     offset before it), a chunk's last entry, when the v2 batch at byte ``at`` (after the chunk,
     not read yet) shows its base offset jumped ahead: that batch is in line with the entries
-    before ``held`` and ``held``'s span fits under it (:func:`~kafkalog.log.segment.span_fits`).
+    before ``held`` and ``held``'s span fits under it (:func:`~kafkalog.log.segment.jumped_ahead`).
     Anything else there is checked when its own chunk is read."""
     head = handle.pread(17, at)
     if len(head) < 17 or head[16] != 2:
         return
-    following = int.from_bytes(head[:8], "big", signed=True)
-    if following > held[2] or following <= held[3]:
-        return
-    if not span_fits(held[1], held[2], following, held[3]):
-        return
-    raise DamagedLogError.found(
-        f"non-consecutive offsets: the batch at byte {held[0]} holds offsets "
-        f"{held[1]}..{held[2]}, past the batch after it (offsets from {following}): its base "
-        "offset (outside the batch CRC) is wrong",
-        path=path,
-        position=held[0],
-        partition=os.path.dirname(path),
-    )
+    ahead = jumped_ahead(*held, int.from_bytes(head[:8], "big", signed=True))
+    if ahead is not None:
+        raise DamagedLogError.found(
+            ahead, path=path, position=held[0], partition=os.path.dirname(path)
+        )

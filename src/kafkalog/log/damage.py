@@ -27,11 +27,11 @@ from kafkalog.errors import (
 )
 from kafkalog.log.segment import (
     LogSegment,
-    first_offset_held,
     held_is_damaged,
+    jumped_ahead,
     offset_order_problem,
-    span_fits,
     torn_absurd_entry,
+    wrapper_inner_offsets,
     wrapper_offset_problem,
 )
 from kafkalog.records.batch import RecordBatch
@@ -329,22 +329,17 @@ def fetched_offsets_problem(
             last = first + int.from_bytes(data[at + 23 : at + 27], "big", signed=True)
         elif data[at + 17] & 0x07:  # a compressed v0/v1 wrapper: its offset is its last
             wrapper = _wrapper(data[at:end])
-            if wrapper is not None:
-                first = first_offset_held(wrapper)
-                wrong = wrapper_offset_problem(replace(wrapper, position=position + at))
+            inner = None if wrapper is None else wrapper_inner_offsets(wrapper)
+            if wrapper is not None and inner is not None:
+                first = inner[0]
+                wrong = wrapper_offset_problem(replace(wrapper, position=position + at), inner)
                 if wrong is not None:
                     return position + at, wrong
         if not previous < first <= last < upper:
-            if (
-                held is not None
-                and held[3] < first <= last < upper
-                and span_fits(held[1], held[2], first, held[3])
-            ):
-                return position + held[0], (
-                    f"non-consecutive offsets: the batch at byte {position + held[0]} holds "
-                    f"offsets {held[1]}..{held[2]}, past the batch after it (offsets from "
-                    f"{first}): its base offset (outside the batch CRC) is wrong"
-                )
+            if held is not None and first <= last < upper:
+                ahead = jumped_ahead(position + held[0], *held[1:], first)
+                if ahead is not None:
+                    return position + held[0], ahead
             return position + at, (
                 f"non-consecutive offsets: the batch at byte {position + at} holds offsets "
                 f"{first}..{last} after one ending at offset {previous} (offsets below "

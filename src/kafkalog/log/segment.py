@@ -422,34 +422,43 @@ class _SegmentReadHandle:
         pass  # the file is the segment's
 
 
-def first_offset_held(entry: LogEntry) -> int:
-    """The first offset ``entry`` holds: a v2 batch's base offset; a v0/v1 wrapper's first
-    inner message's, decompressed as Kafka's ``baseOffset()`` does (the wrapper's own offset
-    field is its last, outside the CRC: moved, it moves every inner offset with it, so only
-    the first inner one shows the overlap with the entry before); when the wrapper cannot be
-    decompressed (damage its reader reports), its own offset."""
-    try:
-        return entry.base_offset
-    except KafkalogError:
-        return entry.last_offset
-
-
-def wrapper_offset_problem(entry: LogEntry) -> str | None:
-    """A compressed v0/v1 wrapper's offset field (outside its CRC) must be its last inner
-    message's, as Kafka writes it: a v0 wrapper's inner offsets are absolute (inside the CRC),
-    so a moved field shows against them, and the log's end would be wrong after it."""
+def wrapper_inner_offsets(entry: LogEntry) -> tuple[int, int] | None:
+    """A compressed v0/v1 wrapper's first and last inner offsets, decompressed once, as Kafka's
+    ``baseOffset()`` reads them (the wrapper's own offset field is its last, outside the CRC:
+    moved, it moves every inner offset of a v1 wrapper with it); None for any other entry, or
+    a wrapper that cannot be decompressed (damage its reader reports)."""
     if not isinstance(entry, LegacyEntry) or not entry.compression_id:
         return None
     try:
         inner = entry.inner_entries()
     except KafkalogError:
-        return None  # damage its reader reports
-    if inner[-1].offset == entry.last_offset:
+        return None
+    return inner[0].offset, inner[-1].offset
+
+
+def first_offset_held(entry: LogEntry) -> int:
+    """The first offset ``entry`` holds: a v2 batch's base offset, a compressed v0/v1
+    wrapper's first inner message's (:func:`wrapper_inner_offsets`), else its own offset."""
+    return _first_held(entry, wrapper_inner_offsets(entry))
+
+
+def _first_held(entry: LogEntry, inner: tuple[int, int] | None) -> int:
+    if inner is not None:
+        return inner[0]
+    return entry.base_offset if isinstance(entry, RecordBatch) else entry.last_offset
+
+
+def wrapper_offset_problem(entry: LogEntry, inner: tuple[int, int] | None) -> str | None:
+    """A compressed v0/v1 wrapper's offset field (outside its CRC) must be its last inner
+    message's (``inner``: :func:`wrapper_inner_offsets`), as Kafka writes it: a v0 wrapper's
+    inner offsets are absolute (inside the CRC), so a moved field shows against them, and the
+    log's end would be wrong after it."""
+    if inner is None or inner[1] == entry.last_offset:
         return None
     return (
         f"non-consecutive offsets: the message set at byte {entry.position} holds inner "
-        f"offsets {inner[0].offset}..{inner[-1].offset}, but its own offset field (outside "
-        f"the CRC) reads {entry.last_offset}"
+        f"offsets {inner[0]}..{inner[1]}, but its own offset field (outside the CRC) reads "
+        f"{entry.last_offset}"
     )
 
 
@@ -459,17 +468,10 @@ def offset_order_problem(entry: LogEntry, previous_last: int, segment_base: int)
     none is below the segment's base. A base offset is not covered by the batch's CRC, so a
     flipped byte there is found only this way (gaps are fine: compaction leaves them)."""
     last = entry.last_offset
-    inner_last = last
-    if isinstance(entry, LegacyEntry) and entry.compression_id:
-        try:  # a wrapper decompressed once for both checks (its first offset, its field)
-            inner = entry.inner_entries()
-            first, inner_last = inner[0].offset, inner[-1].offset
-        except KafkalogError:
-            first = last  # damage its reader reports
-    else:
-        first = entry.base_offset
+    inner = wrapper_inner_offsets(entry)  # a wrapper decompressed once for both checks
+    first = _first_held(entry, inner)
     if first > previous_last and last >= first and first >= segment_base:
-        return None if inner_last == last else wrapper_offset_problem(entry)
+        return wrapper_offset_problem(entry, inner)
     return (
         f"non-consecutive offsets: the batch at byte {entry.position} holds offsets "
         f"{first}..{last} after one ending at offset {previous_last} (segment base "
@@ -497,6 +499,21 @@ def span_fits(held_first: int, held_last: int, next_first: int, before_held: int
     the start may be wrong) fits between the entries around it, ending at ``before_held`` and
     starting at ``next_first``: :func:`held_is_damaged`'s test, on header fields."""
     return next_first - before_held - 1 > held_last - held_first
+
+
+def jumped_ahead(position: int, first: int, last: int, before: int, following: int) -> str | None:
+    """Why the entry at byte ``position`` holding ``first..last`` (after entries ending at
+    ``before``) is the one out of line with the entry after it, which starts at offset
+    ``following``: that one is in line with the entries before and this one's span fits under
+    it (:func:`held_is_damaged`, on header fields: for readers that see the next entry's
+    header only); None when it is not."""
+    if not before < following <= last or not span_fits(first, last, following, before):
+        return None
+    return (
+        f"non-consecutive offsets: the batch at byte {position} holds offsets {first}..{last}, "
+        f"past the batch after it (offsets from {following}): its base offset (outside the "
+        "batch CRC) is wrong"
+    )
 
 
 def cut_off_damage(

@@ -38,8 +38,8 @@ from kafkalog.log.log import Log
 from kafkalog.log.segment import (
     cut_off_damage,
     first_offset_held,
+    jumped_ahead,
     offset_order_problem,
-    span_fits,
     torn_absurd_entry,
 )
 from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
@@ -489,12 +489,4 @@ def _ahead_of_next(entry: LogEntry, data: bytes, start: int, previous: int) -> s
         except (KafkalogError, StopIteration):
             return None  # not whole yet, or damaged: its own turn tells
     first = first_offset_held(entry)
-    if following > entry.last_offset or following <= previous:
-        return None
-    if not span_fits(first, entry.last_offset, following, previous):
-        return None
-    return (
-        f"non-consecutive offsets: the batch at byte {entry.position} holds offsets "
-        f"{first}..{entry.last_offset}, past the batch after it (offsets from {following}): "
-        "its base offset (outside the batch CRC) is wrong"
-    )
+    return jumped_ahead(entry.position, first, entry.last_offset, previous, following)
