@@ -147,17 +147,22 @@ def test_sigkill_keeps_what_group_commit_acknowledged(tmp_path: Path, seed: int)
                 acked[int(offset)] = value.encode()
                 lines += 1
             proc.send_signal(signal.SIGKILL)
-            # acknowledgements already written to the pipe count too
-            rest, err = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
+            # acknowledgements already written to the pipe count too; read through the same
+            # buffered reader as the lines above (communicate() reads the raw descriptor and
+            # would start after what readline() buffered, perhaps inside a line: "12 v" read
+            # from "...\n1" + "2 v" once made an acknowledged offset 2 of offset 12's value)
+            rest = proc.stdout.read()
+            err = proc.stderr.read() if proc.stderr is not None else b""
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
         assert lines == target, err.decode(errors="replace")
-        for line in rest.decode().splitlines():
-            parts = line.split()
-            if len(parts) == 2:  # the last line may be cut by the kill
-                acked[int(parts[0])] = parts[1].encode()
+        # only whole lines: each is written and flushed whole, but a kill may come mid-write
+        for line in rest.decode().split("\n")[:-1]:
+            offset, value = line.split()
+            acked[int(offset)] = value.encode()
         with Log(directory) as log:  # recovery runs (no clean shutdown)
             stored = {r.offset: r.value for r in log.records()}
             missing = [o for o, v in acked.items() if stored.get(o) != v]
