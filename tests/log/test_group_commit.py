@@ -160,9 +160,9 @@ def test_sigkill_keeps_what_group_commit_acknowledged(tmp_path: Path, seed: int)
                 proc.wait()
         assert lines == target, err.decode(errors="replace")
         # only whole lines: each is written and flushed whole, but a kill may come mid-write
-        for line in rest.decode().split("\n")[:-1]:
-            offset, value = line.split()
-            acked[int(offset)] = value.encode()
+        for whole in rest.decode().split("\n")[:-1]:
+            at, written = whole.split()
+            acked[int(at)] = written.encode()
         with Log(directory) as log:  # recovery runs (no clean shutdown)
             stored = {r.offset: r.value for r in log.records()}
             missing = [o for o, v in acked.items() if stored.get(o) != v]
