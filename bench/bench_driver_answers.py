@@ -5,9 +5,11 @@
 Each round starts one process per tree (kafkalog imported from that ``src``, so each runs the
 jar of its own Java sources), alternating which goes first; a process warms up (every batch
 verified once, in a summaries directory shared by both) and then times, ``--repeat`` times each,
-interleaved: ``count(*)``, a 1% ``where timestamp between`` window's count, the full scan
+interleaved: ``count(*)``, a 1% ``where timestamp between`` window's count, both again "not
+kept" (``spark.kafkalog.jvm.planCache=false``: planned and counted every time), the full scan
 (``sum(length(value))``: the window's share is of it), a query reading nothing (``where offset
-< 0``), Spark's own floor (a count over a literal one-row table: no scan, no job), and
+< 0``), Spark's own floors (a count over a literal one-row table: two small jobs, no scan; and
+``select 1L``: one one-task job, the shape of a count answered on the driver), and
 Parquet's ``count(*)`` and window over the same rows (``<data>.parquet``, as ``bench_spark.py``
 writes it). Medians per tree over all its rounds; ratios are Parquet's time over ours from the
 same processes, so a loaded machine moves both sides.
@@ -25,7 +27,18 @@ import tempfile
 import time
 from typing import Any
 
-QUERIES = ("count", "window", "full", "nothing", "spark floor", "parquet count", "parquet window")
+QUERIES = (
+    "count",
+    "count not kept",
+    "window",
+    "window not kept",
+    "full",
+    "nothing",
+    "spark floor",
+    "select 1L",
+    "parquet count",
+    "parquet window",
+)
 
 
 def child(data: str, repeat: int, summaries: str) -> None:
@@ -55,12 +68,28 @@ def child(data: str, repeat: int, summaries: str) -> None:
     def parquet() -> Any:
         return spark.read.parquet(data.rstrip("/") + ".parquet")
 
+    def not_kept(query: Any) -> Any:
+        def run() -> Any:
+            spark.conf.set("spark.kafkalog.jvm.planCache", "false")
+            try:
+                return query()
+            finally:
+                spark.conf.unset("spark.kafkalog.jvm.planCache")
+
+        return run
+
+    def window() -> Any:
+        return load().where(between).selectExpr("count(*)").collect()[0][0]
+
     queries = {
         "count": lambda: load().count(),
-        "window": lambda: load().where(between).selectExpr("count(*)").collect()[0][0],
+        "count not kept": not_kept(lambda: load().count()),
+        "window": window,
+        "window not kept": not_kept(window),
         "full": lambda: load().selectExpr("sum(length(value))").collect()[0][0],
         "nothing": lambda: load().where("offset < 0").selectExpr("count(*)").collect()[0][0],
         "spark floor": lambda: spark.sql("select count(*) from values (1) as t(a)").collect(),
+        "select 1L": lambda: spark.sql("select 1L as n").collect(),
         "parquet count": lambda: parquet().count(),
         "parquet window": lambda: parquet().where(between).selectExpr("count(*)").collect()[0][0],
     }
@@ -139,7 +168,14 @@ def main() -> None:
             f"window {m['window'] / m['full']:.1%} of the full scan (target <= 3%), "
             f"{m['parquet window'] / m['window']:.2f}x Parquet's window; a query reading "
             f"nothing {m['nothing'] / m['full']:.1%}, "
-            f"Spark's floor {m['spark floor'] / m['full']:.1%}"
+            f"Spark's floor {m['spark floor'] / m['full']:.1%}, select 1L "
+            f"{m['select 1L'] / m['full']:.1%}"
+        )
+        print(
+            f"{t}: count not kept {m['parquet count'] / m['count not kept']:.2f}x Parquet's; "
+            f"window not kept {m['window not kept'] / m['full']:.1%} of the full scan; "
+            f"Parquet's count over select 1L {m['parquet count'] / m['select 1L']:.2f}x (the most "
+            "a driver-answered count can reach here)"
         )
 
 

@@ -17,6 +17,14 @@ The plain rows also reuse the planner's answers and a count kept while the log's
 they were (a repeated query over a log nobody writes); the ``not kept`` rows ask and count again
 (every partition planned; warm summaries of settled segments give their headers unread, as to a
 new process; ``bench_live_count.py`` times a log being written to).
+
+``Spark's floor`` is a query of the same shape that Spark answers with no source at all,
+``spark.sql("select 1L as n").collect()``: analysed, optimised, one one-task job (a projection
+over one row), the row back through py4j -- what a count answered on the driver costs in Spark
+besides the source (a pushed-down count is a projection over a ``LocalScan``'s rows, which
+Spark runs as a one-task job as well). Its rows say what is Spark's: Parquet's count over the
+floor is the most any source's count can reach in this run, and the floor over the full scan the
+least share a window can take.
 """
 
 from __future__ import annotations
@@ -113,18 +121,26 @@ def run(spark: Any, data: str, parquet_path: str, rounds: int, python_too: bool)
     if python_too:
         sources["python"] = queries(lambda **o: kafkalog("kafkalog_python", **o))
     names = list(sources["jvm"])
+
+    def floor() -> Any:
+        return spark.sql("select 1L as n").collect()
+
     # the same answers first (and every source warmed up)
     for q in names:
         answers = {s: sources[s][q]() for s in sources}
         assert len({repr(a) for a in answers.values()}) == 1, (q, answers)
     times: dict[tuple[str, str], list[float]] = {}
     load_before = os.getloadavg()[0]  # the machine may be shared: said beside the figures
+    floor()
     for _ in range(rounds):
         for q in names:
             for s in sources:
                 t = time.perf_counter()
                 sources[s][q]()
                 times.setdefault((s, q), []).append(time.perf_counter() - t)
+            t = time.perf_counter()
+            floor()  # beside every query, so that the floor sees the machine the rows saw
+            times.setdefault(("floor", ""), []).append(time.perf_counter() - t)
     med = {k: statistics.median(v) for k, v in times.items()}
     spark.conf.unset("spark.kafkalog.batchSummaries.dir")
     shutil.rmtree(summaries, ignore_errors=True)
@@ -144,7 +160,17 @@ def run(spark: Any, data: str, parquet_path: str, rounds: int, python_too: bool)
             f"{pq / jvm:>7.2f}x{(pq / py if py else float('nan')):>6.2f}x  "
             + (f">= {target}x: {'met' if pq / jvm >= target else 'NOT met'}" if target else "")
         )
+    spark_floor, pq_count = med[("floor", "")], med[("parquet", "count(*)")]
+    lines.append(
+        f"{'Spark floor: select 1L (no source)':<36}{spark_floor:>8.3f}{'':>9}{pq_count:>9.2f}"
+        f"{pq_count / spark_floor:>7.2f}x{'':>7}  (Parquet's count over Spark's floor: the most "
+        "any source's count can reach here)"
+    )
     full = med[("jvm", "sum(length(value))")]
+    lines.append(
+        f"Spark's floor: {spark_floor / full:.1%} of the JVM full scan's time (no window can take "
+        f"less); count(*) kept: {med[('jvm', 'count(*)')] / spark_floor:.2f}x the floor"
+    )
     for label in ("1% window", "1% window not kept", "1% window cold"):
         share = med[("jvm", label)] / full
         lines.append(

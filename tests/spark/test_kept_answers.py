@@ -240,3 +240,70 @@ def test_a_count_the_python_reader_helped_is_made_again(kept: Any, tmp_path: Pat
     read = _stats_files(stats)
     assert count() == first
     assert _stats_files(stats) > read
+
+
+def test_the_schema_is_kept_while_the_listing_stands(kept: Any, tmp_path: Path) -> None:
+    """load()'s schema depends on the path's listing only (its partition directories), so an
+    append or a roll leaves it kept (load() needs no planner) while the count over the changed
+    files still asks (the unreachable planner fails it)."""
+    data = tmp_path / "data"
+    _append(data / "t-0", 40, 0)
+    _append(data / "t-1", 30, 0)
+    _settle()
+    assert _reads(kept, data) == _expected(data)
+    for change in ("append", "roll"):
+        CHANGES[change](data)
+        _settle()
+        with Unreachable(kept):
+            frame = kept.read.format("kafkalog").option("path", str(data)).load()
+            assert frame.columns[:2] == ["key", "value"]
+            with pytest.raises(Exception, match="planner"):
+                frame.count()
+        assert _reads(kept, data) == _expected(data)
+
+
+@pytest.mark.parametrize("change", ["partition removed", "partition added"])
+def test_a_kept_schema_never_hides_loads_error(kept: Any, tmp_path: Path, change: str) -> None:
+    """A partition directory removed or added changes the listing: load() asks again (the
+    unreachable planner fails load() itself), and a partition named by assign that is gone is
+    load()'s error again, as without kept answers."""
+    data = tmp_path / "data"
+    _append(data / "t-0", 10, 0)
+    _append(data / "t-1", 10, 0)
+    _settle()
+    reader = kept.read.format("kafkalog").option("path", str(data))
+    reader = reader.option("assign", '{"t": [0, 1]}')
+    assert reader.load().count() == 60
+    with Unreachable(kept):
+        reader.load()  # kept: no planner needed
+    CHANGES[change](data)
+    with Unreachable(kept), pytest.raises(Exception, match="planner"):
+        reader.load()
+    _settle()
+    if change == "partition removed":
+        with pytest.raises(Exception, match="no partition t-1 in"):
+            reader.load()
+    else:
+        assert reader.load().count() == 60
+
+
+def test_a_user_schemas_columns_are_kept_without_a_look(kept: Any, tmp_path: Path) -> None:
+    """The columns of a user schema are the options' alone: after an append they are answered
+    kept (the query's optimisation needs no planner), and the plan over the changed files is
+    asked again (its count fails without the planner, then equals the brute force)."""
+    data = tmp_path / "data"
+    _append(data / "t-0", 10, 0)
+    _settle()
+
+    def frame() -> Any:
+        reader = kept.read.format("kafkalog").schema("offset long, partition int")
+        return reader.option("path", str(data)).load().select("offset")
+
+    assert frame().count() == 30
+    CHANGES["append"](data)
+    _settle()
+    with Unreachable(kept):
+        frame()._jdf.queryExecution().optimizedPlan()  # columns kept, no planner asked
+        with pytest.raises(Exception, match="planner"):
+            frame().count()
+    assert frame().count() == 42

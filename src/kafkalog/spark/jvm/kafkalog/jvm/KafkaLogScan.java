@@ -147,10 +147,7 @@ final class KafkaLogScan implements Scan {
     List<TaskPlan> out = new ArrayList<>();
     boolean fallback = !"false".equals(Bridge.conf(FALLBACK_CONF));
     boolean reuseReaders = !"false".equals(Bridge.conf("spark.kafkalog.jvm.reuseReaders"));
-    String summariesOption = option("batchSummaries");
-    boolean summaries = summariesOption != null
-        ? !"false".equalsIgnoreCase(summariesOption)
-        : !"false".equalsIgnoreCase(Bridge.conf(SUMMARIES_CONF));
+    boolean summaries = summariesOn();
     String summaryDir = Bridge.conf(SUMMARIES_CONF + ".dir");
     int summaryFiles = 4096;
     try {
@@ -182,6 +179,23 @@ final class KafkaLogScan implements Scan {
       out.add(task);
     }
     return out.toArray(new TaskPlan[0]);
+  }
+
+  /** Whether verified batch summaries serve this scan (the option, else the conf). */
+  private boolean summariesOn() {
+    String summariesOption = option("batchSummaries");
+    return summariesOption != null
+        ? !"false".equalsIgnoreCase(summariesOption)
+        : !"false".equalsIgnoreCase(Bridge.conf(SUMMARIES_CONF));
+  }
+
+  /** What a driver count over {@code answer} is kept under beside its plan (null: not kept):
+   * the count, its columns, the CRC choice and the summaries' directory (another one is another
+   * machine's cache, whose first count reads as a first count does: the bench's cold rows). */
+  private String countKey(JsonNode answer) {
+    if (answer.path("tasks").size() == 0 || !summariesOn()) return null;
+    return "counts " + counts + " " + String.join(",", counts.names) + " checkCrcs="
+        + !"false".equalsIgnoreCase(option("checkCrcs")) + " summaries=" + Bridge.conf(SUMMARIES_CONF + ".dir");
   }
 
   @Override
@@ -367,16 +381,13 @@ final class KafkaLogScan implements Scan {
     public InternalRow[] rows() {
       int threads = SparkSession.active().sparkContext().defaultParallelism();
       KeptAnswers.Asked plan = scan.askPlan();
-      TaskPlan[] tasks = scan.tasks(plan.answer);
-      boolean keep = plan.kept != null && tasks.length > 0 && tasks[0].summaries;
-      // the summaries' directory too: another one is another machine's cache, whose first
-      // count reads as a first count does (the bench's cold rows)
-      String key = keep ? "counts " + scan.counts + " " + String.join(",", scan.counts.names) + " checkCrcs="
-          + tasks[0].checkCrcs + " summaries=" + tasks[0].summaryDir : null;
-      if (keep) {
+      String key = plan.kept != null ? scan.countKey(plan.answer) : null;
+      if (key != null) {
         Object done = plan.kept.derived.get(key);
-        if (done != null) return ((InternalRow[]) done).clone();
+        if (done != null) return ((InternalRow[]) done).clone(); // no task built, nothing read
       }
+      TaskPlan[] tasks = scan.tasks(plan.answer);
+      boolean keep = key != null;
       boolean[] clean = {true};
       InternalRow[] rows = Counts.onDriver(tasks, scan.counts, threads, clean);
       if (keep && clean[0]) plan.kept.derived.put(key, rows.clone());

@@ -28,6 +28,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  */
 public final class KafkaLogSource implements TableProvider, DataSourceRegister, CreatableRelationProvider {
   static final String PYTHON_NAME = "kafkalog_python";
+  /** schemas parsed from the planner's DDL (a handful: the columns, with or without headers,
+   * or the {@code columns} option's), parsed once: Spark's parser costs ~1 ms a load() */
+  private static final java.util.concurrent.ConcurrentHashMap<String, StructType> SCHEMAS =
+      new java.util.concurrent.ConcurrentHashMap<>();
 
   @Override
   public String shortName() {
@@ -42,8 +46,10 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister, 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     Map<String, String> given = options.asCaseSensitiveMap();
-    JsonNode answer = KeptAnswers.ask(Bridge.request("schema", given), given);
-    return StructType.fromDDL(answer.get("ddl").asText());
+    // the schema depends on the options and the path's listing (check_at_load), not on what
+    // the partitions hold: an append or a roll leaves it kept
+    JsonNode answer = KeptAnswers.ask(Bridge.request("schema", given), given, KeptAnswers.Reach.LISTING);
+    return SCHEMAS.computeIfAbsent(answer.get("ddl").asText(), StructType::fromDDL);
   }
 
   @Override
@@ -102,7 +108,7 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister, 
       // the columns of a schema the user gave, checked as the Python source checks them
       ObjectNode req = Bridge.request("columns", all);
       req.put("schema", schema.json());
-      JsonNode fields = KeptAnswers.ask(req, all).get("fields");
+      JsonNode fields = KeptAnswers.ask(req, all, KeptAnswers.Reach.OPTIONS).get("fields");
       Map<String, String> sources = new HashMap<>();
       for (JsonNode f : fields) sources.put(f.get(0).asText(), f.get(1).asText());
       return new KafkaLogScan.Builder(all, schema, sources);
