@@ -109,8 +109,11 @@ def spark(spark_session: Any) -> Iterator[Any]:
         return
     spark_session.conf.unset("spark.sql.python.filterPushdown.enabled")
     import kafkalog.spark
+    from kafkalog.spark.jvm_path import PLANNER_CONF
 
     kafkalog.spark.register(spark_session)
+    # a planner started anew (the old one gone) is the one later tests find
+    _REGISTERED[PLANNER_CONF] = spark_session.conf.get(PLANNER_CONF, None)
 
 
 #: modules holding a test of 15 s or more on two cores (``--durations``), run first, in this
