@@ -53,23 +53,67 @@ def spark_session() -> Iterator[object]:
     )
     session.sparkContext.setLogLevel("ERROR")
     kafkalog.spark.register(session)
+    _REGISTERED.update(_restored_state(session))
     yield session
     session.stop()
     shutil.rmtree(SUMMARIES_DIR, ignore_errors=True)
+
+
+#: the confs ``register`` sets (what it registered follows from the pushdown and the path it
+#: records) and the ones the ``spark`` fixture puts back, as they were right after the session's
+#: ``register``
+_REGISTERED: dict[str, str | None] = {}
+
+
+def _restored_state(session: Any) -> dict[str, str | None]:
+    """What the ``spark`` fixture puts back: the confs ``register`` and the fixture set, and
+    whether the planner ``register`` started still runs (``start_planner`` gives a new socket
+    where it does not). A few conf reads: ``register`` itself costs tens of Py4J calls, which
+    after each of some 430 tests added seconds to the suite."""
+    from kafkalog.spark import jvm_path, source
+
+    keys = (
+        source.PUSHDOWN_CONF,
+        source.PUSHDOWN_USED_CONF,  # pushdown=False registered the sources without pushdown
+        source.PATH_USED_CONF,  # which source register put in front of format("kafkalog")
+        jvm_path.PATH_CONF,
+        jvm_path.PYTHON_CONF,
+        jvm_path.PYTHONPATH_CONF,
+        jvm_path.PLANNER_CONF,
+        FALLBACK_CONF,
+        SUMMARIES_CONF,
+    )
+    state = {key: session.conf.get(key, None) for key in keys}
+    state["planner alive"] = str(jvm_path.start_planner() == state[jvm_path.PLANNER_CONF])
+    return state
+
+
+#: tests/test_read_path_differential turns the JVM source's Python reader of last resort off
+FALLBACK_CONF = "spark.kafkalog.jvm.fallback"
 
 
 @pytest.fixture()
 def spark(spark_session: Any) -> Iterator[Any]:
     """The shared session, put back after the test as every test expects it: the kafkalog
     source registered as ``register`` leaves it by default (filter pushdown on), whatever a
-    test switched."""
+    test switched. Registered again only where the test left anything ``register`` or this
+    fixture sets otherwise (a test that registers a source named ``kafkalog`` or
+    ``kafkalog_python`` itself must do so through ``kafkalog.spark.register``, which records
+    what it registered)."""
     yield spark_session
-    spark_session.conf.unset("spark.sql.python.filterPushdown.enabled")
-    spark_session.conf.unset("spark.kafkalog.jvm.fallback")  # tests/test_read_path_differential
+    now = _restored_state(spark_session)
+    changed = {key for key, value in now.items() if _REGISTERED.get(key) != value}
+    spark_session.conf.unset(FALLBACK_CONF)
     spark_session.conf.set(SUMMARIES_CONF, SUMMARIES_DIR)  # tests/spark/test_batch_summaries
+    if not changed - {FALLBACK_CONF, SUMMARIES_CONF}:  # nothing of register's
+        return
+    spark_session.conf.unset("spark.sql.python.filterPushdown.enabled")
     import kafkalog.spark
+    from kafkalog.spark.jvm_path import PLANNER_CONF
 
     kafkalog.spark.register(spark_session)
+    # a planner started anew (the old one gone) is the one later tests find
+    _REGISTERED[PLANNER_CONF] = spark_session.conf.get(PLANNER_CONF, None)
 
 
 #: modules holding a test of 15 s or more on two cores (``--durations``), run first, in this

@@ -207,23 +207,10 @@ def test_without_a_jdk_or_jar_the_python_source_serves(tmp_path: Path) -> None:
             "KAFKALOG_FIXTURES": str(FIXTURES),
         }
 
-    suite = _fallback_suite()
-    assert len(suite) >= 10, suite
-    # the suite's reads and the probe at once: each mostly waits on its own JVM
-    out = tmp_path / "suite.out"
-    with open(out, "w") as sink:
-        run = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-q", "-n", "0", *suite],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=without_jdk("cache-suite"),
-            cwd=ROOT,
-        )
-        try:
-            fixture = FIXTURES / "kafka-0.9.0.1-broker"
-            probe = tmp_path / "probe.py"
-            probe.write_text(
-                f"""
+    fixture = FIXTURES / "kafka-0.9.0.1-broker"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        f"""
 import logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(message)s")
 from pyspark.sql import SparkSession
@@ -235,19 +222,43 @@ kafkalog.spark.register(s)
 n = s.read.format("kafkalog").option("path", {str(fixture)!r}).load().count()
 print("PATH", path_in_use(s), n)
 """
-            )
-            done = subprocess.run(
-                [sys.executable, str(probe)],
-                capture_output=True,
-                text=True,
-                timeout=600,
-                env=without_jdk("cache"),
-            )
-            run.wait(timeout=1200)
+    )
+    # the probe, the suite's reads and the choice of those reads (every fixture partition
+    # decoded, seconds) at once: the first two mostly wait on their own JVMs
+    out = tmp_path / "suite.out"
+    probed = tmp_path / "probe.out", tmp_path / "probe.err"
+    with open(probed[0], "w") as probe_out, open(probed[1], "w") as probe_err:
+        probing = subprocess.Popen(
+            [sys.executable, str(probe)],
+            stdout=probe_out,
+            stderr=probe_err,
+            env=without_jdk("cache"),
+        )
+        try:
+            suite = _fallback_suite()
+            assert len(suite) >= 10, suite
+            with open(out, "w") as sink:
+                run = subprocess.Popen(
+                    [sys.executable, "-m", "pytest", "-q", "-n", "0", *suite],
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    env=without_jdk("cache-suite"),
+                    cwd=ROOT,
+                )
+                try:
+                    probing.wait(timeout=600)
+                    run.wait(timeout=1200)
+                finally:
+                    if run.poll() is None:
+                        run.kill()
+                        run.wait()
         finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait()
+            if probing.poll() is None:
+                probing.kill()
+                probing.wait()
+    done = subprocess.CompletedProcess(
+        probing.args, probing.returncode, probed[0].read_text(), probed[1].read_text()
+    )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     infos = [line for line in done.stdout.splitlines() if "Python data source serves" in line]
     assert len(infos) == 1 and infos[0].startswith("INFO ") and "JDK" in infos[0], done.stdout
