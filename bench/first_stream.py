@@ -4,9 +4,10 @@ the first no slower than a later one plus 1 s), ``bench_spark.py --first-stream`
 Each side runs in a fresh process (a new interpreter, JVM and workers), alternating round after
 round: ``jvm`` is what ``kafkalog.spark.register`` puts in front of ``format("kafkalog")`` with
 a jar (the JVM source, planned by its Python planner process), ``python`` the Python source
-(``KAFKALOG_JVM=0``); the JVM source's warm-up (the decoder's first task in the executor) is
-off by default, ``warm-up background`` and ``warm-up inside`` (``register``) set
-``spark.kafkalog.jvm.warmup`` to ``background`` and ``true``. The stream
+(``KAFKALOG_JVM=0``); the JVM source's warm-up (the decoder's first task in the executor)
+runs by default when the stream starts (``StreamWarmup.java``, ``spark.kafkalog.jvm.warmup``
+unset: ``stream``), ``warm-up off``, ``warm-up background`` and ``warm-up inside``
+(``register``) set it to ``false``, ``background`` and ``true``. The stream
 reads the sample's ``clicks`` topic from the earliest offsets with ``maxOffsetsPerTrigger`` into
 Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every micro-batch the same size until the
 end); each micro-batch's phases are Spark's own progress
@@ -66,6 +67,10 @@ def child(side: str, data: str, per_trigger: int, confs: dict[str, str]) -> dict
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     warmup = first_runs.warmup_seconds(spark)
     warmup_state = str(spark.conf.get("spark.kafkalog.jvm.warmup.state", "off"))
+    if warmup_state == "off":
+        warmup_state = _stream_warmup_state(spark)
+        if warmup_state.startswith("done "):
+            warmup = int(warmup_state.split()[1]) / 1000
     spark.stop()
     shutil.rmtree(checkpoint, ignore_errors=True)
     tasks, _ = first_runs.spark_events(events)
@@ -98,6 +103,14 @@ def child(side: str, data: str, per_trigger: int, confs: dict[str, str]) -> dict
     }
 
 
+def _stream_warmup_state(spark: Any) -> str:
+    """What the JVM source's warm-up at the stream's start did (``StreamWarmup.java`` keeps it
+    in a JVM system property; ``off`` where none ran: an older tree, or the warm-up off)."""
+    key = "kafkalog.jvm.warmup.stream.state"
+    row = spark.sql(f"SELECT java_method('java.lang.System', 'getProperty', '{key}')").first()
+    return "off" if row is None or row[0] in (None, "null") else str(row[0])
+
+
 def _epoch(stamp: str) -> float:
     """A progress event's ``timestamp`` (ISO 8601, UTC, ms) as seconds since the epoch."""
     import datetime as dt
@@ -117,9 +130,10 @@ def run(
     data: str, per_trigger: int, rounds: int, before: str | None = None, python: bool = True
 ) -> None:
     """Every side in turn, round after round, after one discarded run of each; medians. The
-    JVM path four ways: as ``register`` leaves it (the jar added by ``ADD JAR``: the executor
-    fetches it and loads its classes in a class loader of its own, even in local mode; no
-    warm-up), with the warm-up's first task in the background, with it inside ``register``, and
+    JVM path five ways: as ``register`` leaves it (the jar added by ``ADD JAR``: the executor
+    fetches it and loads its classes in a class loader of its own, even in local mode; the
+    warm-up when the stream starts), without warm-up, with the warm-up's first task in the
+    background of ``register``, with it inside ``register``, and
     with the jar in ``spark.jars`` from the session's start (driver and executor share one copy
     of its classes)."""
     from kafkalog.spark.jar import find_jar
@@ -131,6 +145,7 @@ def run(
     jars = {"spark.jars": str(find_jar())}
     sides: list[first_runs.Side] = [
         ("JVM", "jvm", after, {}),
+        ("JVM, warm-up off", "jvm", after, off),
         ("JVM, warm-up background", "jvm", after, background),
         ("JVM, warm-up inside", "jvm", after, on),
         ("JVM, spark.jars", "jvm", after, jars),

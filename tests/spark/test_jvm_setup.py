@@ -91,6 +91,87 @@ def test_the_warmup_inside_register_runs_one_job(spark: Any, monkeypatch: Any) -
         spark.conf.unset(jvm_path.WARMUP_STATE_CONF)
 
 
+#: the JVM system properties ``StreamWarmup.java`` keeps (one application per JVM)
+STREAM_WARMUP_APPLICATION = "kafkalog.jvm.warmup.stream.application"
+STREAM_WARMUP_STATE = "kafkalog.jvm.warmup.stream.state"
+
+
+def _system(spark: Any, method: str, key: str) -> Any:
+    """``System.METHOD(key)`` in this local session's JVM (the executor's is the driver's);
+    ``None`` for null (``java_method`` answers the string "null")."""
+    value = spark.sql(f"SELECT java_method('java.lang.System', '{method}', '{key}')").first()[0]
+    return None if value in (None, "null") else value
+
+
+def _settled_stream_warmup(spark: Any, within: float = 300.0) -> str | None:
+    """The stream warm-up's state once none is running (``None``: none ran)."""
+    deadline = time.monotonic() + within
+    while (state := _system(spark, "getProperty", STREAM_WARMUP_STATE)) == "running":
+        assert time.monotonic() < deadline, "the warm-up a stream started never ended"
+        time.sleep(0.1)
+    return None if state is None else str(state)
+
+
+def test_a_streams_start_runs_the_warmup_once_per_application(spark: Any) -> None:
+    """By default (``spark.kafkalog.jvm.warmup`` unset: ``stream``) the JVM source starts its
+    first task when a stream starts (``StreamWarmup.java``: a JVM thread of its own, a job in
+    the stream's job group, beside its first micro-batch, after ``start()`` returned), once per
+    application: never with ``false``, not again for the next stream. Every stream's rows are
+    the batch read's."""
+    from kafkalog.spark import jvm_path
+
+    broker = str(FIXTURES / "kafka-0.9.0.1-broker")
+    expected = spark.read.format("kafkalog").option("path", broker).load().count()
+    tracker = spark.sparkContext.statusTracker()
+    _settled_stream_warmup(spark)  # an earlier test's stream may have started one
+    for key in (STREAM_WARMUP_APPLICATION, STREAM_WARMUP_STATE):  # as in a new application
+        _system(spark, "clearProperty", key)
+
+    def stream(name: str, until_warm: bool) -> tuple[int, int, int]:
+        """A stream read whole into a memory table (kept running, with ``until_warm``, until
+        the warm-up it started ended: the query's end would cancel its job group): its rows,
+        its jobs and its micro-batches (each one job of the memory sink's)."""
+        query = (
+            spark.readStream.format("kafkalog")
+            .option("path", broker)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "200")
+            .load()
+            .writeStream.format("memory")
+            .queryName(name)
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+            if until_warm:
+                _settled_stream_warmup(spark)
+        finally:
+            query.stop()
+        batches = sum(1 for p in query.recentProgress if "addBatch" in p["durationMs"])
+        jobs = len(tracker.getJobIdsForGroup(str(query.runId)))
+        return spark.table(name).count(), jobs, batches
+
+    try:
+        spark.conf.set(jvm_path.WARMUP_CONF, "false")
+        rows, jobs, batches = stream("warmup_off", until_warm=False)
+        assert (rows, jobs) == (expected, batches) and batches > 1
+        assert _system(spark, "getProperty", STREAM_WARMUP_STATE) is None
+        spark.conf.unset(jvm_path.WARMUP_CONF)
+        rows, jobs, batches = stream("warmup_default", until_warm=True)
+        state = _system(spark, "getProperty", STREAM_WARMUP_STATE)
+        assert re.fullmatch(r"done \d+ \((read 1400 rows in \d+ ms|already)\)", state), state
+        assert (rows, jobs) == (expected, batches + 1)  # its job is in the stream's group
+        app = spark.sparkContext.applicationId
+        assert _system(spark, "getProperty", STREAM_WARMUP_APPLICATION) == app
+        rows, jobs, batches = stream("warmup_again", until_warm=False)
+        assert (rows, jobs) == (expected, batches)  # no second warm-up
+        assert _system(spark, "getProperty", STREAM_WARMUP_STATE) == state
+    finally:
+        spark.conf.unset(jvm_path.WARMUP_CONF)
+        for name in ("warmup_off", "warmup_default", "warmup_again"):
+            spark.catalog.dropTempView(name)
+
+
 def _warmup_state(spark: Any, within: float = 300.0) -> str:
     """The warm-up's state once the background task is done (it sets it last)."""
     from kafkalog.spark import jvm_path

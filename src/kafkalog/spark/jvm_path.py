@@ -93,7 +93,7 @@ def use_jvm(
         spark.conf.unset(PLANNER_CONF)
     if before_jar is not None and not alongside_jar:
         before_jar(True)
-    warmup = spark.conf.get(WARMUP_CONF, "false").lower()
+    warmup = spark.conf.get(WARMUP_CONF, WARMUP_DEFAULT).lower()
     with alongside(partial(before_jar, True) if before_jar and alongside_jar else None):
         spark.sql(f"ADD JAR '{jar}'")
     if warmup == "background":  # after the registration: its Python worker's start is cold too
@@ -103,10 +103,14 @@ def use_jvm(
     return "jvm"
 
 
-#: when ``register`` runs :func:`first_task`: ``background`` (on a thread of its own, while the
-#: program goes on), ``true`` (inside ``register``), ``false`` (the default: never; neither way
-#: brought the first answer sooner in bench/RESULTS.md's same-run measurements)
+#: when the JVM source's first task (the warm-up) runs: ``stream`` (the default: the JVM
+#: source starts it when a stream starts, ``StreamWarmup.java``, beside the first micro-batch;
+#: nothing here), ``background`` (``register`` runs :func:`first_task` on a thread of its own,
+#: while the program goes on), ``true`` (inside ``register``), ``false`` (never). Neither of
+#: ``register``'s ways brought the first answer sooner in bench/RESULTS.md's same-run
+#: measurements: they compete with ``load()`` and ``start()``
 WARMUP_CONF = "spark.kafkalog.jvm.warmup"
+WARMUP_DEFAULT = "stream"
 #: what it did: ``done <ms> (read N rows in T ms)``, ``failed: ...`` (unset: not run, or not
 #: yet done in the background)
 WARMUP_STATE_CONF = "spark.kafkalog.jvm.warmup.state"

@@ -11,8 +11,10 @@ import org.apache.spark.sql.vectorized.ColumnarArray;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * The decoder's first run in the JVM class loader that calls it: what {@code kafkalog.spark.register}
- * runs in the executor (local mode) through one task of Spark's own ({@code reflect}), so that a
+ * The decoder's first run in the JVM class loader that calls it: what {@link StreamWarmup} (when a
+ * stream starts, by default) or {@code kafkalog.spark.register} ({@code spark.kafkalog.jvm.warmup}
+ * {@code true} or {@code background}, through {@code reflect}) runs in the executor (local mode)
+ * through one task of Spark's own, so that a
  * new process's first query or micro-batch finds the executor's copy of this jar fetched, its
  * classes loaded and verified, and the reader's code run once. A jar added with {@code ADD JAR}
  * is loaded by the executor through a class loader of its own, even in local mode: nothing the

@@ -200,6 +200,7 @@ final class KafkaLogScan implements Scan {
 
   @Override
   public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+    StreamWarmup.atStreamStart(); // once per local application, beside the first micro-batch
     return new Stream();
   }
 
