@@ -418,3 +418,86 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
             assert files_of(d) == before, f"{where}: files changed"
     if not torn:
         assert files_of(d) == before, f"{damage} / {name}: files changed"
+
+
+# -- the .txnindex: what read_committed readers drop records by (kafkalog.log.txn_check) -------
+def _txn_entries(d: Path) -> list[tuple[Path, int]]:
+    """(file, byte) of every whole ``.txnindex`` entry of the partition, in log order."""
+    out = []
+    for p in sorted(d.glob("*.txnindex")):
+        size = p.stat().st_size
+        out += [(p, at) for at in range(0, size - size % 34, 34)]
+    return out
+
+
+def _rewrite_entry(d: Path, change: Callable[[list[int]], None]) -> tuple[Path, int]:
+    """The log's last ``.txnindex`` entry (its producer wrote earlier batches: real writers'
+    producers run many transactions), its fields (version, producer id, first offset, last
+    offset, last stable offset) changed by ``change``; returns its file and byte."""
+    path, at = _txn_entries(d)[-1]
+    data = bytearray(path.read_bytes())
+    fields = list(struct.unpack_from(">hqqqq", data, at))
+    change(fields)
+    struct.pack_into(">hqqqq", data, at, *fields)
+    path.write_bytes(bytes(data))
+    return path, at
+
+
+def _txn_producer_flipped(d: Path) -> tuple[Path, int]:
+    def change(f: list[int]) -> None:
+        f[1] ^= 1
+
+    return _rewrite_entry(d, change)
+
+
+def _txn_first_past_batches(d: Path) -> tuple[Path, int]:
+    def change(f: list[int]) -> None:
+        f[2] = f[3]  # from its marker on: every record of the transaction reads as committed
+
+    return _rewrite_entry(d, change)
+
+
+def _txn_first_lowered(d: Path) -> tuple[Path, int] | None:
+    """The last entry whose producer wrote a batch before its transaction, its first offset
+    lowered onto that batch (which a read_committed read would then drop); None: no such."""
+    batches = [
+        e
+        for seg in segments(d)
+        for e in LogReader(seg.read_bytes())
+        if isinstance(e, RecordBatch) and not e.is_control
+    ]
+    for path, at in reversed(_txn_entries(d)):
+        pid, first = struct.unpack_from(">qq", path.read_bytes(), at + 2)
+        earlier = [b.base_offset for b in batches if b.producer_id == pid and b.last_offset < first]
+        if earlier:
+            data = bytearray(path.read_bytes())
+            struct.pack_into(">q", data, at + 10, earlier[-1])
+            path.write_bytes(bytes(data))
+            return path, at
+    return None
+
+
+def _txn_lso_past_marker(d: Path) -> tuple[Path, int]:
+    def change(f: list[int]) -> None:
+        f[4] = f[3] + 1000
+
+    return _rewrite_entry(d, change)
+
+
+def _txn_entry_removed(d: Path) -> tuple[Path, int]:
+    path, at = _txn_entries(d)[-1]
+    data = path.read_bytes()
+    path.write_bytes(data[:at] + data[at + 34 :])
+    return path, len(data) - 34 - (len(data) - 34) % 34
+
+
+#: .txnindex damage -> its mutation, returning the file and byte ``verify`` must name (None:
+#: the log has nothing it applies to); every one leaves every batch CRC valid, and a
+#: read_committed read wrong
+TXN_INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
+    "producer id flipped": _txn_producer_flipped,
+    "first offset past the transaction's batches": _txn_first_past_batches,
+    "first offset lowered over the producer's earlier batches": _txn_first_lowered,
+    "last stable offset past the marker": _txn_lso_past_marker,
+    "entry removed": _txn_entry_removed,
+}
