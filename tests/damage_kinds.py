@@ -501,3 +501,40 @@ TXN_INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
     "last stable offset past the marker": _txn_lso_past_marker,
     "entry removed": _txn_entry_removed,
 }
+
+
+# -- producer snapshots (.snapshot): Kafka deletes one it cannot read -----------------------------
+def _newest_snapshot(d: Path) -> Path:
+    return sorted(d.glob("*.snapshot"))[-1]
+
+
+def _snapshot_cut(d: Path) -> tuple[Path, int]:
+    """The newest snapshot cut short (a crash while it was written, on a file system that
+    keeps the name first)."""
+    p = _newest_snapshot(d)
+    data = p.read_bytes()[:-7]
+    p.write_bytes(data)
+    # shorter than the 10-byte header (version, CRC, count), or its CRC no longer matches
+    return p, 0 if len(data) < 10 else 2
+
+
+def _snapshot_flipped(d: Path) -> tuple[Path, int]:
+    p = _newest_snapshot(d)
+    data = bytearray(p.read_bytes())
+    data[-3] ^= 0x10
+    p.write_bytes(bytes(data))
+    return p, 2
+
+
+def _snapshot_empty(d: Path) -> tuple[Path, int]:
+    p = _newest_snapshot(d)
+    p.write_bytes(b"")
+    return p, 0
+
+
+#: producer snapshot damage -> its mutation, returning the file and byte to be named
+SNAPSHOT_DAMAGES: dict[str, Callable[[Path], tuple[Path, int]]] = {
+    "cut short": _snapshot_cut,
+    "a byte flipped": _snapshot_flipped,
+    "empty": _snapshot_empty,
+}

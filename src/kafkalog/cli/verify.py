@@ -229,6 +229,34 @@ def verify_partition(
     epochs.finish()
     _verify_lost_segments(directory, {name for name, _ in listing}, ends, report)
     _verify_checkpoints(directory, report)
+    _verify_snapshots(directory, [name for name, is_dir in listing if not is_dir], report)
+
+
+def _verify_snapshots(directory: str, names: list[str], report: Report) -> None:
+    """Each producer snapshot read as a writable open reads it: one it cannot read is
+    deleted there (as Kafka does) and the producer state rebuilt without it, from an older
+    snapshot or the log (whose segments retention may have taken: then the sequences and
+    open transactions it held are gone), so it is named, as a warning."""
+    from kafkalog.log.layout import is_offset_prefix
+    from kafkalog.log.producer_snapshot import read_snapshot
+
+    for name in sorted(names):
+        prefix, _, rest = name.partition(".")
+        if rest != "snapshot" or not is_offset_prefix(prefix):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            read_snapshot(path)
+        except KafkalogError as e:
+            report.warning(
+                path,
+                getattr(e, "position", None),
+                f"{getattr(e, 'reason', None) or e}: a producer snapshot no one can read; a "
+                "writable open (kafkalog's, a broker's) deletes it and rebuilds the producer "
+                "state from an older snapshot or the log",
+            )
+        except OSError as e:
+            _unreadable(report, path, e)
 
 
 def _verify_lost_segments(
