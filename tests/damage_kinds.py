@@ -538,3 +538,46 @@ SNAPSHOT_DAMAGES: dict[str, Callable[[Path], tuple[Path, int]]] = {
     "a byte flipped": _snapshot_flipped,
     "empty": _snapshot_empty,
 }
+
+
+# -- leader-epoch-checkpoint: what OffsetsForLeaderEpoch answers from ----------------------------
+def _epochs_malformed_line(d: Path) -> int:
+    p = d / "leader-epoch-checkpoint"
+    lines = p.read_text().splitlines()
+    lines[-1] = lines[-1].split()[0] + " x"
+    p.write_text("\n".join(lines) + "\n")
+    return len("\n".join(lines[:-1])) + 1  # the byte where the bad line starts
+
+
+def _epochs_count_lie(d: Path) -> int:
+    p = d / "leader-epoch-checkpoint"
+    lines = p.read_text().splitlines()
+    lines[1] = str(int(lines[1]) + 3)
+    p.write_text("\n".join(lines) + "\n")
+    return len(lines[0]) + 1  # its count line, which promises lines the file lacks
+
+
+def _epochs_zeroed(d: Path) -> int:
+    p = d / "leader-epoch-checkpoint"
+    p.write_bytes(bytes(p.stat().st_size))  # a power loss after the size was written
+    return 0
+
+
+#: leader-epoch-checkpoint damage -> its mutation, returning the byte where a reader finds it
+EPOCH_CHECKPOINT_DAMAGES: dict[str, Callable[[Path], int]] = {
+    "a malformed line": _epochs_malformed_line,
+    "fewer entries than its count": _epochs_count_lie,
+    "zero-filled": _epochs_zeroed,
+}
+
+
+def epochs_of_batches(d: Path) -> list[tuple[int, int]]:
+    """Brute force: (epoch, first offset) of each leader epoch, from the v2 batches' partition
+    leader epochs, independent of kafkalog's loader."""
+    out: list[tuple[int, int]] = []
+    for seg in segments(d):
+        for e in LogReader(seg.read_bytes()):
+            epoch = e.partition_leader_epoch if isinstance(e, RecordBatch) else -1
+            if epoch >= 0 and (not out or epoch > out[-1][0]):
+                out.append((epoch, e.base_offset))
+    return out
