@@ -581,3 +581,33 @@ def epochs_of_batches(d: Path) -> list[tuple[int, int]]:
             if epoch >= 0 and (not out or epoch > out[-1][0]):
                 out.append((epoch, e.base_offset))
     return out
+
+
+# -- partition.metadata: the topic id clients key a topic by -------------------------------------
+def _metadata_garbled_id(d: Path) -> int:
+    p = d / "partition.metadata"
+    text = p.read_text()
+    at = text.index("topic_id: ") + len("topic_id: ")
+    p.write_text(text[:at] + "!!!" + text[at + 3 :])
+    return text.index("topic_id: ")  # the line's start
+
+
+def _metadata_zeroed(d: Path) -> int:
+    p = d / "partition.metadata"
+    p.write_bytes(bytes(p.stat().st_size))
+    return 0
+
+
+def _metadata_cut(d: Path) -> int:
+    p = d / "partition.metadata"
+    data = p.read_bytes()
+    p.write_bytes(data[: data.index(b"topic_id") + 4])
+    return data.index(b"topic_id")
+
+
+#: partition.metadata damage -> its mutation, returning the byte a reader finds it at
+PARTITION_METADATA_DAMAGES: dict[str, Callable[[Path], int]] = {
+    "a topic id that is no Uuid": _metadata_garbled_id,
+    "zero-filled": _metadata_zeroed,
+    "cut inside its topic_id line": _metadata_cut,
+}

@@ -145,6 +145,7 @@ class LogLoader:
         if self.log.writable:
             if self.log.lost:
                 raise self.log.lost[0].error(self.log.directory)
+            self._check_partition_metadata()
             # damage that stops the open is found before anything is written (an index
             # rebuilt, a snapshot taken): a refused open leaves the files as they were
             problems = self._check_recovery(recovery_point) if recovering else {}
@@ -256,6 +257,27 @@ class LogLoader:
         path = os.path.join(self.log.directory, "partition.metadata")
         if not os.path.exists(path):
             PartitionMetadata.write(path, self._sibling_topic_id() or new_topic_id())
+
+    def _check_partition_metadata(self) -> None:
+        """A ``partition.metadata`` there but unreadable refuses the open, before anything is
+        written: Kafka does not load such a partition, and a writer that went on would serve
+        the topic under a new id each start (clients keyed by topic id see it recreated)."""
+        from kafkalog.log.checkpoints import PartitionMetadata
+
+        path = os.path.join(self.log.directory, "partition.metadata")
+        if not os.path.exists(path):
+            return
+        try:
+            PartitionMetadata.read(path)
+        except KafkalogError as e:
+            raise DamagedLogError(
+                f"{getattr(e, 'reason', None) or e}: the partition's topic id cannot be read "
+                "(Kafka does not load such a partition); restore the file from a backup, or "
+                "remove it and a writable open writes the topic's id again (a sibling "
+                "partition's, else a new one)",
+                path=getattr(e, "path", None) or path,
+                position=getattr(e, "position", None) or 0,
+            ) from e
 
     def _sibling_topic_id(self) -> str | None:
         """The topic id another partition directory of this topic beside this one holds."""
