@@ -430,11 +430,17 @@ def _txn_entries(d: Path) -> list[tuple[Path, int]]:
     return out
 
 
+#: which ``.txnindex`` entry the damages change: the log's last (its producer wrote earlier
+#: batches: real writers' producers run many transactions), or its first (in a segment below
+#: the active one: what the cleaner reads)
+TXN_ENTRY = {"pick": -1}
+
+
 def _rewrite_entry(d: Path, change: Callable[[list[int]], None]) -> tuple[Path, int]:
-    """The log's last ``.txnindex`` entry (its producer wrote earlier batches: real writers'
-    producers run many transactions), its fields (version, producer id, first offset, last
-    offset, last stable offset) changed by ``change``; returns its file and byte."""
-    path, at = _txn_entries(d)[-1]
+    """The chosen ``.txnindex`` entry (:data:`TXN_ENTRY`), its fields (version, producer
+    id, first offset, last offset, last stable offset) changed by ``change``; returns its
+    file and byte."""
+    path, at = _txn_entries(d)[TXN_ENTRY["pick"]]
     data = bytearray(path.read_bytes())
     fields = list(struct.unpack_from(">hqqqq", data, at))
     change(fields)
@@ -466,7 +472,8 @@ def _txn_first_lowered(d: Path) -> tuple[Path, int] | None:
         for e in LogReader(seg.read_bytes())
         if isinstance(e, RecordBatch) and not e.is_control
     ]
-    for path, at in reversed(_txn_entries(d)):
+    chosen = _txn_entries(d)
+    for path, at in reversed(chosen) if TXN_ENTRY["pick"] == -1 else chosen:
         pid, first = struct.unpack_from(">qq", path.read_bytes(), at + 2)
         earlier = [b.base_offset for b in batches if b.producer_id == pid and b.last_offset < first]
         if earlier:
@@ -485,7 +492,7 @@ def _txn_lso_past_marker(d: Path) -> tuple[Path, int]:
 
 
 def _txn_entry_removed(d: Path) -> tuple[Path, int]:
-    path, at = _txn_entries(d)[-1]
+    path, at = _txn_entries(d)[TXN_ENTRY["pick"]]
     data = path.read_bytes()
     path.write_bytes(data[:at] + data[at + 34 :])
     return path, len(data) - 34 - (len(data) - 34) % 34
