@@ -618,3 +618,37 @@ PARTITION_METADATA_DAMAGES: dict[str, Callable[[Path], int]] = {
     "zero-filled": _metadata_zeroed,
     "cut inside its topic_id line": _metadata_cut,
 }
+
+
+# -- .index entries that point where no batch is: a lookup must not skip the offsets they key ---
+def _index_entry_past_end(pick: str) -> Callable[[Path], Path | None]:
+    """An offset-index entry of the segment with the most entries pointed 10 MB past its
+    ``.log``'s end: its ``last`` entry, or one in its ``middle`` (the entries after it sound)."""
+
+    def damage(d: Path) -> Path | None:
+        indexed = [
+            (
+                len(
+                    [k for k in range(0, p.stat().st_size - 7, 8) if any(p.read_bytes()[k : k + 8])]
+                ),
+                p,
+            )
+            for p in sorted(d.glob("*.index"))
+        ]
+        count, path = max(indexed, default=(0, d))
+        if count < 3:
+            return None  # no segment with entries enough to damage one
+        data = bytearray(path.read_bytes())
+        k = count - 1 if pick == "last" else count // 2
+        struct.pack_into(">i", data, k * 8 + 4, 10_000_000)
+        path.write_bytes(bytes(data))
+        return path
+
+    return damage
+
+
+#: offset-index damage -> its mutation, returning the file (None: the log has too few entries)
+INDEX_DAMAGES: dict[str, Callable[[Path], Path | None]] = {
+    "last .index entry past the .log's end": _index_entry_past_end("last"),
+    "a middle .index entry past the .log's end": _index_entry_past_end("middle"),
+}

@@ -1096,7 +1096,19 @@ class LogSegment:
         """The offset-index entry a lookup of ``offset`` lands on (None without an index):
         what ``kafkalog lookup`` shows next to the batch the scan from it finds."""
         index = self._offset_index()
-        return index.lookup(offset) if index is not None else None
+        if index is None:
+            return None
+        found = index.lookup(offset)
+        size = self.log.size
+        while found.position > 0 and found.position >= size:
+            # an entry at or past the end of what the .log holds: damage (a scan from it finds
+            # nothing, and the offsets it covers would be skipped for the next segment's), or
+            # a live writer's append not yet in the size seen; the entry before it is sound
+            earlier = index.lookup(found.offset - 1)
+            if earlier.offset >= found.offset:
+                return OffsetPosition(self.base_offset, 0)
+            found = earlier
+        return found
 
     def time_index_entry(self, timestamp: int) -> TimestampOffset | None:
         """The time-index entry a lookup of ``timestamp`` lands on (None without an index)."""
@@ -1109,8 +1121,7 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is >= ``offset``: its last offset, start, size."""
-        index = self._offset_index()
-        start = index.lookup(offset).position if index is not None else 0
+        start = self.scan_start(offset)
         for entry in self._walk(max(start, starting_position)):
             if entry.last_offset >= offset:
                 return LogOffsetPosition(entry.last_offset, entry.position, entry.size_in_bytes)
@@ -1179,10 +1190,7 @@ class LogSegment:
             if tindex is not None
             else TimestampOffset(-1, self.base_offset)
         )
-        oindex = self._offset_index()
-        position = (
-            oindex.lookup(max(entry.offset, start_offset)).position if oindex is not None else 0
-        )
+        position = self.scan_start(max(entry.offset, start_offset))
         for batch in self._walk(position):
             if batch.max_timestamp >= timestamp:
                 for rec in batch.records(self.limits):
@@ -1274,8 +1282,7 @@ class LogSegment:
     def _read_largest_timestamp(self) -> TimestampOffset:
         tindex = self._time_index()
         last = tindex.last_entry if tindex is not None else TimestampOffset(-1, self.base_offset)
-        oindex = self._offset_index()
-        position = oindex.lookup(last.offset).position if oindex is not None else 0
+        position = self.scan_start(last.offset)
         best = TimestampOffset(-1, -1)
         try:
             for batch in self.log.entries(position, limits=self.limits):
