@@ -621,34 +621,41 @@ PARTITION_METADATA_DAMAGES: dict[str, Callable[[Path], int]] = {
 
 
 # -- .index entries that point where no batch is: a lookup must not skip the offsets they key ---
-def _index_entry_past_end(pick: str) -> Callable[[Path], Path | None]:
-    """An offset-index entry of the segment with the most entries pointed 10 MB past its
-    ``.log``'s end: its ``last`` entry, or one in its ``middle`` (the entries after it sound)."""
+def _index_entries(path: Path) -> list[tuple[int, int]]:
+    """(relative offset, position) of an ``.index``'s entries (trailing zeros not)."""
+    data = path.read_bytes()
+    out = [struct.unpack_from(">ii", data, k) for k in range(0, len(data) - 7, 8)]
+    while out and out[-1] == (0, 0):
+        out.pop()
+    return [(int(a), int(b)) for a, b in out]
 
-    def damage(d: Path) -> Path | None:
-        indexed = [
-            (
-                len(
-                    [k for k in range(0, p.stat().st_size - 7, 8) if any(p.read_bytes()[k : k + 8])]
-                ),
-                p,
-            )
-            for p in sorted(d.glob("*.index"))
-        ]
-        count, path = max(indexed, default=(0, d))
+
+def _index_entry_moved(pick: str) -> Callable[[Path], tuple[Path, int] | None]:
+    """An offset-index entry of the segment with the most entries pointed elsewhere: 10 MB
+    past its ``.log``'s end (its ``last`` entry, or one in the ``middle``), or at the next
+    entry's batch (``ahead``: a valid batch, past the offsets it keys). Returns the index and
+    the entry's number."""
+
+    def damage(d: Path) -> tuple[Path, int] | None:
+        counted = [(len(_index_entries(p)), p) for p in sorted(d.glob("*.index"))]
+        count, path = max(counted, default=(0, d))
         if count < 3:
             return None  # no segment with entries enough to damage one
-        data = bytearray(path.read_bytes())
+        entries = _index_entries(path)
         k = count - 1 if pick == "last" else count // 2
-        struct.pack_into(">i", data, k * 8 + 4, 10_000_000)
+        position = 10_000_000 if pick != "ahead" else entries[k + 1][1]
+        data = bytearray(path.read_bytes())
+        struct.pack_into(">i", data, k * 8 + 4, position)
         path.write_bytes(bytes(data))
-        return path
+        return path, k
 
     return damage
 
 
-#: offset-index damage -> its mutation, returning the file (None: the log has too few entries)
-INDEX_DAMAGES: dict[str, Callable[[Path], Path | None]] = {
-    "last .index entry past the .log's end": _index_entry_past_end("last"),
-    "a middle .index entry past the .log's end": _index_entry_past_end("middle"),
+#: offset-index damage -> its mutation, returning the file and the entry changed (None: the
+#: log has too few entries)
+INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
+    "last .index entry past the .log's end": _index_entry_moved("last"),
+    "a middle .index entry past the .log's end": _index_entry_moved("middle"),
+    "a middle .index entry at the next entry's batch": _index_entry_moved("ahead"),
 }

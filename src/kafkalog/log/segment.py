@@ -1077,8 +1077,25 @@ class LogSegment:
         """Where a scan for ``offset`` starts: the position of the last offset-index entry at or
         below it, 0 without an index. Every batch before that position holds smaller offsets:
         an entry names the start of the *append* holding its offset (spec §4), and the batch
-        holding ``offset`` may be any later batch of that append."""
+        holding ``offset`` may be any later batch of that append.
+
+        So the batch at an entry's position holds its offset or a smaller one: an entry whose
+        batch there starts past its offset (damage: no CRC covers an index) would skip the
+        offsets between, and the entry before it is taken instead."""
         entry = self.offset_index_entry(offset)
+        index = self._offset_index()
+        while entry is not None and index is not None and entry.position > 0:
+            try:
+                found = next(iter(self._walk(entry.position)), None)
+                first = first_offset_held(found) if found is not None else None
+            except KafkalogError:
+                return entry.position  # the scan from it names the damage
+            if first is None or first <= entry.offset:
+                return entry.position
+            earlier = index.lookup(entry.offset - 1)
+            if earlier.offset >= entry.offset:
+                return 0
+            entry = self._within_file(index, earlier)
         return entry.position if entry is not None else 0
 
     def end_position(self, offset: int) -> int:
@@ -1098,12 +1115,15 @@ class LogSegment:
         index = self._offset_index()
         if index is None:
             return None
-        found = index.lookup(offset)
+        return self._within_file(index, index.lookup(offset))
+
+    def _within_file(self, index: OffsetIndex, found: OffsetPosition) -> OffsetPosition:
+        """``found``, or the index entry before it while it points at or past the end of what
+        the .log holds: damage (a scan from there finds nothing, and the offsets it keys would
+        be skipped for the next segment's), or a live writer's append not yet in the size
+        seen."""
         size = self.log.size
         while found.position > 0 and found.position >= size:
-            # an entry at or past the end of what the .log holds: damage (a scan from it finds
-            # nothing, and the offsets it covers would be skipped for the next segment's), or
-            # a live writer's append not yet in the size seen; the entry before it is sound
             earlier = index.lookup(found.offset - 1)
             if earlier.offset >= found.offset:
                 return OffsetPosition(self.base_offset, 0)
