@@ -418,3 +418,244 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
             assert files_of(d) == before, f"{where}: files changed"
     if not torn:
         assert files_of(d) == before, f"{damage} / {name}: files changed"
+
+
+# -- the .txnindex: what read_committed readers drop records by (kafkalog.log.txn_check) -------
+def _txn_entries(d: Path) -> list[tuple[Path, int]]:
+    """(file, byte) of every whole ``.txnindex`` entry of the partition, in log order."""
+    out = []
+    for p in sorted(d.glob("*.txnindex")):
+        size = p.stat().st_size
+        out += [(p, at) for at in range(0, size - size % 34, 34)]
+    return out
+
+
+#: which ``.txnindex`` entry the damages change: the log's last (its producer wrote earlier
+#: batches: real writers' producers run many transactions), or its first (in a segment below
+#: the active one: what the cleaner reads)
+TXN_ENTRY = {"pick": -1}
+
+
+def _rewrite_entry(d: Path, change: Callable[[list[int]], None]) -> tuple[Path, int]:
+    """The chosen ``.txnindex`` entry (:data:`TXN_ENTRY`), its fields (version, producer
+    id, first offset, last offset, last stable offset) changed by ``change``; returns its
+    file and byte."""
+    path, at = _txn_entries(d)[TXN_ENTRY["pick"]]
+    data = bytearray(path.read_bytes())
+    fields = list(struct.unpack_from(">hqqqq", data, at))
+    change(fields)
+    struct.pack_into(">hqqqq", data, at, *fields)
+    path.write_bytes(bytes(data))
+    return path, at
+
+
+def _txn_producer_flipped(d: Path) -> tuple[Path, int]:
+    def change(f: list[int]) -> None:
+        f[1] ^= 1
+
+    return _rewrite_entry(d, change)
+
+
+def _txn_first_past_batches(d: Path) -> tuple[Path, int]:
+    def change(f: list[int]) -> None:
+        f[2] = f[3]  # from its marker on: every record of the transaction reads as committed
+
+    return _rewrite_entry(d, change)
+
+
+def _txn_first_lowered(d: Path) -> tuple[Path, int] | None:
+    """The last entry whose producer wrote a batch before its transaction, its first offset
+    lowered onto that batch (which a read_committed read would then drop); None: no such."""
+    batches = [
+        e
+        for seg in segments(d)
+        for e in LogReader(seg.read_bytes())
+        if isinstance(e, RecordBatch) and not e.is_control
+    ]
+    chosen = _txn_entries(d)
+    for path, at in reversed(chosen) if TXN_ENTRY["pick"] == -1 else chosen:
+        pid, first = struct.unpack_from(">qq", path.read_bytes(), at + 2)
+        earlier = [b.base_offset for b in batches if b.producer_id == pid and b.last_offset < first]
+        if earlier:
+            data = bytearray(path.read_bytes())
+            struct.pack_into(">q", data, at + 10, earlier[-1])
+            path.write_bytes(bytes(data))
+            return path, at
+    return None
+
+
+def _txn_lso_past_marker(d: Path) -> tuple[Path, int]:
+    def change(f: list[int]) -> None:
+        f[4] = f[3] + 1000
+
+    return _rewrite_entry(d, change)
+
+
+def _txn_entry_removed(d: Path) -> tuple[Path, int]:
+    path, at = _txn_entries(d)[TXN_ENTRY["pick"]]
+    data = path.read_bytes()
+    path.write_bytes(data[:at] + data[at + 34 :])
+    return path, len(data) - 34 - (len(data) - 34) % 34
+
+
+#: .txnindex damage -> its mutation, returning the file and byte ``verify`` must name (None:
+#: the log has nothing it applies to); every one leaves every batch CRC valid, and a
+#: read_committed read wrong
+TXN_INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
+    "producer id flipped": _txn_producer_flipped,
+    "first offset past the transaction's batches": _txn_first_past_batches,
+    "first offset lowered over the producer's earlier batches": _txn_first_lowered,
+    "last stable offset past the marker": _txn_lso_past_marker,
+    "entry removed": _txn_entry_removed,
+}
+
+
+# -- producer snapshots (.snapshot): Kafka deletes one it cannot read -----------------------------
+def _newest_snapshot(d: Path) -> Path:
+    return sorted(d.glob("*.snapshot"))[-1]
+
+
+def _snapshot_cut(d: Path) -> tuple[Path, int]:
+    """The newest snapshot cut short (a crash while it was written, on a file system that
+    keeps the name first)."""
+    p = _newest_snapshot(d)
+    data = p.read_bytes()[:-7]
+    p.write_bytes(data)
+    # shorter than the 10-byte header (version, CRC, count), or its CRC no longer matches
+    return p, 0 if len(data) < 10 else 2
+
+
+def _snapshot_flipped(d: Path) -> tuple[Path, int]:
+    p = _newest_snapshot(d)
+    data = bytearray(p.read_bytes())
+    data[-3] ^= 0x10
+    p.write_bytes(bytes(data))
+    return p, 2
+
+
+def _snapshot_empty(d: Path) -> tuple[Path, int]:
+    p = _newest_snapshot(d)
+    p.write_bytes(b"")
+    return p, 0
+
+
+#: producer snapshot damage -> its mutation, returning the file and byte to be named
+SNAPSHOT_DAMAGES: dict[str, Callable[[Path], tuple[Path, int]]] = {
+    "cut short": _snapshot_cut,
+    "a byte flipped": _snapshot_flipped,
+    "empty": _snapshot_empty,
+}
+
+
+# -- leader-epoch-checkpoint: what OffsetsForLeaderEpoch answers from ----------------------------
+def _epochs_malformed_line(d: Path) -> int:
+    p = d / "leader-epoch-checkpoint"
+    lines = p.read_text().splitlines()
+    lines[-1] = lines[-1].split()[0] + " x"
+    p.write_text("\n".join(lines) + "\n")
+    return len("\n".join(lines[:-1])) + 1  # the byte where the bad line starts
+
+
+def _epochs_count_lie(d: Path) -> int:
+    p = d / "leader-epoch-checkpoint"
+    lines = p.read_text().splitlines()
+    lines[1] = str(int(lines[1]) + 3)
+    p.write_text("\n".join(lines) + "\n")
+    return len(lines[0]) + 1  # its count line, which promises lines the file lacks
+
+
+def _epochs_zeroed(d: Path) -> int:
+    p = d / "leader-epoch-checkpoint"
+    p.write_bytes(bytes(p.stat().st_size))  # a power loss after the size was written
+    return 0
+
+
+#: leader-epoch-checkpoint damage -> its mutation, returning the byte where a reader finds it
+EPOCH_CHECKPOINT_DAMAGES: dict[str, Callable[[Path], int]] = {
+    "a malformed line": _epochs_malformed_line,
+    "fewer entries than its count": _epochs_count_lie,
+    "zero-filled": _epochs_zeroed,
+}
+
+
+def epochs_of_batches(d: Path) -> list[tuple[int, int]]:
+    """Brute force: (epoch, first offset) of each leader epoch, from the v2 batches' partition
+    leader epochs, independent of kafkalog's loader."""
+    out: list[tuple[int, int]] = []
+    for seg in segments(d):
+        for e in LogReader(seg.read_bytes()):
+            epoch = e.partition_leader_epoch if isinstance(e, RecordBatch) else -1
+            if epoch >= 0 and (not out or epoch > out[-1][0]):
+                out.append((epoch, e.base_offset))
+    return out
+
+
+# -- partition.metadata: the topic id clients key a topic by -------------------------------------
+def _metadata_garbled_id(d: Path) -> int:
+    p = d / "partition.metadata"
+    text = p.read_text()
+    at = text.index("topic_id: ") + len("topic_id: ")
+    p.write_text(text[:at] + "!!!" + text[at + 3 :])
+    return text.index("topic_id: ")  # the line's start
+
+
+def _metadata_zeroed(d: Path) -> int:
+    p = d / "partition.metadata"
+    p.write_bytes(bytes(p.stat().st_size))
+    return 0
+
+
+def _metadata_cut(d: Path) -> int:
+    p = d / "partition.metadata"
+    data = p.read_bytes()
+    p.write_bytes(data[: data.index(b"topic_id") + 4])
+    return data.index(b"topic_id")
+
+
+#: partition.metadata damage -> its mutation, returning the byte a reader finds it at
+PARTITION_METADATA_DAMAGES: dict[str, Callable[[Path], int]] = {
+    "a topic id that is no Uuid": _metadata_garbled_id,
+    "zero-filled": _metadata_zeroed,
+    "cut inside its topic_id line": _metadata_cut,
+}
+
+
+# -- .index entries that point where no batch is: a lookup must not skip the offsets they key ---
+def _index_entries(path: Path) -> list[tuple[int, int]]:
+    """(relative offset, position) of an ``.index``'s entries (trailing zeros not)."""
+    data = path.read_bytes()
+    out = [struct.unpack_from(">ii", data, k) for k in range(0, len(data) - 7, 8)]
+    while out and out[-1] == (0, 0):
+        out.pop()
+    return [(int(a), int(b)) for a, b in out]
+
+
+def _index_entry_moved(pick: str) -> Callable[[Path], tuple[Path, int] | None]:
+    """An offset-index entry of the segment with the most entries pointed elsewhere: 10 MB
+    past its ``.log``'s end (its ``last`` entry, or one in the ``middle``), or at the next
+    entry's batch (``ahead``: a valid batch, past the offsets it keys). Returns the index and
+    the entry's number."""
+
+    def damage(d: Path) -> tuple[Path, int] | None:
+        counted = [(len(_index_entries(p)), p) for p in sorted(d.glob("*.index"))]
+        count, path = max(counted, default=(0, d))
+        if count < 3:
+            return None  # no segment with entries enough to damage one
+        entries = _index_entries(path)
+        k = count - 1 if pick == "last" else count // 2
+        position = 10_000_000 if pick != "ahead" else entries[k + 1][1]
+        data = bytearray(path.read_bytes())
+        struct.pack_into(">i", data, k * 8 + 4, position)
+        path.write_bytes(bytes(data))
+        return path, k
+
+    return damage
+
+
+#: offset-index damage -> its mutation, returning the file and the entry changed (None: the
+#: log has too few entries)
+INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
+    "last .index entry past the .log's end": _index_entry_moved("last"),
+    "a middle .index entry past the .log's end": _index_entry_moved("middle"),
+    "a middle .index entry at the next entry's batch": _index_entry_moved("ahead"),
+}

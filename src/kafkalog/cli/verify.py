@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import itertools
 import json
 import os
@@ -33,6 +34,7 @@ from kafkalog.cli import progress
 from kafkalog.errors import KafkalogError
 
 if TYPE_CHECKING:
+    from kafkalog.log.txn_check import TxnIndexCheck
     from kafkalog.records.reader import LogEntry
 
 
@@ -183,6 +185,7 @@ def verify_partition(
     directories = {name for name, is_dir in listing if is_dir}
     previous_last = -1
     epochs = _Epochs(report)
+    txns = _txn_check(directory, logs)
     ends: dict[int, int] = {}  # base offset -> the last offset read up to its segment's end
     for i, name in enumerate(logs):
         base = offset_from_filename(name)
@@ -192,7 +195,9 @@ def verify_partition(
         active = i == len(logs) - 1
         scan: _Scan | None = None
         try:
-            scan = _verify_segment(base, log_path, active, previous_last, report, epochs)
+            if txns is not None:
+                txns.segment()
+            scan = _verify_segment(base, log_path, active, previous_last, report, epochs, txns)
             following = offset_from_filename(logs[i + 1]) if i + 1 < len(logs) else None
             if following is not None and scan.batch_max and scan.last >= following:
                 report.problem(
@@ -212,7 +217,7 @@ def verify_partition(
         for path, check in (
             (stem + ".index", _verify_offset_index),
             (stem + ".timeindex", _verify_time_index),
-            (stem + ".txnindex", _verify_txn_index),
+            (stem + ".txnindex", functools.partial(_verify_txn_index, txns=txns)),
         ):
             if os.path.basename(path) in directories:
                 continue  # reported with the names
@@ -224,6 +229,34 @@ def verify_partition(
     epochs.finish()
     _verify_lost_segments(directory, {name for name, _ in listing}, ends, report)
     _verify_checkpoints(directory, report)
+    _verify_snapshots(directory, [name for name, is_dir in listing if not is_dir], report)
+
+
+def _verify_snapshots(directory: str, names: list[str], report: Report) -> None:
+    """Each producer snapshot read as a writable open reads it: one it cannot read is
+    deleted there (as Kafka does) and the producer state rebuilt without it, from an older
+    snapshot or the log (whose segments retention may have taken: then the sequences and
+    open transactions it held are gone), so it is named, as a warning."""
+    from kafkalog.log.layout import is_offset_prefix
+    from kafkalog.log.producer_snapshot import read_snapshot
+
+    for name in sorted(names):
+        prefix, _, rest = name.partition(".")
+        if rest != "snapshot" or not is_offset_prefix(prefix):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            read_snapshot(path)
+        except KafkalogError as e:
+            report.warning(
+                path,
+                getattr(e, "position", None),
+                f"{getattr(e, 'reason', None) or e}: a producer snapshot no one can read; a "
+                "writable open (kafkalog's, a broker's) deletes it and rebuilds the producer "
+                "state from an older snapshot or the log",
+            )
+        except OSError as e:
+            _unreadable(report, path, e)
 
 
 def _verify_lost_segments(
@@ -463,6 +496,7 @@ def _verify_segment(
     previous_last: int,
     report: Report,
     epochs: _Epochs | None = None,
+    txns: TxnIndexCheck | None = None,
 ) -> _Scan:
     """Walk the segment's batches; record where each starts for the index checks. A batch
     the reader refuses (an unknown magic byte) is reported and stepped over by its length
@@ -539,6 +573,8 @@ def _verify_segment(
                     report.records_checked += len(entry.records())
                 except KafkalogError as e:
                     report.problem(log_path, entry.position, f"{name}: {_reason_at(e)}")
+                if txns is not None and not blamed and entry.is_valid():
+                    txns.see(entry)
                 if not blamed:  # the entries after a damaged one follow the ones before it
                     previous_last = max(previous_last, entry.last_offset)
                 blamed = False
@@ -790,26 +826,49 @@ def _verify_time_index(
             previous = (ts, offset)
 
 
+def _txn_check(directory: str, logs: list[str]) -> TxnIndexCheck | None:
+    """The check of the ``.txnindex`` files against the batches (kafkalog.log.txn_check)."""
+    from kafkalog.log.layout import offset_from_filename
+    from kafkalog.log.txn_check import TxnIndexCheck
+
+    if not logs:
+        return None
+    try:
+        return TxnIndexCheck(directory, offset_from_filename(logs[0]))
+    except OSError:
+        return None  # the directory's listing failed: reported with the partition
+
+
 def _verify_txn_index(
-    path: str, base: int, scan: _Scan | None, report: Report, active: bool
+    path: str,
+    base: int,
+    scan: _Scan | None,
+    report: Report,
+    active: bool,
+    txns: TxnIndexCheck | None = None,
 ) -> None:
     from kafkalog.index import TransactionIndex
 
-    if not files.exists(path):
-        return
-    index = TransactionIndex(path, base, writable=False)
+    exists = files.exists(path)
+    index = TransactionIndex(path, base, writable=False) if exists else None
     try:
-        index.sanity_check()
-        if index.trailing_bytes:
-            report.problem(
-                path,
-                len(index) * 34,
-                f"{index.trailing_bytes} trailing bytes are not a whole entry",
-            )
+        entries = index.positioned_entries() if index is not None else []
+        if index is not None:
+            index.sanity_check()
+            if index.trailing_bytes:
+                report.problem(
+                    path,
+                    len(index) * 34,
+                    f"{index.trailing_bytes} trailing bytes are not a whole entry",
+                )
+        if txns is not None and scan is not None and not scan.refused:
+            for position, text in txns.problems(entries):
+                report.problem(path, position, text)
     except KafkalogError as e:
         report.error(e)
     finally:
-        index.close()
+        if index is not None:
+            index.close()
 
 
 def _verify_checkpoints(directory: str, report: Report) -> None:

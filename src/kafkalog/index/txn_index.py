@@ -305,6 +305,10 @@ class TransactionIndex:
                     yield position + start, txn
                 position += usable
 
+    def positioned_entries(self) -> list[tuple[int, AbortedTxn]]:
+        """``(byte position, entry)`` of every entry, in file order (for tools naming bytes)."""
+        return list(self._entries())
+
     def all_aborted_txns(self) -> list[AbortedTxn]:
         """Every entry in file order."""
         return [txn for _, txn in self._entries()]

@@ -11,6 +11,7 @@ Every segment is recovered with the producer state as it stood at its base offse
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,8 @@ _NOT_LIVE = ("-delete", "-future", "-stray")
 
 if TYPE_CHECKING:
     from kafkalog.log.checkpoints import LeaderEpochCache
+
+logger = logging.getLogger("kafkalog.log")
 
 # KRaft snapshots marked for deletion are left to the metadata log's own recovery (LogLoader)
 _KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
@@ -142,6 +145,7 @@ class LogLoader:
         if self.log.writable:
             if self.log.lost:
                 raise self.log.lost[0].error(self.log.directory)
+            self._check_partition_metadata()
             # damage that stops the open is found before anything is written (an index
             # rebuilt, a snapshot taken): a refused open leaves the files as they were
             problems = self._check_recovery(recovery_point) if recovering else {}
@@ -253,6 +257,27 @@ class LogLoader:
         path = os.path.join(self.log.directory, "partition.metadata")
         if not os.path.exists(path):
             PartitionMetadata.write(path, self._sibling_topic_id() or new_topic_id())
+
+    def _check_partition_metadata(self) -> None:
+        """A ``partition.metadata`` there but unreadable refuses the open, before anything is
+        written: Kafka does not load such a partition, and a writer that went on would serve
+        the topic under a new id each start (clients keyed by topic id see it recreated)."""
+        from kafkalog.log.checkpoints import PartitionMetadata
+
+        path = os.path.join(self.log.directory, "partition.metadata")
+        if not os.path.exists(path):
+            return
+        try:
+            PartitionMetadata.read(path)
+        except KafkalogError as e:
+            raise DamagedLogError(
+                f"{getattr(e, 'reason', None) or e}: the partition's topic id cannot be read "
+                "(Kafka does not load such a partition); restore the file from a backup, or "
+                "remove it and a writable open writes the topic's id again (a sibling "
+                "partition's, else a new one)",
+                path=getattr(e, "path", None) or path,
+                position=getattr(e, "position", None) or 0,
+            ) from e
 
     def _sibling_topic_id(self) -> str | None:
         """The topic id another partition directory of this topic beside this one holds."""
@@ -503,8 +528,34 @@ class LogLoader:
         path = os.path.join(self.log.directory, "leader-epoch-checkpoint")
         try:
             self.leader_epochs = LeaderEpochCache.from_file(path)
-        except KafkalogError:
-            self.leader_epochs = LeaderEpochCache()  # unreadable: rebuilt from the batches
+        except KafkalogError as e:
+            self.leader_epochs = LeaderEpochCache()
+            if self.log.writable:
+                # Kafka fails the log's load; a writer here rebuilds the cache from every
+                # batch's partition leader epoch (the checkpoint written next holds them all:
+                # an empty cache would answer OffsetsForLeaderEpoch as if the log had none)
+                rebuilt = self._epochs_from_batches(self.leader_epochs)
+                logger.warning(
+                    "%s: cannot read the leader-epoch checkpoint (%s); %s",
+                    path,
+                    e,
+                    "rebuilt it from the batches' partition leader epochs"
+                    if rebuilt
+                    else "rebuilt it from the batches up to damage in the log",
+                )
+
+    def _epochs_from_batches(self, cache: LeaderEpochCache) -> bool:
+        """Every epoch's first offset, from the v2 batches' headers (a batch's partition
+        leader epoch, as Kafka's recovery assigns it); False when damage stopped the walk."""
+        for seg in self.log.segments:
+            try:
+                for batch in seg.entries(0):
+                    epoch = batch.partition_leader_epoch if isinstance(batch, RecordBatch) else -1
+                    if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
+                        cache.assign(epoch, batch.base_offset)
+            except KafkalogError:
+                return False  # the damage is the log's own error to report
+        return True
 
 
 def lost_segments(

@@ -23,6 +23,7 @@ one when a segment rolls and at a clean close, and replays the log only from the
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections import deque
 from collections.abc import Iterable
@@ -48,6 +49,8 @@ from kafkalog.log.producer_snapshot import (
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.model import ControlType
 from kafkalog.records.types import DEFAULT_LIMITS, Limits
+
+logger = logging.getLogger("kafkalog.log")
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default (1 day)
@@ -490,10 +493,19 @@ class ProducerStateManager:
         kept = [o for o in offsets if log_start_offset < o <= log_end_offset]
         self.clear()
         for offset in reversed(kept):
+            path = segment_file(self.directory, offset, SNAPSHOT_SUFFIX)
             try:
-                self.load_snapshot(segment_file(self.directory, offset, SNAPSHOT_SUFFIX))
-            except (KafkalogError, OSError):
+                self.load_snapshot(path)
+            except (KafkalogError, OSError) as e:
                 self.clear()
+                # Kafka warns and deletes it; the state is rebuilt from an older one or the log
+                logger.warning(
+                    "%s: cannot load the producer snapshot (%s); %s, and the producer state "
+                    "is rebuilt from an older snapshot or from the log",
+                    path,
+                    e,
+                    "deleted it" if self.writable else "passed it over",
+                )
                 if self.writable:
                     delete_snapshot(self.directory, offset)
                 continue

@@ -1077,8 +1077,25 @@ class LogSegment:
         """Where a scan for ``offset`` starts: the position of the last offset-index entry at or
         below it, 0 without an index. Every batch before that position holds smaller offsets:
         an entry names the start of the *append* holding its offset (spec §4), and the batch
-        holding ``offset`` may be any later batch of that append."""
+        holding ``offset`` may be any later batch of that append.
+
+        So the batch at an entry's position holds its offset or a smaller one: an entry whose
+        batch there starts past its offset (damage: no CRC covers an index) would skip the
+        offsets between, and the entry before it is taken instead."""
         entry = self.offset_index_entry(offset)
+        index = self._offset_index()
+        while entry is not None and index is not None and entry.position > 0:
+            try:
+                found = next(iter(self._walk(entry.position)), None)
+                first = first_offset_held(found) if found is not None else None
+            except KafkalogError:
+                return entry.position  # the scan from it names the damage
+            if first is None or first <= entry.offset:
+                return entry.position
+            earlier = index.lookup(entry.offset - 1)
+            if earlier.offset >= entry.offset:
+                return 0
+            entry = self._within_file(index, earlier)
         return entry.position if entry is not None else 0
 
     def end_position(self, offset: int) -> int:
@@ -1096,7 +1113,22 @@ class LogSegment:
         """The offset-index entry a lookup of ``offset`` lands on (None without an index):
         what ``kafkalog lookup`` shows next to the batch the scan from it finds."""
         index = self._offset_index()
-        return index.lookup(offset) if index is not None else None
+        if index is None:
+            return None
+        return self._within_file(index, index.lookup(offset))
+
+    def _within_file(self, index: OffsetIndex, found: OffsetPosition) -> OffsetPosition:
+        """``found``, or the index entry before it while it points at or past the end of what
+        the .log holds: damage (a scan from there finds nothing, and the offsets it keys would
+        be skipped for the next segment's), or a live writer's append not yet in the size
+        seen."""
+        size = self.log.size
+        while found.position > 0 and found.position >= size:
+            earlier = index.lookup(found.offset - 1)
+            if earlier.offset >= found.offset:
+                return OffsetPosition(self.base_offset, 0)
+            found = earlier
+        return found
 
     def time_index_entry(self, timestamp: int) -> TimestampOffset | None:
         """The time-index entry a lookup of ``timestamp`` lands on (None without an index)."""
@@ -1109,8 +1141,7 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is >= ``offset``: its last offset, start, size."""
-        index = self._offset_index()
-        start = index.lookup(offset).position if index is not None else 0
+        start = self.scan_start(offset)
         for entry in self._walk(max(start, starting_position)):
             if entry.last_offset >= offset:
                 return LogOffsetPosition(entry.last_offset, entry.position, entry.size_in_bytes)
@@ -1179,10 +1210,7 @@ class LogSegment:
             if tindex is not None
             else TimestampOffset(-1, self.base_offset)
         )
-        oindex = self._offset_index()
-        position = (
-            oindex.lookup(max(entry.offset, start_offset)).position if oindex is not None else 0
-        )
+        position = self.scan_start(max(entry.offset, start_offset))
         for batch in self._walk(position):
             if batch.max_timestamp >= timestamp:
                 for rec in batch.records(self.limits):
@@ -1274,8 +1302,7 @@ class LogSegment:
     def _read_largest_timestamp(self) -> TimestampOffset:
         tindex = self._time_index()
         last = tindex.last_entry if tindex is not None else TimestampOffset(-1, self.base_offset)
-        oindex = self._offset_index()
-        position = oindex.lookup(last.offset).position if oindex is not None else 0
+        position = self.scan_start(last.offset)
         best = TimestampOffset(-1, -1)
         try:
             for batch in self.log.entries(position, limits=self.limits):

@@ -422,8 +422,15 @@ def _index_position(log_path: str, base: int, offset: int) -> int:
 
     index_path = log_path[: -len(LOG_SUFFIX)] + ".index"
     try:
+        size = os.path.getsize(log_path)
         with OffsetIndex(index_path, base, writable=False) as index:
-            return int(index.lookup(offset).position)
+            found = index.lookup(offset)
+            while 0 < found.position >= size:  # past the .log's end: an earlier entry
+                earlier = index.lookup(found.offset - 1)
+                if earlier.offset >= found.offset:
+                    return 0
+                found = earlier
+            return int(found.position)
     except (KafkalogError, OSError, ValueError):
         return 0
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
+from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.cleaner import _chunk_kernels as CK
 from kafkalog.log.cleaner.batch_filter import BatchFilter, FilterStats, LastRecord, scan_batch
 from kafkalog.log.cleaner.batch_filter import _Scratch as Scratch
@@ -29,7 +30,7 @@ from kafkalog.log.cleaner.dirty import group_by_size, segments_between
 from kafkalog.log.cleaner.filter_pass import FilterPass
 from kafkalog.log.cleaner.offset_map import OffsetMap
 from kafkalog.log.cleaner.split import cleaned_segment, overflows, split_overflowed
-from kafkalog.log.cleaner.txn import CleanedTransactions
+from kafkalog.log.cleaner.txn import CleanedTransactions, TxnIndexContradiction
 from kafkalog.log.layout import CLEANED_SUFFIX
 from kafkalog.log.local_log import LocalLog
 from kafkalog.log.segment import LogSegment, SegmentOverflowError
@@ -155,7 +156,7 @@ class Round:
             if i + 1 == len(dirty) or dirty[i + 1].base_offset > start
         ]
         txns = CleanedTransactions(self.log.limits)
-        txns.add_aborted(self.local.aborted_transactions(start, end))
+        txns.add_aborted(self.local.aborted_transactions(start, end), start)
         total = sum(s.size for s in dirty)
         done = 0
         for k, seg in enumerate(dirty):
@@ -234,6 +235,45 @@ class Round:
 
     # -- the round --------------------------------------------------------------------------------
     def run(self, first_dirty: int, first_uncleanable: int) -> RoundResult:
+        try:
+            return self._run(first_dirty, first_uncleanable)
+        except TxnIndexContradiction as e:
+            raise self._contradicted(e) from None
+
+    def _contradicted(self, e: TxnIndexContradiction) -> DamagedLogError:
+        """The error naming the ``.txnindex`` entry the walk contradicted (its file and
+        byte): nothing was swapped in for the group it was found in."""
+        path, position = None, 0
+        txn = e.txn
+        for seg in self.local.segments:
+            try:
+                entries = seg.txn_index.positioned_entries()
+            except (KafkalogError, OSError):
+                continue
+            if txn is None:  # missing: where the marker's segment would hold it, at its end
+                if seg.base_offset <= e.marker:
+                    path, position = seg.txn_index.path, len(entries) * AbortedTxn.SIZE
+                continue
+            found = [at for at, t in entries if t == txn]
+            if found:
+                path, position = seg.txn_index.path, found[0]
+                break
+        what = (
+            "a .txnindex entry is missing"
+            if txn is None
+            else f"the .txnindex entry of producer {txn.producer_id} (offsets "
+            f"{txn.first_offset}..{txn.last_offset}) is contradicted by the batches"
+        )
+        return DamagedLogError.found(
+            f"{what}: {e.what}; cleaning by it would delete committed records, or keep aborted "
+            "ones as committed (`kafkalog verify` names the entries, `kafkalog rebuild-index` "
+            "rewrites the index from the .log)",
+            path=path or self.log.directory,
+            position=position,
+            partition=self.log.directory,
+        )
+
+    def _run(self, first_dirty: int, first_uncleanable: int) -> RoundResult:
         log = self.log
         with self.lock:
             segments = list(self.local.segments)
@@ -295,7 +335,9 @@ class Round:
         try:
             for k, seg in enumerate(group):
                 upper = group[k + 1].base_offset if k + 1 < len(group) else seg.read_next_offset()
-                txns.add_aborted(self.local.aborted_transactions(seg.base_offset, upper))
+                txns.add_aborted(
+                    self.local.aborted_transactions(seg.base_offset, upper), seg.base_offset
+                )
                 retain_legacy = seg.last_modified > legacy_horizon
                 try:
                     self._clean_into(seg, cleaned, filt, retain_legacy, done)
