@@ -162,7 +162,9 @@ def test_tailing_changes_nothing(tmp_path: Path) -> None:
 def test_asyncio_reader_follows_a_growing_log(tmp_path: Path) -> None:
     directory = tmp_path / "events-0"
     log = Log(directory, TopicConfig(segment_bytes=4096))
-    writer = BatchingWriter(log, linger_ms=1)
+    # batches under segment.bytes whatever the sender's pace (a slow first append once let
+    # 450 records gather into one batch of 5 KB, which the log refused as Kafka does)
+    writer = BatchingWriter(log, linger_ms=1, batch_size=1024)
 
     async def follow() -> list[int]:
         offsets: list[int] = []
