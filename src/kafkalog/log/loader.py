@@ -103,6 +103,9 @@ class LogLoader:
         self.producer_state = producer_state
         self.leader_epochs: LeaderEpochCache | None = None
         self.log_start_checkpoint = 0
+        #: the active segment's end as :meth:`_drop_segments_below_log_start` found it (the
+        #: same walk :meth:`load` needs next: a read-only open walked it twice)
+        self._active_end: tuple[LogSegment, int] | None = None
 
     def load(
         self, recovery_point: int, log_start: int | None, clean: bool
@@ -187,7 +190,12 @@ class LogLoader:
             active.offset_index.get().resize(self.log.config.segment_index_bytes)
             active.time_index.get().resize(self.log.config.segment_index_bytes)
         try:
-            self.log.log_end_offset = self.log.read_next_offset(active)
+            known = self._active_end
+            self.log.log_end_offset = (
+                known[1]
+                if known is not None and known[0] is active
+                else self.log.read_next_offset(active)
+            )
         except CorruptRecordError as e:
             if not self.log.writable:
                 self.log.damage_at_end = (
@@ -345,6 +353,7 @@ class LogLoader:
             return
         try:
             end = self.log.read_next_offset(active)
+            self._active_end = (active, end)  # load() takes it rather than walking again
         except CorruptRecordError:
             # a torn tail (cut below, after a copy) or damage (refused below; a read-only open
             # goes on past it): the end before it decides, not an error here, or a zero tail

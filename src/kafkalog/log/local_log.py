@@ -45,6 +45,7 @@ from kafkalog.log.layout import (
     segment_file,
 )
 from kafkalog.log.segment import FileRegion, LogSegment
+from kafkalog.log.segment_facts import SegmentFacts
 from kafkalog.log.segment_set import SegmentSet
 from kafkalog.log.verified import check_fetched_crcs
 from kafkalog.records import Record
@@ -169,6 +170,9 @@ class LocalLog:
         # read the log swaps nothing more in (what it drops may have been superseded by
         # records the truncation removed)
         self.truncations = 0
+        #: sealed segments' verified ends kept by a long-lived reader across opens (a read-only
+        #: log's; None: every check made): see :mod:`kafkalog.log.segment_facts`
+        self.facts: SegmentFacts | None = None
 
     # -- the segment set -------------------------------------------------------------------------
     def open_segment(
@@ -359,6 +363,13 @@ class LocalLog:
         once per segment and next base, from its last index entry (a short walk)."""
         if seg.end_checked_for == nxt:
             return
+        facts = self.facts if not self.writable and not files.is_remote(seg.log.path) else None
+        stamps = facts.stamps(seg.log.path, seg.offset_index.path) if facts else None
+        if facts and stamps and stamps[0][2] == seg.size:
+            known = facts.end(seg.log.path, stamps)
+            if known is not None and known <= nxt:
+                seg.end_checked_for = nxt  # verified under these very files before
+                return
         try:
             end = seg.read_next_offset()  # its walk checks the last batch against ``nxt``
         except DamagedLogError as e:
@@ -370,6 +381,8 @@ class LocalLog:
         else:
             if end <= nxt:
                 seg.end_checked_for = nxt
+                if facts and stamps and stamps[0][2] == seg.size:
+                    facts.keep(seg.log.path, stamps, end)
             return
         if not past_damage:
             raise error

@@ -166,7 +166,11 @@ class Log:
         if not writable and not files.isdir(self.directory):  # said before a name is judged
             raise FileNotFoundError(f"no partition directory {self.directory}")
         self.topic, self.partition = parse_partition_dir(self.directory)
-        self.config: Any = config if config is not None else TopicConfig()
+        if config is None:
+            # a frozen default, validated once per process (each TopicConfig() checks every
+            # key: a fifth of a read-only open, paid per partition by every plan)
+            config = _default_config() if not writable else TopicConfig()
+        self.config: Any = config
         self.writable = writable
         self.clock = clock
         self.limits = limits
@@ -1410,6 +1414,14 @@ class Log:
             f"offsets=[{getattr(self, 'log_start_offset', '?')}, "
             f"{getattr(self, 'log_end_offset', '?')}), mode={mode!r})"
         )
+
+
+@functools.cache
+def _default_config() -> Any:
+    """One :class:`TopicConfig` of Kafka's defaults for read-only opens (it is frozen)."""
+    from kafkalog.log.config import TopicConfig
+
+    return TopicConfig()
 
 
 def _bound(ms: int) -> int | None:

@@ -105,7 +105,7 @@ class SegmentConfig(Protocol):
     @property
     def max_segment_ms(self) -> int: ...
 
-    def random_segment_jitter(self, rng: random.Random) -> int: ...
+    def random_segment_jitter(self, rng: random.Random | None = None) -> int: ...
 
 
 class LogOffsetPosition(NamedTuple):
@@ -607,7 +607,9 @@ class LogSegment:
         self.limits = limits
         self._clock = clock
         self.index_interval_bytes = config.index_interval_bytes
-        self.roll_jitter_ms = config.random_segment_jitter(rng or random.Random())
+        # (no generator seeded per segment: without segment.jitter.ms none is drawn, and with it
+        # the module's own draws as well; seeding one cost a tenth of a read-only open)
+        self.roll_jitter_ms = config.random_segment_jitter(rng)
         exists = file_already_exists or not writable
         self.log = SegmentFile(
             segment_file(directory, base_offset, LOG_SUFFIX + suffix),

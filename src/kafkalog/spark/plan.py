@@ -29,6 +29,7 @@ from kafkalog.spark.selection import partition_directories as partition_director
 from kafkalog.spark.selection import select_partitions as select_partitions
 
 if TYPE_CHECKING:
+    from kafkalog.log.segment_facts import SegmentFacts
     from kafkalog.spark.plan_memo import PartitionMemo
     from kafkalog.spark.pushdown import Bounds
 
@@ -157,19 +158,23 @@ def plan_read(
     aborted transactions of each range, opening each partition's log once: resolving the range
     and finding its byte ranges share the open log (a query's fixed cost, paid by every query).
     With ``memo`` (a long-lived planner's), a partition whose files stay as they were (and
-    settled ``settle_ms`` before) is not planned again (:mod:`kafkalog.spark.plan_memo`)."""
+    settled ``settle_ms`` before) is not planned again (:mod:`kafkalog.spark.plan_memo`), and
+    in one planned again (a live log's) the sealed segments whose files stay as they were are
+    not checked again (:mod:`kafkalog.log.segment_facts`)."""
     pieces: list[Split] = []
     aborted: Aborted = {}
     chosen = select_partitions(partition_directories(opts.path, opts.location), opts)
     check_partitions_named(set(chosen), opts)
     local = memo is not None and not files.is_remote(opts.location or opts.path)
     question = repr((opts, bounds)) if local else ""
+    facts = memo.segments if local and memo is not None else None
     if memo is not None:
         memo.begin()
+        memo.segments.settle_ms = settle_ms
     for (topic, partition), directory in sorted(chosen.items()):
 
         def make(t: str = topic, p: int = partition, d: str = directory) -> _PartitionPlan:
-            return _plan_partition(t, p, d, opts, bounds)
+            return _plan_partition(t, p, d, opts, bounds, facts)
 
         part = memo.plan(directory, question, settle_ms, make) if local and memo else make()
         pieces.extend(part.pieces)
@@ -188,10 +193,17 @@ class _PartitionPlan:
 
 
 def _plan_partition(
-    topic: str, partition: int, directory: str, opts: ReadOptions, bounds: Bounds | None
+    topic: str,
+    partition: int,
+    directory: str,
+    opts: ReadOptions,
+    bounds: Bounds | None,
+    facts: SegmentFacts | None = None,
 ) -> _PartitionPlan:
-    """:func:`plan_read`'s work for one partition, its log open once."""
+    """:func:`plan_read`'s work for one partition, its log open once (with ``facts``, a
+    sealed segment whose files are as a former plan verified them is not checked again)."""
     log = Log(directory, writable=False)
+    log.local.facts = facts
     try:
         # resolved before pruning: the options' errors (a start after the end, offsets
         # lost) are the query's answer without pushdown, so they stay its answer with it

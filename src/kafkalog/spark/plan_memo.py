@@ -35,6 +35,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TypeVar
 
+from kafkalog.log.segment_facts import SegmentFacts
+
 #: how old (ms) every file time must be for a partition's plan to be kept
 SETTLE_MS = 2000
 #: partitions' plans kept at most (the least recently used go)
@@ -82,6 +84,8 @@ class PartitionMemo:
         self._kept: OrderedDict[tuple[str, str], tuple[tuple[Entry, ...], object]] = OrderedDict()
         #: the data directory's files, looked at once per plan (see :meth:`begin`)
         self._parents: dict[str, list[Entry]] = {}
+        #: sealed segments' verified ends, for the partitions planned again
+        self.segments = SegmentFacts()
 
     def begin(self) -> None:
         """A new plan: data directories are looked at again."""
