@@ -659,3 +659,17 @@ INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
     "a middle .index entry past the .log's end": _index_entry_moved("middle"),
     "a middle .index entry at the next entry's batch": _index_entry_moved("ahead"),
 }
+
+
+def kafka_txn_log_and_shapes(tmp_path: Path, shapes: list[str]) -> list[Path]:
+    """Logs to damage: a writable copy of Kafka's own ``v2-txn-0`` (tests/fixtures, written by
+    Kafka's Java code: transactions with aborts and markers) and the read shapes ``shapes``
+    written under ``tmp_path``."""
+    from provenance import FIXTURES
+    from read_shapes import write_shape
+
+    java = tmp_path / "java" / "v2-txn-0"
+    shutil.copytree(FIXTURES / "kafka-4.0-snapshot-javacode" / "v2-txn-0", java)
+    for p in java.iterdir():
+        p.chmod(0o644)
+    return [java] + [write_shape(tmp_path / "shapes", name).directory for name in shapes]

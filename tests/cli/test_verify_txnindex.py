@@ -13,19 +13,14 @@ from pathlib import Path
 import pytest
 
 from clirun import kafkalog, tree_snapshot
-from damage_kinds import TXN_INDEX_DAMAGES
-from provenance import FIXTURES
-from read_shapes import SHAPES, write_shape
+from damage_kinds import TXN_INDEX_DAMAGES, kafka_txn_log_and_shapes
+from read_shapes import SHAPES
 
 TXN_SHAPES = [name for name in SHAPES if "txn" in name]
 
 
 def _sources(tmp_path: Path) -> list[Path]:
-    java = tmp_path / "java" / "v2-txn-0"
-    shutil.copytree(FIXTURES / "kafka-4.0-snapshot-javacode" / "v2-txn-0", java)
-    for p in java.iterdir():
-        p.chmod(0o644)
-    return [java] + [write_shape(tmp_path / "shapes", name).directory for name in TXN_SHAPES]
+    return kafka_txn_log_and_shapes(tmp_path, TXN_SHAPES)
 
 
 def _problems(*directories: Path) -> list[dict[str, object]]:

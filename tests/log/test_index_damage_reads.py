@@ -14,22 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from damage_kinds import INDEX_DAMAGES
+from damage_kinds import INDEX_DAMAGES, kafka_txn_log_and_shapes
 from kafkalog.log import Log
 from kafkalog.log.tail import TailReader
 from kafkalog.records import LogReader
-from provenance import FIXTURES
-from read_shapes import truth, write_shape
+from read_shapes import truth
 
 SOURCES = ["v2-multi-i1", "v2-txn-multi-i1-roll", "v1-i1", "v0-i1-roll"]
 
 
 def _sources(tmp_path: Path) -> list[Path]:
-    java = tmp_path / "java" / "v2-txn-0"
-    shutil.copytree(FIXTURES / "kafka-4.0-snapshot-javacode" / "v2-txn-0", java)
-    for p in java.iterdir():
-        p.chmod(0o644)
-    return [java] + [write_shape(tmp_path / "shapes", name).directory for name in SOURCES]
+    return kafka_txn_log_and_shapes(tmp_path, SOURCES)
 
 
 def _first_read(log: Log, offset: int) -> int | None:
