@@ -126,8 +126,6 @@ SLOW_FIRST = (
     "tests/spark/test_cluster.py",
     "tests/spark/test_jvm_setup.py",
     "tests/spark/test_python_readers.py",
-    "tests/spark/test_first_answer.py",
-    "tests/spark/test_exact_windows.py",
     "tests/cli/test_job.py",
     "tests/cli/test_query.py",
     "tests/log/test_crash_producers.py",
