@@ -176,6 +176,16 @@ class OffsetIndex(MappedIndex):
             return OffsetPosition(self.base_offset, 0)
         return OffsetPosition(self.base_offset + rel, pos)
 
+    def lookup_within(self, target_offset: int, log_size: int) -> OffsetPosition:
+        """:meth:`lookup`, stepping back to earlier entries while the one found points at or
+        past the end of a ``.log`` of ``log_size`` bytes: damage (no CRC covers an index; a
+        scan from there finds nothing and would skip the offsets it keys), or a live writer's
+        append not yet in the size seen. Ends at (base offset, 0) at worst."""
+        found = self.lookup(target_offset)
+        while 0 < found.position >= log_size:
+            found = self.lookup(found.offset - 1)  # a smaller offset, or (base, 0)
+        return found
+
     def lookup_ceiling(self, target_offset: int) -> OffsetPosition | None:
         """Kafka's smallest-upper-bound search by offset (None when no entry is >= target).
 

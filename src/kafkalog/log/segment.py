@@ -1094,10 +1094,7 @@ class LogSegment:
                 return entry.position  # the scan from it names the damage
             if first is None or first <= entry.offset:
                 return entry.position
-            earlier = index.lookup(entry.offset - 1)
-            if earlier.offset >= entry.offset:
-                return 0
-            entry = self._within_file(index, earlier)
+            entry = index.lookup_within(entry.offset - 1, self.log.size)
         return entry.position if entry is not None else 0
 
     def end_position(self, offset: int) -> int:
@@ -1117,20 +1114,7 @@ class LogSegment:
         index = self._offset_index()
         if index is None:
             return None
-        return self._within_file(index, index.lookup(offset))
-
-    def _within_file(self, index: OffsetIndex, found: OffsetPosition) -> OffsetPosition:
-        """``found``, or the index entry before it while it points at or past the end of what
-        the .log holds: damage (a scan from there finds nothing, and the offsets it keys would
-        be skipped for the next segment's), or a live writer's append not yet in the size
-        seen."""
-        size = self.log.size
-        while found.position > 0 and found.position >= size:
-            earlier = index.lookup(found.offset - 1)
-            if earlier.offset >= found.offset:
-                return OffsetPosition(self.base_offset, 0)
-            found = earlier
-        return found
+        return index.lookup_within(offset, self.log.size)
 
     def time_index_entry(self, timestamp: int) -> TimestampOffset | None:
         """The time-index entry a lookup of ``timestamp`` lands on (None without an index)."""

@@ -424,13 +424,7 @@ def _index_position(log_path: str, base: int, offset: int) -> int:
     try:
         size = os.path.getsize(log_path)
         with OffsetIndex(index_path, base, writable=False) as index:
-            found = index.lookup(offset)
-            while 0 < found.position >= size:  # past the .log's end: an earlier entry
-                earlier = index.lookup(found.offset - 1)
-                if earlier.offset >= found.offset:
-                    return 0
-                found = earlier
-            return int(found.position)
+            return int(index.lookup_within(offset, size).position)
     except (KafkalogError, OSError, ValueError):
         return 0
 
