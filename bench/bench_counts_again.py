@@ -44,14 +44,9 @@ def main() -> None:
         return reader.option("subscribe", "clicks").load()
 
     def not_kept(query: Callable[[], Any]) -> Callable[[], Any]:
-        def run() -> Any:
-            spark.conf.set("spark.kafkalog.jvm.planCache", "false")
-            try:
-                return query()
-            finally:
-                spark.conf.unset("spark.kafkalog.jvm.planCache")
+        from jvm_vs_parquet import NOT_KEPT, conf_off  # the bench's own rows, the same switch
 
-        return run
+        return conf_off(spark, NOT_KEPT, query)
 
     fresh = [0]
 

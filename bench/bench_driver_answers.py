@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 QUERIES = (
@@ -68,15 +69,10 @@ def child(data: str, repeat: int, summaries: str) -> None:
     def parquet() -> Any:
         return spark.read.parquet(data.rstrip("/") + ".parquet")
 
-    def not_kept(query: Any) -> Any:
-        def run() -> Any:
-            spark.conf.set("spark.kafkalog.jvm.planCache", "false")
-            try:
-                return query()
-            finally:
-                spark.conf.unset("spark.kafkalog.jvm.planCache")
+    def not_kept(query: Callable[[], Any]) -> Callable[[], Any]:
+        from jvm_vs_parquet import NOT_KEPT, conf_off  # the bench's own rows, the same switch
 
-        return run
+        return conf_off(spark, NOT_KEPT, query)
 
     def window() -> Any:
         return load().where(between).selectExpr("count(*)").collect()[0][0]

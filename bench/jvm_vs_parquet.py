@@ -87,7 +87,7 @@ def run(spark: Any, data: str, parquet_path: str, rounds: int, python_too: bool)
         return {
             "sum(length(value))": lambda: frame().selectExpr("sum(length(value))").collect(),
             "count(*)": lambda: frame().count(),
-            "count(*) in tasks": _off(spark, IN_TASKS, lambda: frame().count()),
+            "count(*) in tasks": conf_off(spark, IN_TASKS, lambda: frame().count()),
             "count(*) checkCrcs=false": lambda: frame(checkCrcs="false").count(),
             "groupBy(partition).count()": lambda: sorted(
                 tuple(r) for r in frame().groupBy("partition").count().collect()
@@ -99,8 +99,8 @@ def run(spark: Any, data: str, parquet_path: str, rounds: int, python_too: bool)
                 frame(columns="value").selectExpr("sum(length(value))").collect()
             ),
             "1% window": lambda: frame().where(between).selectExpr("count(*)").collect(),
-            "count(*) not kept": _off(spark, NOT_KEPT, lambda: frame().count()),
-            "1% window not kept": _off(
+            "count(*) not kept": conf_off(spark, NOT_KEPT, lambda: frame().count()),
+            "1% window not kept": conf_off(
                 spark, NOT_KEPT, lambda: frame().where(between).selectExpr("count(*)").collect()
             ),
             "count(*) cold": cold(lambda: frame().count()),
@@ -188,7 +188,7 @@ IN_TASKS = "spark.kafkalog.jvm.driverCounts"
 NOT_KEPT = "spark.kafkalog.jvm.planCache"
 
 
-def _off(spark: Any, conf: str, query: Callable[[], Any]) -> Callable[[], Any]:
+def conf_off(spark: Any, conf: str, query: Callable[[], Any]) -> Callable[[], Any]:
     """``query`` run with the session conf ``conf`` set to false, then unset."""
 
     def run() -> Any:
