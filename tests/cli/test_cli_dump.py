@@ -1,12 +1,12 @@
-"""The command as a user runs it: ``kafkalog dump`` and ``kafkalog demo`` in a subprocess."""
+"""The command as a user runs it: ``kafkalog dump`` and ``kafkalog demo`` (their ``main`` in this
+process, ``clirun.kafkalog_here``; a real process where the pipe it writes to is the point)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
-from clirun import kafkalog as run_kafkalog
+from clirun import kafkalog_here as kafkalog
 from provenance import FIXTURES
 
 V2_NONE = bytes.fromhex(
@@ -14,10 +14,6 @@ V2_NONE = bytes.fromhex(
     "7bffffffffffffffffffffffffffff0000000320000000086b6579310c76616c756531002600f6010201"
     "04763204046831047631046832011200cf0f04046b330100"
 )
-
-
-def kafkalog(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_kafkalog(*args, timeout=120)
 
 
 def test_dump_matches_kafka_dump_log_format(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.clirun import kafkalog, tree_snapshot
+from tests.clirun import kafkalog_here, tree_snapshot
 
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
@@ -25,7 +25,7 @@ def test_dry_run_changes_nothing_and_reports(tmp_path: Path) -> None:
     data = tmp_path / "data"
     build(data)
     before = tree_snapshot(data)
-    run = kafkalog("compact", str(data), "--dry-run", "--json")
+    run = kafkalog_here("compact", str(data), "--dry-run", "--json")
     assert run.returncode == 0, run.stderr
     rows = [json.loads(line) for line in run.stdout.splitlines()]
     assert tree_snapshot(data) == before
@@ -39,7 +39,7 @@ def test_dry_run_changes_nothing_and_reports(tmp_path: Path) -> None:
 def test_compact_cleans_and_moves_the_checkpoint(tmp_path: Path) -> None:
     data = tmp_path / "data"
     build(data)
-    run = kafkalog("compact", str(data), "--config", "cleanup.policy=compact")
+    run = kafkalog_here("compact", str(data), "--config", "cleanup.policy=compact")
     assert run.returncode == 0, run.stderr
     assert "2 partitions cleaned, 0 skipped" in run.stdout
     assert "removed 56 superseded records" in run.stdout

@@ -1,6 +1,8 @@
 """The ``kafkalog`` commands on damaged copies of real fixtures: every bad byte ends in one
 clear line naming the file (and the byte, when there is one), a non-zero status, no traceback,
-and the damaged directory left exactly as it was."""
+and the damaged directory left exactly as it was. The commands' ``main`` runs in this process
+(``clirun.kafkalog_here``), where an environment variable is read once per process in a real
+one."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog, kafkalog_here, tree_snapshot
 from kafkalog.records.crc import crc32c
 from provenance import FIXTURES
 
@@ -43,7 +45,7 @@ def test_negative_index_position_is_not_read_from_the_log(tmp_path: Path) -> Non
     index.write_bytes(b"\xff" * 8)
     before = tree_snapshot(part)
 
-    found = kafkalog("lookup", str(part), "--offset", "3")
+    found = kafkalog_here("lookup", str(part), "--offset", "3")
     _no_traceback(found)
     assert found.returncode == 0, found.stderr
     assert '"offset": 3' in found.stdout
@@ -53,17 +55,17 @@ def test_negative_index_position_is_not_read_from_the_log(tmp_path: Path) -> Non
         ("cat", str(part), "--offset", "3", "--max", "1"),
         ("timeline", str(part), "--png", png),
     ):
-        result = kafkalog(*cmd)
+        result = kafkalog_here(*cmd)
         _no_traceback(result)
         assert result.returncode == 0, (cmd, result.stderr)
 
     for flags in ((), ("--verify-index-only",)):
         for suffix in (".index", ".timeindex"):
-            dumped = kafkalog("dump", *flags, "--files", str(part / f"{SEG}{suffix}"))
+            dumped = kafkalog_here("dump", *flags, "--files", str(part / f"{SEG}{suffix}"))
             _no_traceback(dumped)
             assert dumped.returncode == 0, dumped.stderr
 
-    verified = kafkalog("verify", str(part))
+    verified = kafkalog_here("verify", str(part))
     assert verified.returncode == 1, verified.stdout
     assert f"PROBLEM {index} at byte 0:" in verified.stdout
     assert "out of index order" in verified.stdout
@@ -77,12 +79,12 @@ def test_verify_flags_garbage_after_the_valid_entries_of_an_active_index(tmp_pat
     index = part / f"{SEG}.index"
     good = index.read_bytes()
     index.write_bytes(good + struct.pack(">ii", 0, 3) + b"\x00" * 16)
-    result = kafkalog("verify", str(part))
+    result = kafkalog_here("verify", str(part))
     assert result.returncode == 1, result.stdout
     assert f"PROBLEM {index} at byte {len(good)}:" in result.stdout
 
     index.write_bytes(good + b"\x00" * 64)  # a preallocated zero tail stays fine
-    result = kafkalog("verify", str(part))
+    result = kafkalog_here("verify", str(part))
     assert result.returncode == 0, result.stdout
 
 
@@ -101,20 +103,20 @@ def test_timestamps_outside_the_calendar_are_printed_not_fatal(tmp_path: Path) -
     (part / f"{SEG}.timeindex").write_bytes(struct.pack(">qi", 2**62, 3))
     before = tree_snapshot(part)
 
-    cat = kafkalog("cat", str(part), "--max", "1")
+    cat = kafkalog_here("cat", str(part), "--max", "1")
     _no_traceback(cat)
     assert cat.returncode == 0, cat.stderr
     record = json.loads(cat.stdout)
     assert record["offset"] == 0 and record["time"] is None
     assert record["timestamp"] == 2**63 - 1
 
-    lookup = kafkalog("lookup", str(part), "--timestamp", str(2**62))
+    lookup = kafkalog_here("lookup", str(part), "--timestamp", str(2**62))
     _no_traceback(lookup)
     assert lookup.returncode in (0, 1), lookup.stderr
     assert "out of range" not in lookup.stdout + lookup.stderr
 
     png = tmp_path / "t.png"
-    timeline = kafkalog("timeline", str(part), "--png", str(png))
+    timeline = kafkalog_here("timeline", str(part), "--png", str(png))
     _no_traceback(timeline)
     assert timeline.returncode == 0, timeline.stderr
     assert f"{2**62} ms" in timeline.stdout
@@ -133,7 +135,7 @@ def test_a_file_only_named_like_a_segment_is_not_one(tmp_path: Path, name: str) 
     stray.write_bytes(b"")
     snapshot = part / "\u00b2\u00b2.snapshot"
     snapshot.write_bytes(b"")
-    verified = kafkalog("verify", str(part))
+    verified = kafkalog_here("verify", str(part))
     _no_traceback(verified)
     assert verified.returncode == 1, verified.stdout
     problems = [
@@ -153,11 +155,11 @@ def test_a_file_only_named_like_a_segment_is_not_one(tmp_path: Path, name: str) 
         ("rebuild-index", "--dry-run", str(part)),
         ("dump", "--files", str(stray)),
     ):
-        result = kafkalog(*cmd)
+        result = kafkalog_here(*cmd)
         _no_traceback(result)
         assert result.returncode == 0, (cmd, result.stdout, result.stderr)
         assert "invalid literal" not in result.stderr
-    assert "Log starting offset: 0" in kafkalog("dump", "--files", str(stray)).stdout
+    assert "Log starting offset: 0" in kafkalog_here("dump", "--files", str(stray)).stdout
 
 
 def test_a_failed_dry_run_leaves_no_copy_behind(
@@ -169,7 +171,7 @@ def test_a_failed_dry_run_leaves_no_copy_behind(
     (part / "00000000000000000500.log").mkdir()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setenv("TMPDIR", str(scratch))  # read by a new process (tempfile caches it)
     result = kafkalog("rebuild-index", "--dry-run", str(part))
     _no_traceback(result)
     assert result.returncode == 2
@@ -187,7 +189,7 @@ def test_a_directory_named_like_a_segment_file_is_named(tmp_path: Path, suffix: 
     if suffix != ".log":
         (part / name).unlink()
     (part / name).mkdir()
-    verified = kafkalog("verify", str(part))
+    verified = kafkalog_here("verify", str(part))
     _no_traceback(verified)
     assert verified.returncode == 1, verified.stdout
     problems = [
@@ -203,7 +205,7 @@ def test_a_directory_named_like_a_segment_file_is_named(tmp_path: Path, suffix: 
         ("lookup", str(part), "--offset", "1"),
         ("cat", str(part), "--max", "1"),
     ):
-        result = kafkalog(*cmd)
+        result = kafkalog_here(*cmd)
         _no_traceback(result)
         if result.returncode != 0:  # lookups may not need that file
             assert result.returncode == 2, (cmd, result.stdout)
@@ -224,7 +226,7 @@ def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str], message
     """A negative count used to print nothing and exit 0; a missing directory was called a bad
     partition directory name."""
     names = {"p": str(tmp_path), "missing": str(tmp_path / "gone-0")}
-    result = kafkalog(*(a.format(**names) for a in args))
+    result = kafkalog_here(*(a.format(**names) for a in args))
     assert result.returncode == 2, result
     assert message.format(**names) in result.stderr and "Traceback" not in result.stderr
 

@@ -1,7 +1,9 @@
 """``kafkalog dump`` on index files, transaction indexes and producer snapshots (spec §9.2).
 
-Every test runs the command in a subprocess, as a user does. The fixture files are Kafka-written;
-their entries come from PROVENANCE.md (through ``provenance``), not from kafkalog itself.
+The tests run the command's ``main`` in this process (``clirun.kafkalog_here``: the output and exit
+status a user gets, without an interpreter start per call); one runs it as a real process from
+the segment's directory. The fixture files are Kafka-written; their entries come from
+PROVENANCE.md (through ``provenance``), not from kafkalog itself.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog
+from clirun import kafkalog_here as kafkalog
 from provenance import FIXTURES, FileFacts, by_kind
 
 JAVACODE = FIXTURES / "kafka-4.0-snapshot-javacode"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog
+from clirun import kafkalog_here
 from kafkalog.records import Record, encode_batch
 from kafkalog.records.internal_topics import TRANSACTION_STATE, offset_commit_record
 from provenance import FIXTURES
@@ -30,7 +30,7 @@ def _record_lines(stdout: str) -> list[str]:
 
 @pytest.mark.parametrize("path", [p for p in OFFSETS if p.stat().st_size], ids=str)
 def test_real_consumer_offsets_decode_fully(path: Path) -> None:
-    result = kafkalog("dump", "--offsets-decoder", "--files", str(path))
+    result = kafkalog_here("dump", "--offsets-decoder", "--files", str(path))
     assert result.returncode == 0, result.stderr
     lines = _record_lines(result.stdout)
     assert lines
@@ -42,7 +42,7 @@ def test_real_consumer_offsets_decode_fully(path: Path) -> None:
 
 def test_offsets_lines_have_kafkas_shape() -> None:
     path = FIXTURES / "volodymyrzee-kafka-2020/__consumer_offsets-17/00000000000000000000.log"
-    result = kafkalog("dump", "--offsets-decoder", "--files", str(path))
+    result = kafkalog_here("dump", "--offsets-decoder", "--files", str(path))
     first = _record_lines(result.stdout)[0]
     assert first.startswith(
         "| offset: 0 CreateTime: 1587577981573 keySize: 26 valueSize: 313 sequence: -1 "
@@ -58,7 +58,7 @@ def test_offsets_lines_have_kafkas_shape() -> None:
 
 @pytest.mark.parametrize("path", [*METADATA, SNAPSHOT], ids=str)
 def test_real_cluster_metadata_decodes_fully(path: Path) -> None:
-    result = kafkalog("dump", "--cluster-metadata-decoder", "--files", str(path))
+    result = kafkalog_here("dump", "--cluster-metadata-decoder", "--files", str(path))
     assert result.returncode == 0, result.stderr
     lines = _record_lines(result.stdout)
     assert lines
@@ -69,7 +69,7 @@ def test_real_cluster_metadata_decodes_fully(path: Path) -> None:
 
 
 def test_kraft_snapshot_lines() -> None:
-    result = kafkalog("dump", "--cluster-metadata-decoder", "--files", str(SNAPSHOT))
+    result = kafkalog_here("dump", "--cluster-metadata-decoder", "--files", str(SNAPSHOT))
     out = result.stdout.splitlines()
     assert out[1] == "Snapshot end offset: 1734780, epoch: 1"
     lines = _record_lines(result.stdout)
@@ -106,7 +106,7 @@ def test_offsets_tombstone_and_transaction_log(tmp_path: Path) -> None:
     offsets.write_bytes(
         encode_batch([Record.of(value, key=key, timestamp=1000), Record.of(None, key=key)])
     )
-    result = kafkalog("dump", "--offsets-decoder", "--files", str(offsets))
+    result = kafkalog_here("dump", "--offsets-decoder", "--files", str(offsets))
     lines = _record_lines(result.stdout)
     assert lines[0].endswith(
         'key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} '
@@ -117,7 +117,7 @@ def test_offsets_tombstone_and_transaction_log(tmp_path: Path) -> None:
     txn = tmp_path / "__transaction_state-0" / "00000000000000000000.log"
     txn.parent.mkdir()
     txn.write_bytes(encode_batch([Record.of(txn_value, key=txn_key), Record.of(None, key=txn_key)]))
-    result = kafkalog("dump", "--transaction-log-decoder", "--files", str(txn))
+    result = kafkalog_here("dump", "--transaction-log-decoder", "--files", str(txn))
     lines = _record_lines(result.stdout)
     assert lines[0].endswith(
         " key: transaction_metadata::transactionalId=tx payload: producerId:7,producerEpoch:1,"
@@ -125,7 +125,7 @@ def test_offsets_tombstone_and_transaction_log(tmp_path: Path) -> None:
     )
     assert lines[1].endswith(" key: transaction_metadata::transactionalId=tx payload: <DELETE>")
     # --json: objects only, the decoded key and value as JSON
-    result = kafkalog("dump", "--json", "--offsets-decoder", "--files", str(offsets))
+    result = kafkalog_here("dump", "--json", "--offsets-decoder", "--files", str(offsets))
     objects = [json.loads(line) for line in result.stdout.splitlines()]
     assert [o["type"] for o in objects] == ["file", "batch", "record", "record"]
     assert objects[0] == {"type": "file", "file": str(offsets), "logStartOffset": 0}
@@ -139,7 +139,7 @@ def test_offsets_tombstone_and_transaction_log(tmp_path: Path) -> None:
 
 def test_json_mode_prints_json_only() -> None:
     files = [OFFSETS[-1], SNAPSHOT]
-    result = kafkalog(
+    result = kafkalog_here(
         "dump", "--json", "--deep-iteration", "--files", ",".join(str(f) for f in files)
     )
     assert result.returncode == 0, result.stderr

@@ -22,7 +22,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog_here, tree_snapshot
 from kafka_clients import config
 from kafkalog.log import Log
 from kafkalog.server import ServerThread
@@ -66,7 +66,7 @@ def _brute_force(data: Path, topic: str, partition: int) -> list[tuple[int, int]
 
 
 def _lines(*args: str) -> list[dict[str, Any]]:
-    result = kafkalog("groups", *args)
+    result = kafkalog_here("groups", *args)
     assert result.returncode == 0, result.stderr
     return [json.loads(line) for line in result.stdout.splitlines()]  # nothing but JSON
 
@@ -134,7 +134,7 @@ def test_groups_reports_what_real_clients_committed(tmp_path: Path) -> None:
 
     # --offsets-for-time: the first offset at or after a time, from a scan of every record
     at = BASE + 17_500
-    csv = kafkalog("groups", str(data), "--group", "billing", "--offsets-for-time", str(at))
+    csv = kafkalog_here("groups", str(data), "--group", "billing", "--offsets-for-time", str(at))
     assert csv.returncode == 0, csv.stderr
     want = []
     for p in range(2):
@@ -142,7 +142,7 @@ def test_groups_reports_what_real_clients_committed(tmp_path: Path) -> None:
         want.append(f"orders,{p},{first_at}")
     assert csv.stdout.splitlines() == want
 
-    text = kafkalog("groups", str(data), "--group", "billing")
+    text = kafkalog_here("groups", str(data), "--group", "billing")
     assert text.returncode == 0
     assert text.stdout.splitlines()[0].split() == [
         "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "COMMITTED",

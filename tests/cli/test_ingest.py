@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from kafka.record.memory_records import MemoryRecords
 
-from clirun import kafkalog
+from clirun import kafkalog_here
 from kafkalog.log import Log
 
 
@@ -19,7 +19,7 @@ def test_ingest_jsonl_then_append(tmp_path: Path) -> None:
     lines = [json.dumps({"user": f"u{i % 3}", "ts": 1767225600000 + i, "n": i}) for i in range(500)]
     src.write_text("\n".join(lines) + "\n")
     data = tmp_path / "data"
-    result = kafkalog(
+    result = kafkalog_here(
         "ingest",
         str(src),
         "--data",
@@ -47,16 +47,16 @@ def test_ingest_jsonl_then_append(tmp_path: Path) -> None:
     batch = MemoryRecords(raw).next_batch()  # kafka-python reads what we wrote
     assert batch is not None and batch.validate_crc()
     log.close()
-    again = kafkalog("ingest", str(src), "--data", str(data), "--topic", "events")
+    again = kafkalog_here("ingest", str(src), "--data", str(data), "--topic", "events")
     assert "at offsets 500..999" in again.stdout
-    assert kafkalog("verify", str(data)).returncode == 0
+    assert kafkalog_here("verify", str(data)).returncode == 0
 
 
 def test_ingest_csv_and_parquet(tmp_path: Path) -> None:
     csv = tmp_path / "orders.csv"
     csv.write_text("id,amount,at\n1,10,2026-01-01T00:00:00Z\n2,20,2026-01-01T00:00:01Z\n")
     data = tmp_path / "data"
-    result = kafkalog(
+    result = kafkalog_here(
         "ingest",
         str(csv),
         "--data",
@@ -77,7 +77,7 @@ def test_ingest_csv_and_parquet(tmp_path: Path) -> None:
     log.close()
     parquet = tmp_path / "values.parquet"
     pq.write_table(pa.table({"value": [b"a", b"b", None], "k": ["x", "y", "z"]}), parquet)
-    result = kafkalog(
+    result = kafkalog_here(
         "ingest",
         str(parquet),
         "--data",
@@ -98,12 +98,12 @@ def test_ingest_csv_and_parquet(tmp_path: Path) -> None:
 def test_ingest_errors_are_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "x.jsonl"
     bad.write_text('{"a": 1}\nnot json\n')
-    result = kafkalog(
+    result = kafkalog_here(
         "ingest", str(bad), "--data", str(tmp_path / "d"), "--topic", "t", "--key-field", "a"
     )
     assert result.returncode == 2 and "line 2: not JSON" in result.stderr
     assert "Traceback" not in result.stderr
-    result = kafkalog(
+    result = kafkalog_here(
         "ingest",
         str(bad),
         "--data",
@@ -119,7 +119,7 @@ def test_ingest_errors_are_one_line(tmp_path: Path) -> None:
 def test_ingest_refuses_an_illegal_topic_before_writing(tmp_path: Path) -> None:
     src = tmp_path / "x.jsonl"
     src.write_text('{"a": 1}\n')
-    result = kafkalog("ingest", str(src), "--data", str(tmp_path / "d"), "--topic", "../up")
+    result = kafkalog_here("ingest", str(src), "--data", str(tmp_path / "d"), "--topic", "../up")
     assert result.returncode == 2, result.stderr
     assert "topic name '../up' is illegal" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "up-0").exists()

@@ -9,11 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clirun import kafkalog
+from clirun import kafkalog_here
 
 
 def _cat(part: Path) -> list[dict[str, object]]:
-    done = kafkalog("cat", str(part))
+    done = kafkalog_here("cat", str(part))
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -22,7 +22,7 @@ def test_a_bad_line_after_the_first_chunk_leaves_nothing_appended(tmp_path: Path
     src = tmp_path / "big.jsonl"
     lines = [json.dumps({"k": i, "ts": 1_700_000_000_000 + i}) for i in range(50_001)]
     src.write_text("\n".join([*lines, "oops"]) + "\n")
-    done = kafkalog("ingest", str(src), "--data", str(tmp_path / "d"), "--topic", "t",
+    done = kafkalog_here("ingest", str(src), "--data", str(tmp_path / "d"), "--topic", "t",
                     "--key-field", "k", "--timestamp-field", "ts")  # fmt: skip
     assert done.returncode == 2
     assert f"{src} line 50002: not JSON" in done.stderr
@@ -34,7 +34,7 @@ def test_bad_timestamps_name_the_line(tmp_path: Path) -> None:
         src = tmp_path / "x.jsonl"
         src.write_text('{"ts": 1}\n' + text + "\n")
         data = tmp_path / "d"
-        done = kafkalog("ingest", str(src), "--data", str(data), "--topic", "t",
+        done = kafkalog_here("ingest", str(src), "--data", str(data), "--topic", "t",
                         "--timestamp-field", "ts")  # fmt: skip
         assert done.returncode == 2, (text, done.stderr)
         assert f"{src} line 2:" in done.stderr, done.stderr
@@ -45,7 +45,7 @@ def test_bad_timestamps_name_the_line(tmp_path: Path) -> None:
 def test_bom_and_json_keys(tmp_path: Path) -> None:
     src = tmp_path / "a.jsonl"
     src.write_bytes(b'\xef\xbb\xbf{"k":"a"}\r\n{"k":true}\r\n{"k":{"a":1}}\r\n')
-    done = kafkalog("ingest", str(src), "--data", str(tmp_path / "d"), "--topic", "t",
+    done = kafkalog_here("ingest", str(src), "--data", str(tmp_path / "d"), "--topic", "t",
                     "--key-field", "k")  # fmt: skip
     assert done.returncode == 0, done.stderr
     got = _cat(tmp_path / "d" / "t-0")
@@ -57,13 +57,15 @@ def test_missing_column_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> N
     src = tmp_path / "c.csv"
     src.write_text("a,b\n1,2\n")
     data = tmp_path / "d"
-    done = kafkalog("ingest", str(src), "--data", str(data), "--topic", "t", "--key-field", "no")
+    done = kafkalog_here(
+        "ingest", str(src), "--data", str(data), "--topic", "t", "--key-field", "no"
+    )
     assert done.returncode == 2, done.stderr
     assert "'no' is not a column" in done.stderr and str(src) in done.stderr
     assert not data.exists()
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2,3\n")
-    done = kafkalog("ingest", str(bad), "--data", str(data), "--topic", "t")
+    done = kafkalog_here("ingest", str(bad), "--data", str(data), "--topic", "t")
     assert done.returncode == 2 and str(bad) in done.stderr, done.stderr
 
 
@@ -79,7 +81,7 @@ def test_parquet_nanoseconds_and_binary(tmp_path: Path) -> None:
         ),
         src,
     )
-    done = kafkalog("ingest", str(src), "--data", str(tmp_path / "d"), "--topic", "t",
+    done = kafkalog_here("ingest", str(src), "--data", str(tmp_path / "d"), "--topic", "t",
                     "--key-field", "id", "--timestamp-field", "ts")  # fmt: skip
     assert done.returncode == 0, done.stderr
     got = _cat(tmp_path / "d" / "t-0")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from clirun import kafkalog
+from kafkalog.cli.main import main
 from kafkalog.cli.query import run
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log, LogDir, TopicConfig
@@ -119,10 +120,29 @@ def test_errors_are_one_clear_line(spark: Any, data: Path) -> None:
 
 
 def test_the_command_as_a_user_runs_it(data: Path) -> None:
+    """The entry point in a process of its own, starting its own Spark (the one run that pays
+    for a JVM: the error path below runs the same ``main`` in this process)."""
     result = kafkalog("query", str(data), "select count(*) as n from kafka", "--format", "jsonl")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"n": 650}
-    result = kafkalog("query", str(data), "select nonsense from orders")
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    (line,) = [x for x in result.stderr.splitlines() if x.startswith("kafkalog: error:")]
+
+
+def test_a_bad_query_exits_2_with_one_line(
+    spark: Any, data: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """What the user sees of a query Spark refuses: exit status 2 and one ``kafkalog: error:``
+    line, no traceback on the process's stderr (captured at the file descriptor, so the JVM's
+    output counts too)."""
+    before = spark.conf.get(CONF, None)
+    try:
+        code = main(["query", str(data), "select nonsense from orders"])
+    finally:
+        if before is None:
+            spark.conf.unset(CONF)
+        else:
+            spark.conf.set(CONF, before)
+        register(spark)
+    stderr = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in stderr
+    (line,) = [x for x in stderr.splitlines() if x.startswith("kafkalog: error:")]
     assert line.startswith("kafkalog: error: query: ") and "nonsense" in line

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clirun import kafkalog
+from clirun import kafkalog, kafkalog_here
 from provenance import FIXTURES
 
 PARTITION = "kafka-4.0-snapshot-javacode/v2-none-0"
@@ -20,8 +20,8 @@ def test_lookup_and_cat_over_s3(s3_store: Any) -> None:
         ("cat", "--offset", "100", "--max", "5"),
         ("cat", "--timestamp", "1700000002000", "--max", "3"),
     ):
-        here = kafkalog(args[0], local, *args[1:])
-        there = kafkalog(args[0], remote, *args[1:])
+        here = kafkalog_here(args[0], local, *args[1:])
+        there = kafkalog_here(args[0], remote, *args[1:])
         assert here.returncode == there.returncode == 0, there.stderr
         assert here.stdout.strip()
         canonical = f"s3://kafkalog-fixtures/fixtures/{PARTITION}"
@@ -41,13 +41,13 @@ def test_verify_and_timeline_over_s3(s3_store: Any, tmp_path: Any) -> None:
     before = s3_store.listing()
     for relative in ("kafka-4.0-snapshot-javacode", "real-kraft-ronem123"):
         local, remote = str(FIXTURES / relative), s3_store.uri(relative)
-        here, there = kafkalog("verify", local), kafkalog("verify", remote)
+        here, there = kafkalog_here("verify", local), kafkalog_here("verify", remote)
         assert there.returncode == here.returncode, there.stderr
         canonical = f"s3://kafkalog-fixtures/fixtures/{relative}"
         assert there.stdout.replace(canonical, local) == here.stdout
         assert "segments" in here.stdout or "segment" in here.stdout
         png = tmp_path / f"{relative}.png"
-        drawn = kafkalog("timeline", remote, "--png", str(png))
+        drawn = kafkalog_here("timeline", remote, "--png", str(png))
         assert drawn.returncode == 0, drawn.stderr
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert s3_store.listing() == before

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog_here, tree_snapshot
 from kafkalog.errors import DamagedLogError
 from kafkalog.log import Log, TopicConfig
 from kafkalog.log.repair import repair
@@ -80,12 +80,12 @@ def test_repair_keeps_every_readable_batch(
     with pytest.raises(DamagedLogError):
         _offsets(d)
     before = tree_snapshot(tmp_path)
-    dry = kafkalog("repair", "--dry-run", "--json", str(d))
+    dry = kafkalog_here("repair", "--dry-run", "--json", str(d))
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
     assert plan["dry_run"] and [s["segment"] for s in plan["segments"]] == [str(seg)]
     assert tree_snapshot(tmp_path) == before  # a dry run changes nothing
-    done = kafkalog("repair", str(d))
+    done = kafkalog_here("repair", str(d))
     assert done.returncode == 0, done.stderr
     assert "repaired" in done.stdout and "WARNING" not in done.stdout
     after = _offsets(d)
@@ -95,7 +95,7 @@ def test_repair_keeps_every_readable_batch(
     assert (quarantine / seg.name).read_bytes() == damaged_bytes  # the original, kept whole
     manifest = json.loads((quarantine / "REPAIR.json").read_text())
     assert manifest["segments"][0]["damage_position"] >= 0
-    again = kafkalog("repair", str(d))  # nothing left to do
+    again = kafkalog_here("repair", str(d))  # nothing left to do
     assert again.returncode == 0 and "no damage found" in again.stdout
 
 
@@ -129,7 +129,7 @@ def test_repair_refuses_a_broker_held_directory(tmp_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         before = tree_snapshot(d)
-        result = kafkalog("repair", str(d))
+        result = kafkalog_here("repair", str(d))
         assert result.returncode != 0 and "broker" in result.stderr
         assert "Traceback" not in result.stderr
         assert tree_snapshot(d) == before
@@ -164,7 +164,7 @@ def test_sigkill_during_repair_leaves_the_log_as_it_was_or_repaired(tmp_path: Pa
         if after is not None:
             assert set(pristine) - set(after) <= touched
         # a second run finishes whatever the first left
-        finished = kafkalog("repair", str(d))
+        finished = kafkalog_here("repair", str(d))
         assert finished.returncode == 0, finished.stderr
         final = _offsets(d)
         assert set(pristine) - set(final) <= touched and set(final) <= set(pristine)

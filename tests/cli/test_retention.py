@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog_here, tree_snapshot
 from kafkalog.log import LogDir, TopicConfig
 from kafkalog.records import LogReader, Record
 
@@ -83,7 +83,7 @@ def _oracle(
 
 
 def _command(path: Path, *options: str) -> list[dict[str, Any]]:
-    result = kafkalog("retention", str(path), "--now", str(NOW), "--json", *options)
+    result = kafkalog_here("retention", str(path), "--now", str(NOW), "--json", *options)
     assert result.returncode == 0, result.stderr
     return [json.loads(line) for line in result.stdout.splitlines()]  # nothing but JSON
 

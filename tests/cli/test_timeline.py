@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog_here, tree_snapshot
 from provenance import FIXTURES
 
 BROKER_2020 = FIXTURES / "volodymyrzee-kafka-2020"
@@ -18,7 +18,7 @@ def test_timeline_of_one_record_per_second(tmp_path: Path) -> None:
     start = 1767225600000  # 2026-01-01T00:00:00Z
     src.write_text("".join(json.dumps({"ts": start + i * 1000, "i": i}) + "\n" for i in range(600)))
     data = tmp_path / "data"
-    ingest = kafkalog(
+    ingest = kafkalog_here(
         "ingest",
         str(src),
         "--data",
@@ -35,7 +35,7 @@ def test_timeline_of_one_record_per_second(tmp_path: Path) -> None:
     assert ingest.returncode == 0, ingest.stderr
     png = tmp_path / "t.png"
     before = tree_snapshot(data)
-    result = kafkalog("timeline", str(data), "--png", str(png))
+    result = kafkalog_here("timeline", str(data), "--png", str(png))
     assert result.returncode == 0, result.stderr
     assert tree_snapshot(data) == before  # reading the indexes changes nothing
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
@@ -52,7 +52,7 @@ def test_timeline_of_one_record_per_second(tmp_path: Path) -> None:
 def test_timeline_of_a_real_broker_data_dir(tmp_path: Path) -> None:
     before = tree_snapshot(BROKER_2020)
     png = tmp_path / "broker.png"
-    result = kafkalog("timeline", str(BROKER_2020), "--png", str(png))
+    result = kafkalog_here("timeline", str(BROKER_2020), "--png", str(png))
     assert result.returncode == 0, result.stderr
     assert tree_snapshot(BROKER_2020) == before
     assert "(2 partition(s) drawn)" in result.stdout
@@ -81,7 +81,7 @@ def test_timeline_json_is_the_summary_and_the_index_points(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
     by_name = {r["partition"]: r for r in rows}
     assert all(r["type"] == "partition" for r in rows)
-    text = kafkalog("timeline", str(BROKER_2020), "--png", str(tmp_path / "p.png")).stdout
+    text = kafkalog_here("timeline", str(BROKER_2020), "--png", str(tmp_path / "p.png")).stdout
     for name, row in by_name.items():
         line = next(x for x in text.splitlines() if x.startswith(name + " "))
         if row["points"]:
@@ -203,6 +203,6 @@ def test_at_most_max_partitions_rows_and_the_rest_counted(
 
 
 def _json_rows() -> list[str]:
-    result = kafkalog("timeline", str(RONEM), "--json")
+    result = kafkalog_here("timeline", str(RONEM), "--json")
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()

@@ -1,6 +1,9 @@
 """``verify``, ``rebuild-index``, ``lookup`` and ``cat`` run as a user runs them, on fixtures and
 on damaged copies: verify finds each kind of damage, rebuild-index repairs it, and reading
-commands leave a read-only directory exactly as it was."""
+commands leave a read-only directory exactly as it was. The commands' ``main`` runs in this
+process (``clirun.kafkalog_here``: the same output and exit status, no interpreter start per
+call), except where another process is the point (a writer lock held by this one) or
+rebuild-index's log records on stderr are (a process configures its own logging)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog, kafkalog_here, tree_snapshot
 from provenance import FIXTURES
 
 JAVA = FIXTURES / "kafka-4.0-snapshot-javacode"
@@ -28,13 +31,13 @@ def test_verify_healthy_fixtures() -> None:
         "kafka-0.9.0.1-broker",
         "real-kafka2.1-snapshot-zk-large-index-william0423",
     ):
-        result = kafkalog("verify", str(FIXTURES / name))
+        result = kafkalog_here("verify", str(FIXTURES / name))
         assert result.returncode == 0, result.stdout
         assert result.stdout.strip().endswith(": OK")
 
 
 def test_verify_reports_missing_indexes_of_a_copied_broker_dir() -> None:
-    result = kafkalog("verify", str(FIXTURES / "real-kafka-3.4.0-zk-panic08"))
+    result = kafkalog_here("verify", str(FIXTURES / "real-kafka-3.4.0-zk-panic08"))
     assert result.returncode == 1
     assert result.stdout.count("offset index missing") == 2
 
@@ -73,7 +76,7 @@ def _damage_and_check(copy: Path, damage: str) -> list[str]:
         data = bytearray(tindex.read_bytes())
         data[0:8] = (int.from_bytes(data[0:8], "big") + 7).to_bytes(8, "big")
         tindex.write_bytes(bytes(data))
-    result = kafkalog("verify", str(copy))
+    result = kafkalog_here("verify", str(copy))
     assert result.returncode == 1, (damage, result.stdout)
     problems = [line for line in result.stdout.splitlines() if line.startswith("PROBLEM")]
     _same_as_json(copy, result.stdout)
@@ -85,7 +88,7 @@ def _same_as_json(path: Path, text: str) -> None:
     each problem and warning with its file and byte, then the summary."""
     import json
 
-    result = kafkalog("verify", "--json", str(path))
+    result = kafkalog_here("verify", "--json", str(path))
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert rows[-1]["type"] == "summary" and all(r["type"] != "summary" for r in rows[:-1])
     rebuilt = []
@@ -114,12 +117,12 @@ def test_verify_finds_damage_and_rebuild_repairs_it(copy: Path, damage: str, exp
     problems = _damage_and_check(copy, damage)
     assert any(expected in p for p in problems), problems
     assert all("00000000000000000000" in p for p in problems)  # file named in every line
-    dry = kafkalog("rebuild-index", "--dry-run", "--index-interval-bytes", "100", str(copy))
+    dry = kafkalog_here("rebuild-index", "--dry-run", "--index-interval-bytes", "100", str(copy))
     assert dry.returncode == 0 and "would" in dry.stdout, dry.stdout + dry.stderr
-    assert kafkalog("verify", str(copy)).returncode == 1  # the dry run changed nothing
-    fixed = kafkalog("rebuild-index", "--index-interval-bytes", "100", str(copy))
+    assert kafkalog_here("verify", str(copy)).returncode == 1  # the dry run changed nothing
+    fixed = kafkalog_here("rebuild-index", "--index-interval-bytes", "100", str(copy))
     assert fixed.returncode == 0, fixed.stderr
-    after = kafkalog("verify", str(copy))
+    after = kafkalog_here("verify", str(copy))
     assert after.returncode == 0, after.stdout
     # nothing was wrong with the log: Kafka's own index files come back byte for byte
     for name in sorted(p.name for p in (JAVA / "v2-txn-0").iterdir()):
@@ -148,6 +151,8 @@ def test_rebuild_refuses_a_damaged_log_and_changes_nothing(
     at = batches[1]["position"] if damage == "flipped byte" else sum(b["size"] for b in batches)
     before = tree_snapshot(copy.parent)
     for flags in ([], ["--dry-run"], ["--force"]):
+        # real processes: the refusal reaches stderr through the command's own log handler,
+        # which it installs only where nothing configured logging (pytest here has)
         result = kafkalog("rebuild-index", *flags, "--index-interval-bytes", "100", str(copy))
         assert result.returncode == 1, (flags, result.stdout, result.stderr)
         [line] = result.stderr.splitlines()
@@ -174,6 +179,7 @@ def test_a_torn_tail_of_the_last_segment_needs_force(copy: Path) -> None:
     log, at, torn = _torn_tail(copy)
     (copy / "00000000000000000020.index").unlink()
     before = tree_snapshot(copy.parent)
+    # real processes: refusal and warning are log records on stderr, as in the test above
     refused = kafkalog("rebuild-index", "--index-interval-bytes", "100", str(copy))
     assert refused.returncode == 1
     assert f"{log} at byte {at}: the last batch is cut off" in refused.stderr
@@ -186,7 +192,7 @@ def test_a_torn_tail_of_the_last_segment_needs_force(copy: Path) -> None:
     assert f"left these {len(torn) - at} bytes in the .log" in warning
     assert "create 00000000000000000020.index" in forced.stdout
     assert log.read_bytes() == torn and log.stat().st_mtime_ns == before[str(log)][0]
-    after = kafkalog("verify", str(copy))
+    after = kafkalog_here("verify", str(copy))
     assert after.returncode == 0, after.stdout  # the tail is the one warning left
     assert [x for x in after.stdout.splitlines() if x.startswith("warning")] == [
         f"warning {log} at byte {at}: incomplete batch at the end ({len(torn) - at} of "
@@ -240,7 +246,7 @@ def test_rebuild_writes_under_the_partition_lock_and_logs_what_it_does(
 def test_preallocated_tail_of_the_active_segment_is_normal(copy: Path) -> None:
     index = copy / "00000000000000000020.index"
     index.write_bytes(index.read_bytes() + b"\x00" * 800)  # a live broker's active segment
-    result = kafkalog("verify", str(copy))
+    result = kafkalog_here("verify", str(copy))
     assert result.returncode == 0, result.stdout
     _same_as_json(copy, result.stdout)
 
@@ -250,6 +256,7 @@ def test_rebuild_refuses_a_locked_partition(copy: Path) -> None:
 
     holder = Log(copy)
     try:
+        # a real process: the writer lock is held by another one, as a user meets it
         result = kafkalog("rebuild-index", str(copy))
         assert result.returncode == 2
         assert "another writer" in result.stderr and "Traceback" not in result.stderr
@@ -259,16 +266,16 @@ def test_rebuild_refuses_a_locked_partition(copy: Path) -> None:
 
 def test_lookup_and_cat(tmp_path: Path) -> None:
     part = JAVA / "v2-none-0"
-    result = kafkalog("lookup", str(part), "--timestamp", "2023-11-14T22:13:23.050Z")
+    result = kafkalog_here("lookup", str(part), "--timestamp", "2023-11-14T22:13:23.050Z")
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout.splitlines()[-1])
     assert (record["offset"], record["key"]) == (59, "key-050")
     assert "time index" in result.stdout and "offset index" in result.stdout
-    by_offset = kafkalog("lookup", str(part), "--offset", "110")
+    by_offset = kafkalog_here("lookup", str(part), "--offset", "110")
     assert json.loads(by_offset.stdout.splitlines()[-1])["value"] == "older"
-    cat = kafkalog("cat", str(part), "--offset", "5", "--max", "3")
+    cat = kafkalog_here("cat", str(part), "--offset", "5", "--max", "3")
     assert [json.loads(line)["offset"] for line in cat.stdout.splitlines()] == [5, 6, 7]
-    bad = kafkalog("lookup", str(part), "--timestamp", "yesterday")
+    bad = kafkalog_here("lookup", str(part), "--timestamp", "yesterday")
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr
 
 
@@ -277,8 +284,8 @@ def test_lookup_json_says_what_the_text_says() -> None:
 
     part = JAVA / "v2-none-0"
     ts = "2023-11-14T22:13:23.050Z"
-    text = kafkalog("lookup", str(part), "--timestamp", ts)
-    result = kafkalog("lookup", str(part), "--timestamp", ts, "--json")
+    text = kafkalog_here("lookup", str(part), "--timestamp", ts)
+    result = kafkalog_here("lookup", str(part), "--timestamp", ts, "--json")
     assert result.returncode == 0, result.stderr
     (line,) = result.stdout.splitlines()  # one JSON object, nothing else
     found = json.loads(line)
@@ -291,7 +298,7 @@ def test_lookup_json_says_what_the_text_says() -> None:
     with OffsetIndex(stem + ".index", 0, writable=False) as oindex:
         assert found["offsetIndex"]["entry"] == list(oindex.lookup(59))
     assert f"batch at position {found['batch']['position']}" in text.stdout
-    missing = kafkalog("lookup", str(part), "--offset", "100000", "--json")
+    missing = kafkalog_here("lookup", str(part), "--offset", "100000", "--json")
     assert missing.returncode == 1
     gone = json.loads(missing.stdout)
     assert gone["record"] is None and "outside" in gone["reason"]
@@ -307,7 +314,7 @@ def test_lookup_and_cat_name_a_data_directory_as_one(tmp_path: Path, name: str) 
     shutil.copytree(JAVA / "v2-txn-0", data / "__consumer_offsets-3")
     before = tree_snapshot(data)
     for args in (["lookup", str(data), "--offset", "3"], ["cat", str(data), "--max", "2"]):
-        result = kafkalog(*args)
+        result = kafkalog_here(*args)
         assert result.returncode == 2, (args, result.stdout)
         assert result.stdout == ""
         assert result.stderr.strip() == (
@@ -317,11 +324,11 @@ def test_lookup_and_cat_name_a_data_directory_as_one(tmp_path: Path, name: str) 
         )
     assert tree_snapshot(data) == before
     # the partition it names is read; an empty directory named like one is an empty partition
-    found = kafkalog("lookup", str(data / "orders-0"), "--offset", "3")
+    found = kafkalog_here("lookup", str(data / "orders-0"), "--offset", "3")
     assert found.returncode == 0 and json.loads(found.stdout.splitlines()[-1])["offset"] == 3
     empty = tmp_path / "later-0"
     empty.mkdir()
-    assert "outside [0, 0)" in kafkalog("lookup", str(empty), "--offset", "3").stdout
+    assert "outside [0, 0)" in kafkalog_here("lookup", str(empty), "--offset", "3").stdout
 
 
 def test_reading_commands_leave_a_read_only_directory_unchanged(tmp_path: Path) -> None:
@@ -338,7 +345,7 @@ def test_reading_commands_leave_a_read_only_directory_unchanged(tmp_path: Path) 
         ["lookup", str(target), "--offset", "3"],
         ["cat", str(target)],
     ):
-        result = kafkalog(*args)
+        result = kafkalog_here(*args)
         assert result.returncode in (0, 1), (args, result.stderr)
     assert tree_snapshot(tmp_path / "ro") == before
     os.chmod(target, 0o755)
@@ -347,7 +354,7 @@ def test_reading_commands_leave_a_read_only_directory_unchanged(tmp_path: Path) 
 # -- issue 23: everything a reader would choke on ----------------------------------------------
 def _batches(log: Path) -> list[dict[str, Any]]:
     """The batches of a .log as ``dump --json`` shows them (position, offsets, size)."""
-    result = kafkalog("dump", "--json", "--files", str(log))
+    result = kafkalog_here("dump", "--json", "--files", str(log))
     return [r for r in map(json.loads, result.stdout.splitlines()) if r["type"] == "batch"]
 
 
@@ -373,7 +380,7 @@ def test_a_crc_mismatch_is_named_at_the_first_byte_of_its_batch(copy: Path) -> N
     data = bytearray(log.read_bytes())
     data[200] ^= 0x40
     log.write_bytes(bytes(data))
-    result = kafkalog("verify", str(copy))
+    result = kafkalog_here("verify", str(copy))
     assert result.returncode == 1
     first = _problems(result)[0]
     assert first.startswith(
@@ -388,12 +395,12 @@ def test_a_batch_with_an_unknown_magic_is_a_problem_and_the_rest_is_read(copy: P
     does not cover the magic byte). It is a problem at the batch's first byte; the reader steps
     over it by its length, so every batch after it is still checked."""
     log = copy / "00000000000000000000.log"
-    healthy = kafkalog("verify", "--json", str(copy)).stdout.splitlines()[-1]
+    healthy = kafkalog_here("verify", "--json", str(copy)).stdout.splitlines()[-1]
     batch = _batches(log)[1]
     data = bytearray(log.read_bytes())
     data[batch["position"] + 16] = 7
     log.write_bytes(bytes(data))
-    result = kafkalog("verify", str(copy))
+    result = kafkalog_here("verify", str(copy))
     assert result.returncode == 1, result.stdout
     problems = _problems(result)
     assert problems[0] == (
@@ -404,12 +411,12 @@ def test_a_batch_with_an_unknown_magic_is_a_problem_and_the_rest_is_read(copy: P
     )
     assert not any("cannot be read" in p for p in problems)
     # every batch is still counted (the refused one too), only its records are not read
-    before, after = json.loads(healthy), kafkalog("verify", "--json", str(copy))
+    before, after = json.loads(healthy), kafkalog_here("verify", "--json", str(copy))
     summary = json.loads(after.stdout.splitlines()[-1])
     assert summary["batches"] == before["batches"]
     assert summary["records"] == before["records"] - (batch["lastOffset"] - batch["baseOffset"] + 1)
     _same_as_json(copy, result.stdout)
-    dumped = kafkalog("dump", "--files", str(log))
+    dumped = kafkalog_here("dump", "--files", str(log))
     assert dumped.returncode == 2 and f"position: {batch['position']} " not in dumped.stdout
     assert f"{log} at byte {int(batch['position']) + 16}: invalid magic byte 7" in dumped.stderr
 
@@ -426,7 +433,7 @@ def test_stray_and_misnamed_files_are_named(copy: Path) -> None:
     (copy / "leader-epoch-checkpoint.tmp").write_bytes(b"")
     (copy / "notes").mkdir()
     shutil.copy(copy / "00000000000000000030.snapshot", copy / "30.snapshot")
-    result = kafkalog("verify", str(copy))
+    result = kafkalog_here("verify", str(copy))
     assert result.returncode == 1, result.stdout
     end = _batches(copy / "00000000000000000020.log")[-1]["lastOffset"]
     assert _problems(result) == [
@@ -515,7 +522,7 @@ def test_an_unreadable_file_is_a_problem_of_its_partition(tmp_path: Path) -> Non
     tindex = first / "00000000000000000000.timeindex"
     tindex.unlink()
     tindex.mkdir()
-    result = kafkalog("verify", str(data))
+    result = kafkalog_here("verify", str(data))
     assert result.returncode == 1, result.stdout + result.stderr
     assert _problems(result) == [
         f"PROBLEM {tindex}: a directory named like a .timeindex file: it cannot be read as one"
@@ -587,7 +594,7 @@ def test_index_entries_past_the_end_of_their_log(copy: Path) -> None:
     log = copy / "00000000000000000000.log"
     cut = 707  # a batch boundary: no incomplete batch at the new end
     log.write_bytes(log.read_bytes()[:cut])
-    result = kafkalog("verify", str(copy))
+    result = kafkalog_here("verify", str(copy))
     assert result.returncode == 1
     past = [p for p in _problems(result) if "past the end" in p]
     assert past == [
@@ -621,14 +628,14 @@ def test_verify_names_a_leader_epoch_out_of_line(index: int, flipped: int, tmp_p
     with Log(d) as log:
         for epoch in (0, 0, 3, 3, 3, 7, 7):
             log.append_records([Record.of(b"v%d" % epoch)] * 3, partition_leader_epoch=epoch)
-    assert kafkalog("verify", str(d)).returncode == 0  # epochs rising with each leader
+    assert kafkalog_here("verify", str(d)).returncode == 0  # epochs rising with each leader
     seg = next(d.glob("*.log"))
     entries = list(LogReader(seg.read_bytes()))
     victim = entries[index]  # epoch 3 between 3 and 3, or the last (7 after 7)
     data = bytearray(seg.read_bytes())
     struct.pack_into(">i", data, victim.position + 12, flipped)
     seg.write_bytes(bytes(data))
-    result = kafkalog("verify", str(d))
+    result = kafkalog_here("verify", str(d))
     assert result.returncode == 1, result.stdout
     problems = [line for line in result.stdout.splitlines() if "leader epoch" in line]
     assert len(problems) == 1, result.stdout

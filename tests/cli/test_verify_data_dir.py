@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog
+from clirun import kafkalog_here
 from kafkalog.log.checkpoints import PartitionMetadata
 from provenance import FIXTURES
 
@@ -25,7 +25,7 @@ ROOT_FILES = (
 
 
 def _verify(path: Path) -> tuple[int, list[dict[str, object]]]:
-    result = kafkalog("verify", "--json", str(path))
+    result = kafkalog_here("verify", "--json", str(path))
     return result.returncode, [json.loads(line) for line in result.stdout.splitlines()]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog_here, tree_snapshot
 from damage_kinds import SNAPSHOT_DAMAGES
 from kafkalog.log import Log
 from provenance import FIXTURES
@@ -41,7 +41,7 @@ def test_unreadable_snapshot_is_named(
     d = _source(name, tmp_path)
     path, at = SNAPSHOT_DAMAGES[damage](d)
     before = tree_snapshot(d)
-    result = kafkalog("verify", "--json", str(d))
+    result = kafkalog_here("verify", "--json", str(d))
     assert tree_snapshot(d) == before, "verify changed a file"
     assert result.returncode in (0, 1), result.stderr
     said = [json.loads(line) for line in result.stdout.splitlines()]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog_here, tree_snapshot
 from damage_kinds import TXN_INDEX_DAMAGES, kafka_txn_log_and_shapes
 from read_shapes import SHAPES
 
@@ -26,7 +26,7 @@ def _sources(tmp_path: Path) -> list[Path]:
 def _problems(*directories: Path) -> list[dict[str, object]]:
     """The problems ``kafkalog verify`` finds in ``directories`` (one run for all: a run
     costs a process start, the checks are the same)."""
-    result = kafkalog("verify", "--json", *map(str, directories))
+    result = kafkalog_here("verify", "--json", *map(str, directories))
     assert result.returncode in (0, 1), result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     return [line for line in lines if line["type"] == "problem"]
@@ -54,7 +54,7 @@ def test_healthy_and_compacted_transactional_logs_verify_clean(tmp_path: Path) -
     sources = _sources(tmp_path)
     assert _problems(*sources) == []
     for source in sources:
-        result = kafkalog(
+        result = kafkalog_here(
             "compact",
             "--config",
             "cleanup.policy=compact",

@@ -546,7 +546,7 @@ def test_concurrent_segment_deletion_aborts_the_group(tmp_path: Path) -> None:
 def test_compact_command_reports_the_damaged_and_cleans_the_rest(tmp_path: Path) -> None:
     import json
 
-    from tests.clirun import kafkalog
+    from tests.clirun import kafkalog_here
 
     data = tmp_path / "data"
     for topic in ("__consumer_offsets", "orders"):
@@ -560,7 +560,7 @@ def test_compact_command_reports_the_damaged_and_cleans_the_rest(tmp_path: Path)
         return {p.name: p.read_bytes() for p in (data / "orders-0").glob("*.log")}
 
     before = segment_bytes()
-    run = kafkalog("compact", str(data), "--config", "cleanup.policy=compact", "--json")
+    run = kafkalog_here("compact", str(data), "--config", "cleanup.policy=compact", "--json")
     assert run.returncode == 1, run.stderr
     rows = [json.loads(line) for line in run.stdout.splitlines()]
     orders = next(r for r in rows if r.get("partition") == "orders-0")
@@ -569,7 +569,7 @@ def test_compact_command_reports_the_damaged_and_cleans_the_rest(tmp_path: Path)
     assert offsets["stats"]["records_superseded"] == 56
     assert rows[-1]["uncleanable"] == 1 and rows[-1]["partitions"] == 1
     assert segment_bytes() == before  # the damaged partition's records left as they were
-    text = kafkalog("compact", str(data), "--config", "cleanup.policy=compact")
+    text = kafkalog_here("compact", str(data), "--config", "cleanup.policy=compact")
     assert text.returncode == 1
     assert "orders-0: uncleanable, left as it was" in text.stdout
     assert "1 partitions cleaned, 0 skipped, 1 uncleanable" in text.stdout
@@ -642,6 +642,7 @@ def test_compact_command_passes_by_a_partition_in_use(tmp_path: Path) -> None:
                 log.append_records([Record(-1, 1000 + i, b"k%d" % (i % 4), b"v%d" % i)])
             log.roll()
     with Log(data / "orders-0", TopicConfig(segment_bytes=2048)):
+        # a real process: the lock this one holds is another process's to it
         run = kafkalog("compact", str(data), "--config", "cleanup.policy=compact", "--json")
     assert run.returncode == 0, run.stderr
     rows = [json.loads(line) for line in run.stdout.splitlines()]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 from helpers.logcheck import T0, check_record
@@ -48,11 +49,16 @@ def oracle_check(log: Log, stats: dict[str, int]) -> None:
     txn_batches: dict[int, list[RecordBatch]] = {}
     expected_index: dict[int, list[AbortedTxn]] = {}
     aborted_offsets: set[int] = set()
-    txn_offsets: dict[int, int] = {}  # offset of a transactional record -> its producer
+    #: each producer's transactional records' offsets, ascending (the walk's order)
+    txn_offsets: dict[int, list[int]] = {}
     snapshots = [o for o in snapshot_offsets(directory) if o <= log.log_end_offset]
     state = ProducerStateManager(str(directory), writable=False)
     pending = list(snapshots)
     spans = 0
+
+    def segment_of(offset: int) -> int:
+        return bases[bisect_right(bases, offset) - 1]  # the last base at or before offset
+
     for batch in log.batches():
         assert isinstance(batch, RecordBatch)
         while pending and pending[0] <= batch.base_offset:
@@ -66,12 +72,10 @@ def oracle_check(log: Log, stats: dict[str, int]) -> None:
             first = open_txns.pop(pid, None)
             batches = txn_batches.pop(pid, [])
             if first is not None:
-                spans += max(b for b in bases if b <= first) != max(
-                    b for b in bases if b <= batch.base_offset
-                )
+                spans += segment_of(first) != segment_of(batch.base_offset)
             if marker.type is ControlType.ABORT and first is not None:
                 lso = min(open_txns.values(), default=batch.base_offset + 1)
-                segment = max(b for b in bases if b <= batch.base_offset)
+                segment = segment_of(batch.base_offset)
                 expected_index.setdefault(segment, []).append(
                     AbortedTxn(pid, first, batch.base_offset, lso)
                 )
@@ -83,8 +87,7 @@ def oracle_check(log: Log, stats: dict[str, int]) -> None:
         if batch.is_transactional:
             open_txns.setdefault(pid, batch.base_offset)
             txn_batches.setdefault(pid, []).append(batch)
-            for o in range(batch.base_offset, batch.last_offset + 1):
-                txn_offsets[o] = pid
+            txn_offsets.setdefault(pid, []).extend(range(batch.base_offset, batch.last_offset + 1))
     for offset in pending:  # snapshots at the log end
         got = read_snapshot(directory / f"{offset:020d}.snapshot")
         assert got == state.entries(), f"snapshot {offset} differs from a replay"
@@ -105,14 +108,15 @@ def oracle_check(log: Log, stats: dict[str, int]) -> None:
     stats["aborted transactions"] = max(
         stats["aborted transactions"], sum(map(len, found.values()))
     )
-    # a read_committed reader hides the records its aborted-transaction entries cover
-    hidden = {
-        o
-        for entries in found.values()
-        for t in entries
-        for o, p in txn_offsets.items()
-        if p == t.producer_id and t.first_offset <= o < t.last_offset
-    }
+    # a read_committed reader hides the records its aborted-transaction entries cover: the
+    # producer's transactional offsets in [first_offset, last_offset)
+    hidden = set()
+    for entries in found.values():
+        for t in entries:
+            mine = txn_offsets.get(t.producer_id, [])
+            hidden.update(
+                mine[bisect_left(mine, t.first_offset) : bisect_left(mine, t.last_offset)]
+            )
     assert hidden == aborted_offsets, "read_committed would see an aborted record"
     assert log.last_stable_offset() == min(open_txns.values(), default=log.log_end_offset)
 

@@ -175,7 +175,7 @@ def test_fail_on_data_loss_false_skips_damage_and_says_so(
 def test_cli_readers_on_damage_say_where_without_a_traceback(damage: str, tmp_path: Path) -> None:
     """``kafkalog cat`` on a damaged log: exit 2, one line naming the file, the byte and the
     repair command, no traceback, nothing changed."""
-    from clirun import kafkalog, tree_snapshot
+    from clirun import kafkalog_here, tree_snapshot
 
     d = _written(tmp_path)
     pristine = {p.name: p.read_bytes() for p in _segments(d)}
@@ -185,12 +185,12 @@ def test_cli_readers_on_damage_say_where_without_a_traceback(damage: str, tmp_pa
     # a read through the damaged segment (a read elsewhere rightly answers: the damage is not
     # in its way)
     for args in (("cat", str(d)), ("cat", str(d), "--offset", str(int(damaged.name[:20])))):
-        result = kafkalog(*args)
+        result = kafkalog_here(*args)
         assert result.returncode == 2, (args, result.stdout[-500:], result.stderr)
         assert "Traceback" not in result.stderr
         assert ".log at byte" in result.stderr and "kafkalog repair" in result.stderr, args
     # asked to skip: every other record, each skip said on stderr, exit status 1
-    result = kafkalog("cat", str(d), "--skip-damaged")
+    result = kafkalog_here("cat", str(d), "--skip-damaged")
     assert result.returncode == 1, (result.stdout[-500:], result.stderr)
     assert "Traceback" not in result.stderr
     said = [line for line in result.stderr.splitlines() if "skipped damaged bytes" in line]

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog, kafkalog_here, tree_snapshot
 from kafka_clients import config, consumer_settings, rdkafka
 from kafkalog.log import LogDir
 from kafkalog.log.checkpoints import (
@@ -363,11 +363,11 @@ def test_kafkalog_commands_accept_a_served_directory(data_dir: Path) -> None:
         assert consumer.poll(10) is not None
         consumer.commit(asynchronous=False)
         consumer.close()
-    verify = kafkalog("verify", str(data_dir))
+    verify = kafkalog_here("verify", str(data_dir))
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "warning" not in verify.stdout.lower(), verify.stdout
     log = sorted((data_dir / "t-0").glob("*.log"))[0]
-    dump = kafkalog("dump", "--files", str(log))
+    dump = kafkalog_here("dump", "--files", str(log))
     assert dump.returncode == 0 and "baseOffset: 0" in dump.stdout, dump.stdout + dump.stderr
     for args in (
         ("retention", str(data_dir)),
@@ -375,7 +375,7 @@ def test_kafkalog_commands_accept_a_served_directory(data_dir: Path) -> None:
         ("cat", str(data_dir / "t-0"), "--max", "1"),
         ("lookup", "--offset", "3", str(data_dir / "t-0")),
     ):
-        done = kafkalog(*args)
+        done = kafkalog_here(*args)
         assert done.returncode == 0, (args, done.stdout, done.stderr)
 
 

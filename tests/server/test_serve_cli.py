@@ -15,7 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from clirun import kafkalog
+from clirun import kafkalog, kafkalog_here
 from kafka_clients import rdkafka
 from kafkalog.log import LogDir
 
@@ -67,7 +67,7 @@ def test_sigterm_stops_cleanly(tmp_path: Path) -> None:
         assert child.stderr is not None
         assert "stopped cleanly" in child.stderr.read()
     assert (data_dir / ".kafka_cleanshutdown").exists()
-    result = kafkalog("verify", str(data_dir))
+    result = kafkalog_here("verify", str(data_dir))
     assert result.returncode == 0, result.stdout + result.stderr
 
 

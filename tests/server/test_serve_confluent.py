@@ -19,7 +19,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from clirun import kafkalog
+from clirun import kafkalog_here
 from kafka_clients import config, consumer_settings, rdkafka
 from kafkalog.log import LogDir
 from kafkalog.server import ServerThread
@@ -87,7 +87,7 @@ def test_every_codec_keys_headers_null_values_round_trip(
     assert [m.headers() for m in got] == [e["headers"] for e in expected]
     server.stop()
 
-    result = kafkalog("verify", str(data_dir))
+    result = kafkalog_here("verify", str(data_dir))
     assert result.returncode == 0, result.stdout + result.stderr
     stored = read_partition(data_dir, "codecs")
     assert [(o, k, v) for o, k, v, _ in stored] == [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
-from clirun import kafkalog
+from clirun import kafkalog_here
 from kafka_clients import config
 from kafkalog.server import ServerThread
 
@@ -66,7 +66,7 @@ def test_groups_are_listed_after_a_restart_and_deleted_with_tombstones(tmp_path:
         finally:
             admin.close()
     # from the files alone: the tombstones took "drop" away, "keep" is there with its offset
-    result = kafkalog("groups", str(data), "--json")
+    result = kafkalog_here("groups", str(data), "--json")
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert {r["group"] for r in rows} == {"keep"}

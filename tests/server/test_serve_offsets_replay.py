@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient, TopicPartition
 
-from clirun import kafkalog
+from clirun import kafkalog_here
 from kafka_clients import config
 from kafkalog.log import Log
 from kafkalog.records import Record, encode_batch
@@ -69,7 +69,7 @@ def test_server_and_groups_command_apply_only_committed_transactions(tmp_path: P
     _write_offsets_log(data, "g")
     want = {("t", 0): 1, ("t", 1): 9}
 
-    shown = kafkalog("groups", str(data), "--group", "g", "--json")
+    shown = kafkalog_here("groups", str(data), "--group", "g", "--json")
     rows = [r for r in map(json.loads, shown.stdout.splitlines()) if r["type"] == "offset"]
     assert {(r["topic"], r["partition"]): r["offset"] for r in rows} == want
 

@@ -22,7 +22,7 @@ from test_validator import (
     recrc,
 )
 
-from clirun import kafkalog
+from clirun import kafkalog_here
 from kafkalog.records import Record, encode_batch
 from kafkalog.server import ServerThread
 
@@ -219,5 +219,5 @@ def test_fuzzed_batches_through_the_wire_leave_a_readable_log(
     server.stop()
     decoded = sum(len(_decode_with_kafka_python(data_dir / f"{t}-0")) for t in ("fuzz", "fuzzc"))
     assert decoded == total
-    verified = kafkalog("verify", str(data_dir))
+    verified = kafkalog_here("verify", str(data_dir))
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -18,7 +18,7 @@ from test_serve_produce_checks import produce
 from test_serve_validation import create, end_offset
 from test_serve_wire import call
 
-from clirun import kafkalog
+from clirun import kafkalog_here
 from kafka_clients import config, wait_until
 from kafkalog.log.checkpoints import OffsetCheckpoint
 from kafkalog.records import Record, encode_batch
@@ -122,12 +122,12 @@ def test_serve_directory_verifies_after_each_duty(tmp_path: Path, duty: str) -> 
     )
     with ServerThread(str(data), settings) as server:
         DUTIES[duty](server, data)
-    done = kafkalog("verify", str(data))
+    done = kafkalog_here("verify", str(data))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     # and again after a restart on it (recovery and start-up write nothing verify refuses)
     with ServerThread(str(data), settings) as server:
         create(server, "after", {})
         _fill(server, "after", 1)
-    done = kafkalog("verify", str(data))
+    done = kafkalog_here("verify", str(data))
     assert done.returncode == 0, done.stdout + done.stderr
