@@ -32,6 +32,7 @@ from kafkalog.log.buffered import BufferedWriter
 from kafkalog.log.checkpoints import LogCleanShutdown, OwnLogStart
 from kafkalog.log.damage import LostSegment, SkippedBytes
 from kafkalog.log.layout import (
+    missing_path_hint,
     new_partition_dir_name,
     parse_partition_dir,
 )
@@ -164,7 +165,8 @@ class Log:
         self.lock = threading.RLock()
         self.directory = os.fspath(directory)
         if not writable and not files.isdir(self.directory):  # said before a name is judged
-            raise FileNotFoundError(f"no partition directory {self.directory}")
+            hint = missing_path_hint(self.directory)
+            raise FileNotFoundError(f"no partition directory {self.directory}{hint}")
         self.topic, self.partition = parse_partition_dir(self.directory)
         if config is None:
             # a frozen default, validated once per process (each TopicConfig() checks every
