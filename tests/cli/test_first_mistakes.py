@@ -74,3 +74,43 @@ def test_dump_of_files_named_without_files_says_how(data: Path) -> None:
     )
     assert "kafkalog dump --files DIR/00000000000000000000.log" in _error("dump")
     assert kafkalog("dump", "--files", str(segment)).returncode == 0
+
+
+def test_cat_past_the_end_says_so_instead_of_printing_nothing(data: Path) -> None:
+    """``cat --offset 70`` of a log of 9 offsets, or a time after its last record, printed
+    nothing and exited 0: the same as an empty answer to a right question."""
+    part = data / "some-topic-0"
+    past = kafkalog("cat", str(part), "--offset", "70")
+    assert (past.returncode, past.stdout) == (0, "")
+    assert past.stderr == f"kafkalog cat: nothing from offset 70: {part} holds offsets [0, 9)\n"
+    late = kafkalog("cat", str(part), "--timestamp", "2030-01-01T00:00:00Z")
+    assert (late.returncode, late.stdout) == (0, "")
+    assert late.stderr == (
+        "kafkalog cat: no record at or after timestamp 1893456000000 "
+        f"(2030-01-01T00:00:00.000+00:00) in {part}\n"
+    )
+    for args, lines in ((["--offset", "8"], 1), (["--max", "0"], 0), (["--max", "2"], 2)):
+        result = kafkalog("cat", str(part), *args)
+        assert (result.returncode, result.stderr) == (0, ""), result
+        assert len(result.stdout.splitlines()) == lines, args
+
+
+def test_repair_says_to_move_its_quarantine_out_of_a_data_directory(data: Path) -> None:
+    """The default quarantine folder lands beside the partition, among the data directory's
+    partitions, where a broker would take it for one: ``--help`` said so, the run did not."""
+    segment = data / "some-topic-0" / "00000000000000000000.log"
+    damaged = bytearray(segment.read_bytes())
+    damaged[700] ^= 0xFF
+    segment.write_bytes(bytes(damaged))
+    result = kafkalog("repair", str(data / "some-topic-0"))
+    assert result.returncode == 0, result
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"{data / 'some-topic-0'}: repaired, log end offset 9; originals in ")
+    assert last.endswith(
+        " (move it out of the data directory before a Kafka broker starts there: a broker "
+        "takes every directory there for a partition)"
+    )
+    elsewhere = data.parent / "quarantine"
+    segment.write_bytes(bytes(damaged))  # damaged again, its quarantine outside this time
+    result = kafkalog("repair", "--quarantine", str(elsewhere), str(data / "some-topic-0"))
+    assert result.stdout.strip().endswith(f"originals in {elsewhere}"), result
