@@ -59,6 +59,7 @@ from kafkalog.records.batch import (
     HEADER_SIZE,
 )
 from kafkalog.records.crc import crc32c, crc32c_c
+from kafkalog.records.model import records_mistake
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.record_walk import NO_COLLECT as _NO_COLLECT
 from kafkalog.records.record_walk import PLAIN_WALK as _PLAIN_WALK
@@ -167,7 +168,15 @@ class Log:
         if not writable and not files.isdir(self.directory):  # said before a name is judged
             hint = missing_path_hint(self.directory)
             raise FileNotFoundError(f"no partition directory {self.directory}{hint}")
-        self.topic, self.partition = parse_partition_dir(self.directory)
+        try:
+            self.topic, self.partition = parse_partition_dir(self.directory)
+        except ValueError as e:  # a Log of "events" meant "events-0"
+            if os.path.isdir(self.directory) and not files.is_remote(self.directory):
+                raise
+            raise ValueError(
+                f"{e}: a partition's directory is named <topic>-<partition>, "
+                f"e.g. {os.path.normpath(self.directory)}-0"
+            ) from None
         if config is None:
             # a frozen default, validated once per process (each TopicConfig() checks every
             # key: a fifth of a read-only open, paid per partition by every plan)
@@ -803,24 +812,30 @@ class Log:
 
         Inside ``with log.buffered():`` the batch is kept in the process and written with the
         others when the block ends (see :meth:`buffered`)."""
-        writer = self._writer
-        if writer is not None:
+        try:  # free until it raises: records_mistake says what was wrong with the input
+            writer = self._writer
+            if writer is not None:
+                if compression is _NO_COMPRESSION and not batch_options:
+                    # BufferedWriter.keep, inline: this is the whole cost of a buffered call
+                    buf = writer.buffer
+                    info: AppendInfo | None = buf.add(records, self._local.log_end_offset)
+                    if info is not None:
+                        if buf.bytes >= buf.max_bytes:
+                            writer.write_pending()
+                        return info
+                writer.write_pending()
             if compression is _NO_COMPRESSION and not batch_options:
-                # BufferedWriter.keep, inline: this is the whole cost of a buffered call
-                buf = writer.buffer
-                info: AppendInfo | None = buf.add(records, self._local.log_end_offset)
-                if info is not None:
-                    if buf.bytes >= buf.max_bytes:
-                        writer.write_pending()
-                    return info
-            writer.write_pending()
-        if compression is _NO_COMPRESSION and not batch_options:
-            data = encode_small_batch(records)  # a record at a time: no field-by-field encode
-            if data is not None:
-                return self.append(data)
-        if self.config.message_timestamp_type == "LogAppendTime":
-            batch_options.setdefault("timestamp_type", TimestampType.CREATE_TIME)
-        return self.append(encode_batch(records, compression=compression, **batch_options))
+                data = encode_small_batch(records)  # a record at a time: no field-by-field encode
+                if data is not None:
+                    return self.append(data)
+            if self.config.message_timestamp_type == "LogAppendTime":
+                batch_options.setdefault("timestamp_type", TimestampType.CREATE_TIME)
+            return self.append(encode_batch(records, compression=compression, **batch_options))
+        except (TypeError, AttributeError) as e:
+            mistake = records_mistake(records)
+            if mistake is None:
+                raise
+            raise TypeError(mistake) from e
 
     @contextlib.contextmanager
     def buffered(self, max_bytes: int = 1024 * 1024) -> Iterator[BufferedWriter]:
