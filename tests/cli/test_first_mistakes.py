@@ -114,3 +114,31 @@ def test_repair_says_to_move_its_quarantine_out_of_a_data_directory(data: Path) 
     segment.write_bytes(bytes(damaged))  # damaged again, its quarantine outside this time
     result = kafkalog("repair", "--quarantine", str(elsewhere), str(data / "some-topic-0"))
     assert result.stdout.strip().endswith(f"originals in {elsewhere}"), result
+
+
+def test_groups_of_a_partition_directory_names_its_data_directory(data: Path) -> None:
+    said = _error("groups", str(data / "some-topic-0"))
+    assert said == (
+        f"kafkalog: error: {data / 'some-topic-0'}: no __consumer_offsets partition here; it "
+        f"is a partition of the data directory {data}: give that"
+    )
+    shutil.rmtree(data / "__consumer_offsets-16")  # a directory no group ever committed in
+    assert _error("groups", str(data)).endswith(
+        "no __consumer_offsets partition here (no consumer group has committed an offset in "
+        "this data directory)"
+    )
+
+
+def test_ctrl_c_says_the_command_did_not_finish(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C ended every command with exit status 130 and nothing said."""
+    from kafkalog.cli import verify
+    from kafkalog.cli.main import main
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify, "run", interrupted)
+    assert main(["verify", str(BROKER)]) == 130
+    assert capsys.readouterr().err == "kafkalog: interrupted, verify did not finish\n"

@@ -154,7 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, PermissionError) as e:
         print(f"kafkalog: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: said, so a silent stop is not taken for the end
+        print(f"kafkalog: interrupted, {args.command} did not finish", file=sys.stderr)
         return 130
     except Exception as e:  # a bug of ours: still one line, the traceback on request
         if os.environ.get("KAFKALOG_DEBUG"):
