@@ -142,3 +142,17 @@ def test_ctrl_c_says_the_command_did_not_finish(
     monkeypatch.setattr(verify, "run", interrupted)
     assert main(["verify", str(BROKER)]) == 130
     assert capsys.readouterr().err == "kafkalog: interrupted, verify did not finish\n"
+
+
+def test_help_shows_no_docstring_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--help`` prints each command's module docstring: its reST (double backquotes,
+    ``:mod:`...```) read as noise on a terminal."""
+    from kafkalog.cli.main import COMMANDS, main
+
+    assert len(COMMANDS) >= 16
+    for name, _, _ in COMMANDS:
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        shown = capsys.readouterr().out
+        assert shown.startswith(f"usage: kafkalog {name} ") and "options:" in shown, name
+        assert "``" not in shown and ":mod:" not in shown, name

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -87,6 +88,15 @@ def _register(sub: Any, module_name: str) -> None:
         module.add_parsers(sub)
     else:
         module.add_parser(sub)
+    for parser in sub.choices.values():  # a module docstring as --help shows it: no markup
+        if parser.description:
+            parser.description = _plain(parser.description)
+
+
+def _plain(text: str) -> str:
+    """reST markup of the docstrings that ``--help`` prints (``:mod:`x``` and double
+    backquotes) as a terminal reader reads it: ``x`` and single backquotes."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
