@@ -75,3 +75,18 @@ def test_a_log_named_without_its_partition_says_how_to_name_it(tmp_path: Path) -
         f": a partition's directory is named <topic>-<partition>, e.g. {tmp_path / 'events'}-0"
     )
     assert not (tmp_path / "events").exists()
+
+
+def test_an_append_after_close_names_the_log_not_a_roll(tmp_path: Path) -> None:
+    """It said "cannot roll .../00000000000000000000.log: it is closed": a roll the caller
+    never asked for, of a file they never named."""
+    from kafkalog.errors import ClosedError
+
+    log = Log(tmp_path / "events-0")
+    log.append_records([Record.of(b"first")])
+    log.close()
+    with pytest.raises(ClosedError) as caught:
+        log.append_records([Record.of(b"late")])
+    assert str(caught.value) == (
+        f"cannot append to {tmp_path / 'events-0'}: it is closed (or its segment was deleted)"
+    )

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from kafkalog import files
 from kafkalog.errors import (
+    ClosedError,
     CorruptRecordError,
     DamagedLogError,
     InvalidRecordError,
@@ -836,6 +837,12 @@ class Log:
             if mistake is None:
                 raise
             raise TypeError(mistake) from e
+        except (
+            ClosedError
+        ) as e:  # it named the active segment and a roll the caller never asked for
+            if self.writable and self._lock is None:  # the log's own close released its lock
+                raise ClosedError(self.directory, "append to") from e
+            raise
 
     @contextlib.contextmanager
     def buffered(self, max_bytes: int = 1024 * 1024) -> Iterator[BufferedWriter]:
