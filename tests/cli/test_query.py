@@ -146,3 +146,14 @@ def test_a_bad_query_exits_2_with_one_line(
     assert code == 2 and "Traceback" not in stderr
     (line,) = [x for x in stderr.splitlines() if x.startswith("kafkalog: error:")]
     assert line.startswith("kafkalog: error: query: ") and "nonsense" in line
+
+
+def test_a_mistyped_table_lists_the_tables_in_one_line(data: Path) -> None:
+    """``from web_clicks`` for the topic ``web-clicks``: Spark's not-found message came after
+    an 8 KB JSON line of its own logger (the Java stack), and did not say what the tables are."""
+    result = kafkalog("query", str(data), "select count(*) from web_clicks")
+    assert result.returncode == 2
+    assert "SQLQueryContextLogger" not in result.stderr and "Py4J" not in result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("kafkalog: error:")]
+    assert line.startswith("kafkalog: error: query: [TABLE_OR_VIEW_NOT_FOUND] ")
+    assert line.endswith("(the tables here: kafka, orders, `web-clicks`)")

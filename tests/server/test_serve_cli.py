@@ -116,3 +116,29 @@ def test_the_limits_flags_reach_the_server(tmp_path: Path) -> None:
 def test_limits_flags_are_checked(tmp_path: Path) -> None:
     result = kafkalog("serve", "--data", str(tmp_path / "d"), "--max-connections", "-1")
     assert result.returncode == 2 and "must be at least 0" in result.stderr
+
+
+def test_a_port_in_use_is_said_with_what_to_do(tmp_path: Path) -> None:
+    """A second server on a port already taken said "[Errno 98] error while attempting to bind
+    on address ('127.0.0.1', 9092): address already in use"."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = kafkalog("serve", "--data", str(tmp_path / "d"), "--listen", f"127.0.0.1:{port}")
+    assert result.returncode == 2, result
+    assert result.stderr == (
+        f"kafkalog: error: cannot listen on 127.0.0.1:{port}: the address is in use (another "
+        "kafkalog serve, or a Kafka broker?); stop it, or choose another port with "
+        "--listen 127.0.0.1:PORT\n"
+    )
+
+
+def test_a_port_alone_for_listen_is_answered_with_an_example(tmp_path: Path) -> None:
+    result = kafkalog("serve", "--data", str(tmp_path / "d"), "--listen", "9093")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "kafkalog: error: --listen takes HOST:PORT, not '9093': e.g. --listen 127.0.0.1:9093\n"
+    )

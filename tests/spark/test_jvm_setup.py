@@ -23,10 +23,10 @@ PIP_WHEEL = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no
 def test_register_puts_the_jvm_source_in_front(spark: Any) -> None:
     """The suite's session (built the usual way, then ``register``) reads batches and streams
     in the JVM: Spark's plan names the JVM scan, and pruned columns and pushed filters."""
+    import kafkalog.spark
     from kafkalog.spark.jar import find_jar, jar_name
-    from kafkalog.spark.source import path_in_use
 
-    assert path_in_use(spark) == "jvm"
+    assert kafkalog.spark.path_in_use(spark) == "jvm"  # as docs/spark.md names it
     assert find_jar(build=False).name == jar_name()
     df = spark.read.format("kafkalog").option("path", str(FIXTURES / "kafka-0.9.0.1-broker"))
     df.load().createOrReplaceTempView("jvm_setup_probe")

@@ -41,6 +41,27 @@ BAD = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("startingTimestmap", "startingTimestamp"),
+        ("subcribe", "subscribe"),
+        ("startingOffset", "startingOffsets"),
+        ("failOnDataLos", "failOnDataLoss"),
+        ("maxTriggerDelays", "maxTriggerDelay"),
+    ],
+)
+def test_a_misspelt_option_is_named_with_the_one_meant(typed: str, meant: str) -> None:
+    """Spark lower-cases option names before a Python source sees them: the message says the
+    name as the docs spell it, and lists the known ones so."""
+    message = _message({typed: "1"})
+    assert message.startswith(
+        f"unknown option {typed.lower()!r} for format kafkalog: did you mean {meant}? (known: "
+    )
+    assert "startingOffsetsByTimestampStrategy" in message
+    assert "did you mean" not in _message({"bogus": "1"})
+
+
 def _message(options: dict[str, str]) -> str:
     """kafkalog's own message for these options, from the parser itself."""
     with pytest.raises(OptionError) as caught:

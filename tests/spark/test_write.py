@@ -153,6 +153,8 @@ def test_write_option_errors(spark: Any, tmp_path: Path) -> None:
     df = _frame(spark, 5)
     for options, message in [
         ({"bogus": "1", "topic": "t"}, "unknown option 'bogus'"),
+        ({"topik": "t"}, "unknown option 'topik' for writing format kafkalog: did you mean topic"),
+        ({"topic": "t", "segment.byte": "5"}, "did you mean segment.bytes"),
         ({"topic": "t", "compression": "brotli"}, "compression"),
         ({"topic": "t", "segment.bytes": "5"}, "segment.bytes"),
         ({}, "option topic or a 'topic' column"),
@@ -164,6 +166,22 @@ def test_write_option_errors(spark: Any, tmp_path: Path) -> None:
     ]:
         with pytest.raises(Exception, match=message):
             _write(df, tmp_path / "x", **options)
+
+
+def test_a_partition_directory_as_path_is_refused_before_anything_is_written(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A newcomer points ``path`` at the partition just written (``data/t-0``) to add to it:
+    the writer would nest a topic and the data directory's root files inside the partition.
+    Refused on the driver, naming the data directory to give instead; nothing changes."""
+    data = tmp_path / "data"
+    _write(_frame(spark, 5), data, topic="t")
+    before = sorted(p.name for p in (data / "t-0").iterdir())
+    with pytest.raises(Exception, match="is a partition directory") as caught:
+        _write(_frame(spark, 5), data / "t-0", topic="t")
+    assert f"write into its data directory, {data}" in str(caught.value)
+    assert sorted(p.name for p in (data / "t-0").iterdir()) == before
+    assert not (tmp_path / "data" / "t-0.kafkalog-staging").exists()
 
 
 def test_producer_options_of_spark_code_are_taken(spark: Any, tmp_path: Path) -> None:

@@ -81,10 +81,11 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--files",
-        required=True,
         nargs="+",
-        help="files to dump (comma-separated lists accepted, as Kafka's tool takes)",
+        help="files to dump (comma-separated lists accepted, as Kafka's tool takes); required",
     )
+    # files named without --files, a newcomer's first try: told how to say it (see run)
+    p.add_argument("unflagged", nargs="*", help=argparse.SUPPRESS)
     p.add_argument(
         "--print-data-log",
         action="store_true",
@@ -982,6 +983,13 @@ def dump_snapshot(path: str, args: argparse.Namespace, out: IO[str], err: IO[str
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    unflagged = getattr(args, "unflagged", [])  # demo builds its own Namespace
+    if not args.files or unflagged:
+        named = " ".join(unflagged) or "DIR/00000000000000000000.log"
+        raise ValueError(
+            f"name the files after --files, as kafka-dump-log.sh takes them: "
+            f"kafkalog dump --files {' '.join([*(args.files or []), named])}"
+        )
     files = [f for item in args.files for f in item.split(",") if f]
     report = DumpReport()
     with progress.bar("dumping", sum(map(_size, files)), stdout_is_result=True) as shown:
@@ -1021,6 +1029,12 @@ def _dump_file(
     report: DumpReport,
     done: Callable[[int], object],
 ) -> None:
+    if os.path.isdir(path):  # a partition directory: say which files to give instead
+        raise IsADirectoryError(
+            f"{path} is a directory: dump takes segment files, as kafka-dump-log.sh does "
+            f"(kafkalog dump --files {os.path.join(path, '*.log')}); a whole partition or data "
+            f"directory is checked by kafkalog verify {path}"
+        )
     name = os.path.basename(java_path(path))
     suffix = name[name.rfind(".") :] if "." in name else ""
     if not args.json:

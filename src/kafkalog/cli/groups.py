@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -144,12 +145,22 @@ def load(path: str, at: int | None = None) -> tuple[GroupState, dict[tuple[str, 
     """The replayed state of every ``__consumer_offsets`` partition under ``path``, and the
     partition directories there."""
     from kafkalog.log import Log
+    from kafkalog.log.layout import partitions_in
     from kafkalog.log.logdir import partition_directories
 
     dirs = partition_directories(path)
     offsets_dirs = sorted((p, d) for (t, p), d in dirs.items() if t == OFFSETS_TOPIC)
     if not offsets_dirs:
-        raise KafkalogError(f"{path}: no {OFFSETS_TOPIC} partition here")
+        parent = os.path.dirname(os.path.normpath(path))
+        try:
+            beside = [t for t, _ in partitions_in(parent)] if len(dirs) == 1 else []
+        except (OSError, ValueError):
+            beside = []
+        if OFFSETS_TOPIC in beside:
+            hint = f"; it is a partition of the data directory {parent}: give that"
+        else:  # a data directory where no consumer group ever committed
+            hint = " (no consumer group has committed an offset in this data directory)"
+        raise KafkalogError(f"{path}: no {OFFSETS_TOPIC} partition here{hint}")
     merged = GroupState()
     for _, directory in offsets_dirs:
         # a group lives in exactly one offsets partition (hash of its id), so the partitions

@@ -247,14 +247,23 @@ def run_cat(args: argparse.Namespace, out: IO[str] | None = None) -> int:
 
     log = Log(partition_path(args.path), writable=False)
     try:
-        offset, _ = _start(log, args)
-        if offset is None:
+        offset, label = _start(log, args)
+        if offset is None:  # said, or a mistyped time prints nothing and exits 0 unexplained
+            print(f"kafkalog cat: no record at or after {label} in {args.path}", file=sys.stderr)
             return 0
         records = log.records(offset, on_damage=said if args.skip_damaged else None)
-        for n, record in enumerate(records):
-            if args.max is not None and n >= args.max:
+        printed = 0
+        for record in records:
+            if args.max is not None and printed >= args.max:
                 break
             print(json.dumps(_json(record, log)), file=out)
+            printed += 1
+        if printed == 0 and offset >= log.log_end_offset and args.max != 0:
+            print(
+                f"kafkalog cat: nothing from {label}: {args.path} holds offsets "
+                f"[{log.log_start_offset}, {log.log_end_offset})",
+                file=sys.stderr,
+            )
     finally:
         log.close()
     if not skipped:

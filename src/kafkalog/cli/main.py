@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -87,6 +88,15 @@ def _register(sub: Any, module_name: str) -> None:
         module.add_parsers(sub)
     else:
         module.add_parser(sub)
+    for parser in sub.choices.values():  # a module docstring as --help shows it: no markup
+        if parser.description:
+            parser.description = _plain(parser.description)
+
+
+def _plain(text: str) -> str:
+    """reST markup of the docstrings that ``--help`` prints (``:mod:`x``` and double
+    backquotes) as a terminal reader reads it: ``x`` and single backquotes."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -154,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, PermissionError) as e:
         print(f"kafkalog: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: said, so a silent stop is not taken for the end
+        print(f"kafkalog: interrupted, {args.command} did not finish", file=sys.stderr)
         return 130
     except Exception as e:  # a bug of ours: still one line, the traceback on request
         if os.environ.get("KAFKALOG_DEBUG"):

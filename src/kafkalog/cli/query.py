@@ -14,6 +14,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import logging
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -100,7 +101,11 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         },
     )
     from pyspark.errors import PySparkException
+    from pyspark.logger import PySparkLogger
 
+    # PySpark logs every failed SQL statement's exception, Java stack and all, as one JSON
+    # line on stderr before raising it; this command says it in one line of its own
+    PySparkLogger.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     try:
         schema = SCHEMA + (HEADERS if opts.include_headers else "")
         for name, extra in [("kafka", {}), *((t, {"subscribe": t}) for t in topics)]:
@@ -110,13 +115,22 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         frame = spark.sql(args.sql)
         rows = frame.limit(args.limit + 1).collect()
     except PySparkException as e:
-        raise KafkalogError(f"query: {_reason(e)}") from None
+        tables = ""
+        if e.getCondition() == "TABLE_OR_VIEW_NOT_FOUND":  # a topic's name mistyped or unquoted
+            named = ", ".join(["kafka", *(f"`{t}`" if _needs_quotes(t) else t for t in topics)])
+            tables = f" (the tables here: {named})"
+        raise KafkalogError(f"query: {_reason(e)}{tables}") from None
     shown = rows[: args.limit]
     write = {"table": _table, "jsonl": _jsonl, "csv": _csv}[args.format]
     write(frame.columns, [[_plain(v) for v in row] for row in shown], out)
     if len(rows) > args.limit:
         print(f"(the first {args.limit} rows; --limit shows more)", file=sys.stderr)
     return 0
+
+
+def _needs_quotes(name: str) -> bool:
+    """Whether Spark SQL needs ``name`` in backquotes (a topic with ``-`` or ``.``)."""
+    return not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
 
 
 def _reason(error: Exception) -> str:

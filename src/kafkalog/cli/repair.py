@@ -86,6 +86,24 @@ def _print(report: Any, out: IO[str]) -> None:
     else:
         print(
             f"{report.directory}: repaired, log end offset {report.log_end_offset}; originals "
-            f"in {report.quarantine}",
+            f"in {report.quarantine}{_move_out_hint(report.quarantine)}",
             file=out,
         )
+
+
+def _move_out_hint(quarantine: str) -> str:
+    """Said when the quarantine folder landed among a data directory's partitions (the
+    default, beside the partition): the help text's warning, where the operator reads it."""
+    from kafkalog.log.layout import partitions_in
+
+    parent = os.path.dirname(os.path.normpath(quarantine))
+    try:
+        among = bool(partitions_in(parent))
+    except OSError:
+        return ""
+    return (
+        " (move it out of the data directory before a Kafka broker starts there: a broker "
+        "takes every directory there for a partition)"
+        if among
+        else ""
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import signal
@@ -173,7 +174,16 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         server = KafkaServer(args.data, config)
-        await server.start()
+        try:
+            await server.start()
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            raise OSError(
+                f"cannot listen on {host}:{port}: the address is in use (another kafkalog "
+                "serve, or a Kafka broker?); stop it, or choose another port with "
+                f"--listen {host}:PORT",
+            ) from None
         print(
             f"kafkalog: serving {args.data} on {server.bootstrap} ({config.security_protocol})",
             file=sys.stderr,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 
@@ -130,6 +131,34 @@ def partitions_in(path: str) -> list[tuple[str, int]]:
     return out
 
 
+def missing_path_hint(path: str | os.PathLike[str]) -> str:
+    """What a path that is not there was probably meant to be, as ``"; ..."`` or nothing: a
+    topic's name where its partition directories (``topic-N``) are, or a name spelt like one
+    beside it. Why: the commonest first mistake is ``verify data/orders`` for
+    ``data/orders-0``, and "no directory" alone does not say what to type instead. Lists the
+    parent directory only (local paths; nothing is opened or changed)."""
+    path = os.fspath(path)
+    if files.is_remote(path):
+        return ""
+    parent, base = os.path.split(os.path.normpath(os.path.abspath(path)))
+    try:
+        names = sorted(os.listdir(parent))
+    except OSError:
+        return ""
+    shown = os.path.dirname(os.path.normpath(os.fspath(path))) or "."
+    mine = [n for n in names if n.rpartition("-")[0] == base and n.rpartition("-")[2].isdigit()]
+    if mine:
+        mine.sort(key=lambda n: int(n.rpartition("-")[2]))
+        listed = ", ".join(os.path.join(shown, n) for n in mine[:3])
+        more = f" and {len(mine) - 3} more" if len(mine) > 3 else ""
+        return (
+            f"; {base} is a topic: its partitions are the directories {listed}{more}, "
+            f"in the data directory {shown}"
+        )
+    close = difflib.get_close_matches(base, names, n=1, cutoff=0.8)
+    return f"; did you mean {os.path.join(shown, close[0])}?" if close else ""
+
+
 def partition_directories(path: str | os.PathLike[str]) -> dict[tuple[str, int], str]:
     """Every partition a tool was pointed at: ``path`` itself when it is a partition directory
     holding segments, else the partition directories of the data directory ``path`` (a local
@@ -140,7 +169,7 @@ def partition_directories(path: str | os.PathLike[str]) -> dict[tuple[str, int],
     if not files.is_remote(path):
         path = os.path.abspath(path)
     if not files.isdir(path):
-        raise FileNotFoundError(f"no directory {path}")
+        raise FileNotFoundError(f"no directory {path}{missing_path_hint(path)}")
     try:
         here = parse_partition_dir(os.path.basename(path))
         if any(is_segment_log(n) for n in files.listdir(path)):

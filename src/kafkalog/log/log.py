@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from kafkalog import files
 from kafkalog.errors import (
+    ClosedError,
     CorruptRecordError,
     DamagedLogError,
     InvalidRecordError,
@@ -32,6 +33,7 @@ from kafkalog.log.buffered import BufferedWriter
 from kafkalog.log.checkpoints import LogCleanShutdown, OwnLogStart
 from kafkalog.log.damage import LostSegment, SkippedBytes
 from kafkalog.log.layout import (
+    missing_path_hint,
     new_partition_dir_name,
     parse_partition_dir,
 )
@@ -58,6 +60,7 @@ from kafkalog.records.batch import (
     HEADER_SIZE,
 )
 from kafkalog.records.crc import crc32c, crc32c_c
+from kafkalog.records.model import records_mistake
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.record_walk import NO_COLLECT as _NO_COLLECT
 from kafkalog.records.record_walk import PLAIN_WALK as _PLAIN_WALK
@@ -164,8 +167,17 @@ class Log:
         self.lock = threading.RLock()
         self.directory = os.fspath(directory)
         if not writable and not files.isdir(self.directory):  # said before a name is judged
-            raise FileNotFoundError(f"no partition directory {self.directory}")
-        self.topic, self.partition = parse_partition_dir(self.directory)
+            hint = missing_path_hint(self.directory)
+            raise FileNotFoundError(f"no partition directory {self.directory}{hint}")
+        try:
+            self.topic, self.partition = parse_partition_dir(self.directory)
+        except ValueError as e:  # a Log of "events" meant "events-0"
+            if os.path.isdir(self.directory) and not files.is_remote(self.directory):
+                raise
+            raise ValueError(
+                f"{e}: a partition's directory is named <topic>-<partition>, "
+                f"e.g. {os.path.normpath(self.directory)}-0"
+            ) from None
         if config is None:
             # a frozen default, validated once per process (each TopicConfig() checks every
             # key: a fifth of a read-only open, paid per partition by every plan)
@@ -801,24 +813,36 @@ class Log:
 
         Inside ``with log.buffered():`` the batch is kept in the process and written with the
         others when the block ends (see :meth:`buffered`)."""
-        writer = self._writer
-        if writer is not None:
+        try:  # free until it raises: records_mistake says what was wrong with the input
+            writer = self._writer
+            if writer is not None:
+                if compression is _NO_COMPRESSION and not batch_options:
+                    # BufferedWriter.keep, inline: this is the whole cost of a buffered call
+                    buf = writer.buffer
+                    info: AppendInfo | None = buf.add(records, self._local.log_end_offset)
+                    if info is not None:
+                        if buf.bytes >= buf.max_bytes:
+                            writer.write_pending()
+                        return info
+                writer.write_pending()
             if compression is _NO_COMPRESSION and not batch_options:
-                # BufferedWriter.keep, inline: this is the whole cost of a buffered call
-                buf = writer.buffer
-                info: AppendInfo | None = buf.add(records, self._local.log_end_offset)
-                if info is not None:
-                    if buf.bytes >= buf.max_bytes:
-                        writer.write_pending()
-                    return info
-            writer.write_pending()
-        if compression is _NO_COMPRESSION and not batch_options:
-            data = encode_small_batch(records)  # a record at a time: no field-by-field encode
-            if data is not None:
-                return self.append(data)
-        if self.config.message_timestamp_type == "LogAppendTime":
-            batch_options.setdefault("timestamp_type", TimestampType.CREATE_TIME)
-        return self.append(encode_batch(records, compression=compression, **batch_options))
+                data = encode_small_batch(records)  # a record at a time: no field-by-field encode
+                if data is not None:
+                    return self.append(data)
+            if self.config.message_timestamp_type == "LogAppendTime":
+                batch_options.setdefault("timestamp_type", TimestampType.CREATE_TIME)
+            return self.append(encode_batch(records, compression=compression, **batch_options))
+        except (TypeError, AttributeError) as e:
+            mistake = records_mistake(records)
+            if mistake is None:
+                raise
+            raise TypeError(mistake) from e
+        except (
+            ClosedError
+        ) as e:  # it named the active segment and a roll the caller never asked for
+            if self.writable and self._lock is None:  # the log's own close released its lock
+                raise ClosedError(self.directory, "append to") from e
+            raise
 
     @contextlib.contextmanager
     def buffered(self, max_bytes: int = 1024 * 1024) -> Iterator[BufferedWriter]:

@@ -64,6 +64,37 @@ class Record:
         return rec
 
 
+def records_mistake(records: object) -> str | None:
+    """What is wrong with what was handed to an append as its records, in the caller's terms,
+    or None when nothing is. Called only after an append failed (a check per append would cost
+    the hot path): ``append_records([Record.of("hi")])`` failed with "can't concat str to
+    bytes" from deep in the encoder, ``append_records([b"hi"])`` with an AttributeError."""
+    if isinstance(records, (Record, bytes, bytearray, str)) or not hasattr(records, "__iter__"):
+        return (
+            f"append_records takes a list of Records, not a {type(records).__name__}: "
+            "log.append_records([Record.of(b'value', key=b'key')])"
+        )
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Record):
+            return (
+                f"records[{i}] is a {type(rec).__name__}, not a Record: build it with "
+                "Record.of(b'value', key=b'key', timestamp=ms)"
+            )
+        for name in ("key", "value"):
+            field = getattr(rec, name)
+            if field is not None and not isinstance(field, (bytes, bytearray, memoryview)):
+                hint = f" ({field[:20]!r}.encode())" if isinstance(field, str) else ""
+                return f"records[{i}].{name} is a {type(field).__name__}: bytes or None{hint}"
+        for header in rec.headers:
+            if not isinstance(header, Header) or not isinstance(header.key, str):
+                return f"records[{i}] has a header {header!r}: (str key, bytes or None value)"
+            if header.value is not None and not isinstance(header.value, (bytes, bytearray)):
+                return f"records[{i}] header {header.key!r} has a {type(header.value).__name__}"
+        if isinstance(rec.timestamp, bool) or not isinstance(rec.timestamp, int):
+            return f"records[{i}].timestamp is a {type(rec.timestamp).__name__}: epoch ms, an int"
+    return None
+
+
 # the slot descriptors of Record (the descriptor protocol of ``__slots__``): Record.of sets a
 # new record's fields through them, as the frozen dataclass's own __init__ does through
 # object.__setattr__, at a quarter of the cost

@@ -162,5 +162,6 @@ def parse_listen(text: str) -> tuple[str, int]:
     """``host:port`` (``[::1]:9092`` for IPv6) as ``--listen`` takes it."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--listen takes HOST:PORT, not {text!r}")
+        example = f"127.0.0.1:{text}" if text.isdigit() else "127.0.0.1:9092"
+        raise ValueError(f"--listen takes HOST:PORT, not {text!r}: e.g. --listen {example}")
     return host.strip("[]") or "127.0.0.1", int(port)

@@ -4,6 +4,6 @@
 directories with the schema and options of Spark's own Kafka source.
 """
 
-from kafkalog.spark.source import KafkaLogDataSource, register
+from kafkalog.spark.source import KafkaLogDataSource, path_in_use, register
 
-__all__ = ["KafkaLogDataSource", "register"]
+__all__ = ["KafkaLogDataSource", "path_in_use", "register"]

@@ -7,6 +7,7 @@ their defaults and their precedence follow Spark's Kafka integration guide; kafk
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import re
@@ -22,36 +23,39 @@ LATEST = -1
 
 logger = logging.getLogger("kafkalog.spark")
 
-KNOWN_OPTIONS = {
+# the read options by the names Spark's guide and docs/spark.md spell them (Spark hands a
+# Python source its option names lower-cased, so a message names an option this way)
+OPTION_NAMES = (
     "path",
     "subscribe",
-    "subscribepattern",
+    "subscribePattern",
     "assign",
-    "startingoffsets",
-    "endingoffsets",
-    "startingoffsetsbytimestamp",
-    "endingoffsetsbytimestamp",
-    "startingtimestamp",
-    "endingtimestamp",
-    "startingoffsetsbytimestampstrategy",
-    "includeheaders",
-    "failondataloss",
-    "minpartitions",
-    "maxrecordsperpartition",
-    "isolationlevel",
-    "maxoffsetspertrigger",
-    "maxbytespersplit",
-    "maxtimestamplatenessms",
+    "startingOffsets",
+    "endingOffsets",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "includeHeaders",
+    "failOnDataLoss",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "isolationLevel",
+    "maxOffsetsPerTrigger",
+    "maxBytesPerSplit",
+    "maxTimestampLatenessMs",
     # kafkalog's own: turn filter pushdown off for one query, and count the bytes tasks read
     "pushdown",
-    "statsdir",
+    "statsDir",
     "columns",
     # the JVM source's pushed-down counts: false counts whole batches from their headers alone
-    "checkcrcs",
+    "checkCrcs",
     # the JVM source's verified batch summaries (kept in kafkalog's cache directory): false
     # neither uses nor keeps them for this read
-    "batchsummaries",
-}
+    "batchSummaries",
+)
+KNOWN_OPTIONS = {name.lower() for name in OPTION_NAMES}
 # accepted for drop-in compatibility with Spark's Kafka source; meaningless without a broker.
 # Every ``kafka.``-prefixed option is accepted too (Spark hands them to its consumer), except
 # ``kafka.isolation.level`` (honoured) and those Spark itself refuses (KAFKA_REFUSED).
@@ -398,9 +402,20 @@ def _check_names(opts: Mapping[str, str]) -> None:
         if key in BATCH_IGNORED_OPTIONS:
             continue  # read by streams; a batch query ignores them, as Spark's Kafka source
         raise OptionError(
-            f"unknown option {key!r} for format kafkalog "
-            f"(known: {', '.join(sorted(KNOWN_OPTIONS))})"
+            f"unknown option {key!r} for format kafkalog{did_you_mean(key, READ_NAMES)} "
+            f"(known: {', '.join(OPTION_NAMES)})"
         )
+
+
+READ_NAMES = (*OPTION_NAMES, "minOffsetsPerTrigger", "maxTriggerDelay")
+
+
+def did_you_mean(key: str, names: tuple[str, ...]) -> str:
+    """``: did you mean startingTimestamp?`` for a misspelt option, by the name the docs spell
+    (Spark lower-cases option names before a Python source sees them), or nothing."""
+    by_lower = {name.lower(): name for name in names}
+    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.75)
+    return f": did you mean {by_lower[close[0]]}?" if close else ""
 
 
 def _isolation(opts: Mapping[str, str]) -> str:

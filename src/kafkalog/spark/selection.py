@@ -11,9 +11,11 @@ front end (a JVM data source calling the planner) runs it the same way.
 from __future__ import annotations
 
 import logging
+import os
 import re
 
 from kafkalog import files
+from kafkalog.log.layout import missing_path_hint
 from kafkalog.log.layout import partition_directories as _partitions_under
 from kafkalog.spark.options import OptionError, ReadOptions
 
@@ -67,7 +69,10 @@ def partition_directories(path: str, location: str = "") -> dict[tuple[str, int]
             raise OptionError(
                 f"option path={shown!r} is a file, not a directory; expected {EXPECTED}"
             ) from None
-        raise OptionError(f"option path={shown!r}: no such directory") from None
+        hint = missing_path_hint(path)
+        if not hint and not files.is_remote(path) and not os.path.isabs(path):
+            hint = f" (relative to the driver's working directory {os.getcwd()})"
+        raise OptionError(f"option path={shown!r}: no such directory{hint}") from None
 
 
 def select_partitions(

@@ -26,11 +26,11 @@ from pyspark.sql.types import StructType
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.config import LONG_MAX, TOPIC_CONFIG_KEYS, TopicConfig
-from kafkalog.log.layout import partition_dir_name, validate_topic
+from kafkalog.log.layout import partition_dir_name, segment_logs, validate_topic
 from kafkalog.log.logdir import refuse_if_broker
 from kafkalog.records import Compression, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
-from kafkalog.spark.options import OptionError, local_path, positive_option
+from kafkalog.spark.options import OptionError, did_you_mean, local_path, positive_option
 
 _LENGTH_END = 12  # a batch's base offset and length: the length counts the bytes after them
 _MIN_BATCH_LENGTH = 49  # the rest of a v2 batch header
@@ -45,14 +45,9 @@ SINK_REFUSED = {
     "kafka.value.serializer": "values are written as the bytes of the value column",
 }
 
-WRITE_OPTIONS = {
-    "path",
-    "topic",
-    "compression",
-    "numpartitions",
-    "maxrecordsperbatch",
-    "stagingdir",
-}
+# the write options by the names docs/spark.md spells them (Spark lower-cases them)
+WRITE_NAMES = ("path", "topic", "compression", "numPartitions", "maxRecordsPerBatch", "stagingDir")
+WRITE_OPTIONS = {name.lower() for name in WRITE_NAMES}
 
 
 @dataclass(frozen=True)
@@ -78,7 +73,12 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         if k not in WRITE_OPTIONS and k not in topic_keys and not k.startswith("kafka.")
     )
     if unknown:
-        raise OptionError(f"unknown option {unknown[0]!r} for writing format kafkalog")
+        hint = did_you_mean(unknown[0], (*WRITE_NAMES, *TOPIC_CONFIG_KEYS))
+        raise OptionError(
+            f"unknown option {unknown[0]!r} for writing format kafkalog{hint} "
+            f"(known: {', '.join(WRITE_NAMES)}, Kafka's topic configs such as segment.bytes, "
+            "and kafka.* producer settings)"
+        )
     if not opts.get("path"):
         raise OptionError("option path is required: the data directory to write into")
     codec = opts.get("compression", opts.get("kafka.compression.type", "none"))
@@ -171,6 +171,19 @@ def check_input_schema(schema: StructType, topic_option: str | None) -> None:
             )
 
 
+def refuse_if_partition(path: str) -> None:
+    """Refuse a partition directory given where a data directory is meant, before any task
+    runs. Why: the writer would put its topics' directories and the data directory's root
+    files (checkpoints, the clean-shutdown marker) inside the partition, where no reader looks,
+    and Kafka would find a directory among the partition's segments."""
+    if os.path.isdir(path) and segment_logs(path):
+        parent = os.path.dirname(os.path.normpath(os.path.abspath(path)))
+        raise OptionError(
+            f"option path={path!r} is a partition directory (it holds .log segments), not a "
+            f"data directory: write into its data directory, {parent}"
+        )
+
+
 class KafkaLogWriter(DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType, overwrite: bool) -> None:
         if overwrite:
@@ -179,6 +192,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         self.opts = opts
         self.job = uuid.uuid4().hex
         refuse_if_broker(opts.path)  # before any task runs
+        refuse_if_partition(opts.path)  # likewise
         self.partition_counts = _partition_counts(opts.path)
 
     def _count(self, topic: str) -> int:
