@@ -4,6 +4,7 @@ matrix's shared parts (tests/log/test_damage.py, tests/server/test_serve_damage.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import shutil
 import struct
@@ -231,6 +232,57 @@ def missing_log(d: Path) -> None:
     victim.unlink()
 
 
+def _middle_holding(d: Path) -> Path:
+    """A segment holding batches with segments before and after it."""
+    segs = segments(d)
+    inner = [p for p in holding(d) if segs[0] != p != segs[-1]]
+    if not inner:
+        raise AssertionError("needs a log of three segments or more")  # see applies
+    return inner[(len(inner) - 1) // 2]
+
+
+def _segment_removed(d: Path) -> Path:
+    """Every file of a middle segment removed (``.log``, indexes, its snapshot): no index is
+    left to show the loss, only the gap between its neighbours' offsets."""
+    victim = _middle_holding(d)
+    for p in d.glob(victim.name[:20] + ".*"):
+        p.unlink()
+    return victim
+
+
+def _log_emptied(d: Path) -> Path:
+    """A middle segment's ``.log`` truncated to 0 bytes (its indexes left)."""
+    victim = _middle_holding(d)
+    victim.write_bytes(b"")
+    return victim
+
+
+def _log_is_directory(d: Path) -> Path:
+    """A middle segment's ``.log`` replaced by a directory of its name (what a restore or a
+    script can leave): no bytes can be read from it."""
+    victim = _middle_holding(d)
+    victim.unlink()
+    victim.mkdir()
+    return victim
+
+
+#: damage to a partition's files (not their bytes) -> its mutation, returning the file changed
+FILE_DAMAGES: dict[str, Callable[[Path], Path]] = {
+    "middle segment removed, every file": _segment_removed,
+    "middle .log emptied": _log_emptied,
+    "segment .log is a directory": _log_is_directory,
+}
+
+#: the kinds of :data:`FILE_DAMAGES` that leave a gap between two segments' offsets, as the
+#: log cleaner leaves in a compacted topic: read across with a WARNING naming the offsets
+#: (:func:`check_gap_said`), not an error
+GAP_DAMAGES = ("middle segment removed, every file", "middle .log emptied")
+
+
+def _unreadable_log(d: Path) -> None:
+    _log_is_directory(d)
+
+
 # structural fields of a v2 batch (and, at the same byte positions, of a v0/v1 entry)
 FIELDS = {
     "base offset": 7,
@@ -262,6 +314,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     "segment .log missing, index left": (missing_log, False),
     "base offset +2, overlapping the batch after": (shift_base(2), False),
     "base offset -2, overlapping the batch before": (shift_base(-2), False),
+    "segment .log is a directory": (_unreadable_log, False),
 }
 
 #: the log's last batch, its base offset flipped: found only where the segment's own evidence
@@ -275,6 +328,9 @@ NEEDS_SEGMENTS = {
     "base offset +16.7M, last batch of a segment",
 }
 
+#: kinds that need a segment holding batches between two others
+NEEDS_MIDDLE = {"segment .log is a directory", *GAP_DAMAGES}
+
 #: kinds that need a batch whose neighbours' offsets adjoin its own (:func:`shifted_batch`)
 NEEDS_ADJOINING = {
     "base offset +2, overlapping the batch after",
@@ -287,6 +343,9 @@ def applies(damage: str, d: Path) -> bool:
     adjoining neighbours; a compacted log may have none)."""
     if damage in NEEDS_SEGMENTS:
         return len(segments(d)) >= 2
+    if damage in NEEDS_MIDDLE:
+        segs = segments(d)
+        return any(segs[0] != p != segs[-1] for p in holding(d))
     if damage in NEEDS_ADJOINING:
         return _shift_target(d) is not None
     return True
@@ -378,7 +437,11 @@ READERS: dict[str, Reader] = {  # the writable open last: it may cut a torn tail
 
 def files_of(d: Path) -> dict[str, bytes]:
     # the writer's own lock file is written by every writable open; everything else must stay
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name != ".kafkalog.lock"}
+    return {
+        p.name: p.read_bytes() if not p.is_dir() else b"<directory>"
+        for p in sorted(d.iterdir())
+        if p.name != ".kafkalog.lock"
+    }
 
 
 def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> None:
@@ -406,7 +469,9 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
             assert not torn, f"{where}: a torn tail raised {e}"
             assert str(d) in str(e) and "byte" in str(e), f"{where}: {e}"
             if reader_name == "writable open":
-                assert isinstance(e, DamagedLogError) and "kafkalog repair" in str(e), where
+                # the next step: repair, or (a file no one can read) making it readable
+                assert isinstance(e, DamagedLogError), where
+                assert "kafkalog repair" in str(e) or "readable file" in str(e), where
             continue
         if torn:
             # a torn tail: every record of the whole batches before it
@@ -673,3 +738,58 @@ def kafka_txn_log_and_shapes(tmp_path: Path, shapes: list[str]) -> list[Path]:
     for p in java.iterdir():
         p.chmod(0o644)
     return [java] + [write_shape(tmp_path / "shapes", name).directory for name in shapes]
+
+
+class _Said(logging.Handler):
+    """The messages logged to it."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.append(record.getMessage())
+
+
+def check_gap_said(damage: str, name: str, source: Path, tmp_path: Path) -> None:
+    """A :data:`GAP_DAMAGES` kind done to a copy of ``source`` (when it has a middle segment
+    holding batches), read by every reader: each reads every record the files still hold (a
+    brute force over the other segments), says the gap with a WARNING naming the offsets no
+    batch holds (unless the directory shows compaction: ``compacted``), and changes no file."""
+    if not applies(damage, source):
+        return
+    d = tmp_path / name.replace("/", "_") / source.name
+    shutil.copytree(source, d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    victim = FILE_DAMAGES[damage](d)
+    held = [
+        r.offset
+        for seg in segments(d)
+        for e in LogReader(seg.read_bytes())
+        if not e.is_control
+        for r in e.records()
+    ]
+    after = min(int(s.name[:20]) for s in segments(d) if s.name > victim.name)
+    if victim.exists():  # emptied: its base offset on are in no batch
+        end = int(victim.name[:20])
+    else:  # removed: from the end of the segment before it (its base offset, if empty)
+        previous = [s for s in segments(d) if s.name < victim.name][-1]
+        found = list(LogReader(previous.read_bytes()))
+        end = found[-1].last_offset + 1 if found else int(previous.name[:20])
+    said = f"offsets {end}..{after - 1} ({after - end})"
+    before = files_of(d)
+    logger = logging.getLogger("kafkalog")
+    for reader_name, reader in READERS.items():
+        where = f"{damage} / {name} / {reader_name}"
+        handler = _Said(logging.WARNING)
+        seen = handler.said
+        logger.addHandler(handler)
+        try:
+            got = reader(d)
+        finally:
+            logger.removeHandler(handler)
+        assert got == held, f"{where}: {len(got)} records of {len(held)}"
+        assert any(said in m for m in seen), f"{where}: the gap {said} was not said: {seen}"
+        if reader_name != "writable open":
+            assert files_of(d) == before, f"{where}: files changed"

@@ -130,19 +130,31 @@ class LogLoader:
             if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
                 orphans.setdefault(int(stem), []).append(n)
         rebuilds: list[tuple[int, LogSegment, str]] = []
+        unreadable: list[LostSegment] = []
         for k, (base, name) in enumerate(logs):
             suffix = SWAP_SUFFIX if name in swapped else ""
-            seg = self.log.open_segment(
-                base,
-                exists=True,
-                listed_size=None if sizes is None else sizes[name + suffix],
-                suffix=suffix,
-            )
+            try:
+                seg = self.log.open_segment(
+                    base,
+                    exists=True,
+                    listed_size=None if sizes is None else sizes[name + suffix],
+                    suffix=suffix,
+                )
+            except (IsADirectoryError, PermissionError) as e:
+                # a .log that cannot be opened (a directory by its name, no permission): its
+                # offsets are as good as lost until it is readable again; a read across them
+                # says so naming it (Kafka takes the whole log directory offline)
+                path = os.path.join(self.log.directory, name + suffix)
+                upper = logs[k + 1][0] - 1 if k + 1 < len(logs) else None
+                unreadable.append(LostSegment(base, upper, path, e.strerror or type(e).__name__))
+                continue
             damage = self._index_damage(seg) if self.log.writable else None
             if damage is not None:
                 rebuilds.append((k, seg, damage))
             self.log.segments.add(seg)
-        self.log.lost = lost_segments(self.log, orphans, set(names))
+        self.log.lost = sorted(
+            lost_segments(self.log, orphans, set(names)) + unreadable, key=lambda x: x.first
+        )
         recovering = self.log.writable and not clean and not self._marked_for_deletion()
         problems: dict[int, Problem | None] = {}
         if self.log.writable:
