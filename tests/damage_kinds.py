@@ -793,3 +793,36 @@ def check_gap_said(damage: str, name: str, source: Path, tmp_path: Path) -> None
         assert any(said in m for m in seen), f"{where}: the gap {said} was not said: {seen}"
         if reader_name != "writable open":
             assert files_of(d) == before, f"{where}: files changed"
+
+
+# -- the data directory's checkpoints: what a broker (and kafkalog) keeps per partition --------
+def _checkpoint_garbled(name: str) -> Callable[[Path], int]:
+    def damage(data: Path) -> int:
+        p = data / name
+        lines = p.read_text().splitlines()
+        p.write_text("\n".join([*lines[:2], "some-topic x 5", *lines[3:]]) + "\n")
+        return len(lines[0]) + len(lines[1]) + 2  # the byte where the bad line starts
+
+    return damage
+
+
+def _checkpoint_zeroed(name: str) -> Callable[[Path], int]:
+    def damage(data: Path) -> int:
+        p = data / name
+        p.write_bytes(bytes(max(8, p.stat().st_size)))  # a power loss after the size was written
+        return 0
+
+    return damage
+
+
+#: data directory checkpoint damage -> its mutation of the data directory, returning the byte
+#: a reader finds it at (Kafka's LogManager warns and goes on without the file's contents)
+DATA_DIR_CHECKPOINT_DAMAGES: dict[str, Callable[[Path], int]] = {
+    f"{name} {how}": make(name)
+    for name in (
+        "log-start-offset-checkpoint",
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+    )
+    for how, make in (("garbled", _checkpoint_garbled), ("zero-filled", _checkpoint_zeroed))
+}
