@@ -283,6 +283,39 @@ def _unreadable_log(d: Path) -> None:
     _log_is_directory(d)
 
 
+def _swap_garbage(d: Path) -> None:
+    """A ``.swap`` of a middle segment's name holding bytes that are no batch (a cleaner
+    flushes its output whole before naming it ``.swap``): completing the swap, as Kafka's
+    loader would, would put it in place of that readable segment."""
+    victim = _middle_holding(d)
+    victim.with_name(victim.name + ".swap").write_bytes(bytes(range(7, 47)))
+
+
+def _stray(suffix: str) -> Callable[[Path], None]:
+    """A copy of a middle segment's ``.log`` left beside it under a name Kafka's loader
+    deletes at start (``.deleted``, ``.cleaned``) or ignores (an editor's ``~``), or an
+    empty ``-delete`` directory: no reader reads it, none may count its records twice."""
+
+    def damage(d: Path) -> None:
+        victim = _middle_holding(d)
+        if suffix.endswith("-delete"):
+            (d / f"{d.name}.0123456789abcdef{suffix}").mkdir()
+        else:
+            victim.with_name(victim.name + suffix).write_bytes(victim.read_bytes())
+
+    return damage
+
+
+#: stray files in a partition directory: every reader reads every record, once
+#: (:func:`check_every_reader`; not in :data:`DAMAGES`, whose kinds each cost records)
+STRAY_FILES: dict[str, Callable[[Path], None]] = {
+    "stray: a .log.deleted copy": _stray(".deleted"),
+    "stray: a .log.cleaned copy": _stray(".cleaned"),
+    "stray: an editor's .log~ copy": _stray("~"),
+    "stray: a -delete directory": _stray("-delete"),
+}
+
+
 # structural fields of a v2 batch (and, at the same byte positions, of a v0/v1 entry)
 FIELDS = {
     "base offset": 7,
@@ -315,6 +348,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     "base offset +2, overlapping the batch after": (shift_base(2), False),
     "base offset -2, overlapping the batch before": (shift_base(-2), False),
     "segment .log is a directory": (_unreadable_log, False),
+    "a .swap that is no batches": (_swap_garbage, False),
 }
 
 #: the log's last batch, its base offset flipped: found only where the segment's own evidence
@@ -328,8 +362,17 @@ NEEDS_SEGMENTS = {
     "base offset +16.7M, last batch of a segment",
 }
 
+#: kinds a read cannot skip: the open itself refuses (a ``.swap`` that is no batches decides
+#: which segments the log has, so no read starts before it is moved out)
+OPEN_REFUSES = {"a .swap that is no batches"}
+
 #: kinds that need a segment holding batches between two others
-NEEDS_MIDDLE = {"segment .log is a directory", *GAP_DAMAGES}
+NEEDS_MIDDLE = {
+    "segment .log is a directory",
+    "a .swap that is no batches",
+    *GAP_DAMAGES,
+    *STRAY_FILES,
+}
 
 #: kinds that need a batch whose neighbours' offsets adjoin its own (:func:`shifted_batch`)
 NEEDS_ADJOINING = {
@@ -449,7 +492,7 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
     each raises naming the file and byte, or reads every record (a torn tail: every record
     before it); no file changes but a writable open's cut. Also the matrix of serve-written
     sources (tests/server/test_serve_damage_matrix.py)."""
-    mutate, torn = DAMAGES[damage]
+    mutate, torn = DAMAGES[damage] if damage in DAMAGES else (STRAY_FILES[damage], False)
     if not applies(damage, source):
         return  # e.g. a log of one segment has no earlier segment (its cut is a torn tail)
     pristine = records(source)
@@ -471,7 +514,10 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
             if reader_name == "writable open":
                 # the next step: repair, or (a file no one can read) making it readable
                 assert isinstance(e, DamagedLogError), where
-                assert "kafkalog repair" in str(e) or "readable file" in str(e), where
+                assert any(
+                    step in str(e)
+                    for step in ("kafkalog repair", "readable file", "out of the partition")
+                ), where
             continue
         if torn:
             # a torn tail: every record of the whole batches before it
@@ -481,8 +527,18 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
             assert got == pristine, f"{where}: {len(got)} of {len(pristine)} records, no error"
         if reader_name != "writable open":
             assert files_of(d) == before, f"{where}: files changed"
-    if not torn:
-        assert files_of(d) == before, f"{damage} / {name}: files changed"
+    after = files_of(d)
+    if damage.startswith("stray: "):
+        # the writable open read it all (it may write snapshots, checkpoints); of the files
+        # it found, it removed only what Kafka's loader removes at start (a deletion or a
+        # cleaning a crash interrupted: the log does not hold their records), and left every
+        # segment's bytes as they were
+        kept = {k for k in before if not k.endswith((".deleted", ".cleaned"))}
+        assert kept <= set(after), f"{damage} / {name}: removed {kept - set(after)}"
+        logs = {k for k in kept if k.endswith(".log")}
+        assert all(after[k] == before[k] for k in logs), f"{damage} / {name}: a .log changed"
+    elif not torn:
+        assert after == before, f"{damage} / {name}: files changed"
 
 
 # -- the .txnindex: what read_committed readers drop records by (kafkalog.log.txn_check) -------
