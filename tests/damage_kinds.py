@@ -330,6 +330,29 @@ FIELDS = {
     "records": 70,
 }
 
+
+def _directory_for(name: str) -> Callable[[Path], None]:
+    """A file of the partition (``name``: a middle segment's suffix, or a file of the
+    partition's own) replaced by a directory of its name: it cannot be read (root reads every
+    file whatever its mode, so this is the unreadable file tests running as root can make)."""
+
+    def damage(d: Path) -> None:
+        path = d / name if not name.startswith(".") else _middle_holding(d).with_suffix(name)
+        path.unlink(missing_ok=True)
+        path.mkdir()
+
+    return damage
+
+
+#: a file other than a ``.log`` that no reader can read -> its mutation: every reader reads
+#: every record (it does not need the file) or names it at byte 0, never an OSError
+#: (:func:`check_every_reader`)
+FILE_AS_DIRECTORY: dict[str, Callable[[Path], None]] = {
+    f"{name} is a directory": _directory_for(name)
+    for name in (".index", ".timeindex", ".txnindex", ".snapshot", "leader-epoch-checkpoint")
+}
+
+
 #: damage kind -> (mutation, whether it is a torn tail: then every record before it is read)
 DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     **{f"flip {name}": (flip(at), False) for name, at in FIELDS.items()},
@@ -372,6 +395,7 @@ NEEDS_MIDDLE = {
     "a .swap that is no batches",
     *GAP_DAMAGES,
     *STRAY_FILES,
+    *(k for k in FILE_AS_DIRECTORY if k.startswith(".")),
 }
 
 #: kinds that need a batch whose neighbours' offsets adjoin its own (:func:`shifted_batch`)
@@ -492,7 +516,10 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
     each raises naming the file and byte, or reads every record (a torn tail: every record
     before it); no file changes but a writable open's cut. Also the matrix of serve-written
     sources (tests/server/test_serve_damage_matrix.py)."""
-    mutate, torn = DAMAGES[damage] if damage in DAMAGES else (STRAY_FILES[damage], False)
+    if damage in DAMAGES:
+        mutate, torn = DAMAGES[damage]
+    else:
+        mutate, torn = {**STRAY_FILES, **FILE_AS_DIRECTORY}[damage], False
     if not applies(damage, source):
         return  # e.g. a log of one segment has no earlier segment (its cut is a torn tail)
     pristine = records(source)

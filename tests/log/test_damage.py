@@ -23,6 +23,7 @@ import pytest
 
 from damage_kinds import (
     DAMAGES,
+    FILE_AS_DIRECTORY,
     GAP_DAMAGES,
     OPEN_REFUSES,
     STRAY_FILES,
@@ -85,8 +86,8 @@ def test_every_reader_raises_or_reads_everything(
         check_every_reader(damage, name, source, tmp_path)
 
 
-@pytest.mark.parametrize("damage", sorted(STRAY_FILES))
-def test_every_reader_reads_everything_beside_a_stray_file(
+@pytest.mark.parametrize("damage", sorted([*STRAY_FILES, *FILE_AS_DIRECTORY]))
+def test_every_reader_reads_everything_beside_a_stray_or_unreadable_file(
     damage: str, sources: dict[str, Path], tmp_path: Path
 ) -> None:
     for name, source in sources.items():

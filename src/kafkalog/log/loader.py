@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 from typing import TYPE_CHECKING
 
 from kafkalog import files
@@ -119,6 +120,7 @@ class LogLoader:
         names = sorted(files.listdir(self.log.directory) if sizes is None else sizes)
         swapped: set[str] = set()
         if self.log.writable:
+            self._refuse_unreadable(names)
             names = self._remove_temp_files(names)
         else:
             names, swapped = self._swapped_view(names, sizes)
@@ -386,6 +388,35 @@ class LogLoader:
                     os.path.join(self.log.directory, "leader-epoch-checkpoint")
                 )
 
+    def _refuse_unreadable(self, names: list[str]) -> None:
+        """A writable open reads, rewrites or removes every file of the partition Kafka's
+        loader knows: one it cannot (a directory by its name, no read permission) is refused
+        before anything is written, naming it (an OSError halfway through recovery would leave
+        some segments recovered, and name no byte)."""
+        for n in names:
+            stem, _, suffix = n.partition(".")
+            known = ("log", "index", "timeindex", "txnindex", "snapshot")
+            if not (is_offset_prefix(stem) and suffix in known) and n not in (
+                "leader-epoch-checkpoint",
+                "partition.metadata",
+            ):
+                continue
+            path = os.path.join(self.log.directory, n)
+            try:
+                regular = stat.S_ISREG(os.stat(path).st_mode)
+            except FileNotFoundError:
+                continue
+            why = "not a regular file" if not regular else None
+            if regular and not os.access(path, os.R_OK):
+                why = "no read permission"
+            if why is not None:
+                raise DamagedLogError(
+                    f"cannot read it ({why}): make it a readable file again, or move it out "
+                    "of the partition directory; nothing was changed",
+                    path=path,
+                    position=0,
+                )
+
     def _swap_plan(
         self, names: list[str], sizes: dict[str, int] | None
     ) -> tuple[list[str], set[str]]:
@@ -563,6 +594,16 @@ class LogLoader:
         path = os.path.join(self.log.directory, "leader-epoch-checkpoint")
         try:
             self.leader_epochs = LeaderEpochCache.from_file(path)
+        except (IsADirectoryError, PermissionError) as e:
+            if self.log.writable:  # it could not be written again either
+                raise DamagedLogError(
+                    f"cannot read it ({e.strerror}): make it a readable file again, or move "
+                    "it out of the partition directory (a writable open then rebuilds it "
+                    "from the batches)",
+                    path=path,
+                    position=0,
+                ) from e
+            self.leader_epochs = LeaderEpochCache()  # as for one that cannot be parsed
         except KafkalogError as e:
             self.leader_epochs = LeaderEpochCache()
             if self.log.writable:
