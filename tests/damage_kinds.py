@@ -266,11 +266,20 @@ def _log_is_directory(d: Path) -> Path:
     return victim
 
 
+def _first_log_removed(d: Path) -> Path:
+    """The first segment's ``.log`` removed, its index files left: the log now starts at the
+    next segment (as retention leaves it, or a crash between its files' deletion)."""
+    victim = segments(d)[0]
+    victim.unlink()
+    return victim
+
+
 #: damage to a partition's files (not their bytes) -> its mutation, returning the file changed
 FILE_DAMAGES: dict[str, Callable[[Path], Path]] = {
     "middle segment removed, every file": _segment_removed,
     "middle .log emptied": _log_emptied,
     "segment .log is a directory": _log_is_directory,
+    "first segment's .log removed, its indexes left": _first_log_removed,
 }
 
 #: the kinds of :data:`FILE_DAMAGES` that leave a gap between two segments' offsets, as the

@@ -61,3 +61,29 @@ def test_a_log_opened_as_compacted_reads_its_gaps_in_silence(
     with Log(d, config, writable=False) as log:
         assert [r.offset for r in log.records()] == expected
     assert not [r.getMessage() for r in caplog.records if "no batch" in r.getMessage()]
+
+
+def test_a_first_segment_lost_with_its_indexes_left_is_said_by_every_reader(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its .log removed, its .index left (``first segment's .log removed, its indexes left``):
+    every reader starts at the next segment, as Kafka's loader does, and says which index file
+    is left without its .log with a WARNING (Kafka's loader warns of each orphaned index)."""
+    from damage_kinds import READERS, files_of
+
+    d = tmp_path / "data" / "written-0"
+    shutil.copytree(written(tmp_path / "src"), d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    held = records(d)
+    victim = FILE_DAMAGES["first segment's .log removed, its indexes left"](d)
+    after = min(int(p.name[:20]) for p in d.glob("*.log"))
+    before = files_of(d)
+    caplog.set_level(logging.WARNING, logger="kafkalog")
+    for name, reader in READERS.items():
+        caplog.clear()
+        assert reader(d) == [o for o in held if o >= after], name
+        said = [r.getMessage() for r in caplog.records]
+        assert any(victim.with_suffix(".index").name in m for m in said), (name, said)
+        if name != "writable open":
+            assert files_of(d) == before, name

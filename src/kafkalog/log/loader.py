@@ -37,6 +37,7 @@ from kafkalog.log.layout import (
     is_offset_prefix,
     is_segment_log,
     offset_from_filename,
+    segment_file,
 )
 from kafkalog.log.local_log import LocalLog
 from kafkalog.log.producer_state import ProducerStateManager
@@ -157,6 +158,7 @@ class LogLoader:
         self.log.lost = sorted(
             lost_segments(self.log, orphans, set(names)) + unreadable, key=lambda x: x.first
         )
+        self._say_orphans_at_start(orphans, set(names))
         recovering = self.log.writable and not clean and not self._marked_for_deletion()
         problems: dict[int, Problem | None] = {}
         if self.log.writable:
@@ -387,6 +389,29 @@ class LogLoader:
                 self.leader_epochs.write(
                     os.path.join(self.log.directory, "leader-epoch-checkpoint")
                 )
+
+    def _say_orphans_at_start(self, orphans: dict[int, list[str]], names: set[str]) -> None:
+        """Index files left below the first segment without their ``.log`` (nor a
+        ``.deleted`` one): what a crash between the files of a retention's deletion leaves, or
+        the first segments lost; the log starts at its first segment either way (Kafka's
+        loader warns of each orphaned index file and deletes it, as a writable open here
+        does), and a reader says so rather than start later in silence."""
+        first = self.log.segments.first
+        for base in sorted(orphans):
+            stem = orphans[base][0].partition(".")[0]
+            if first is not None and base >= first.base_offset:
+                break
+            if any(stem + ".log" + s in names for s in (".deleted", ".cleaned", ".swap")):
+                continue
+            logger.warning(
+                "kafkalog: %s: %s left without its .log below the first segment (%s): its "
+                "records were deleted by retention (a crash between its files) or lost; the "
+                "log starts at %s",
+                self.log.directory,
+                ", ".join(orphans[base]),
+                "none" if first is None else segment_file("", first.base_offset, ".log"),
+                "its end" if first is None else first.base_offset,
+            )
 
     def _refuse_unreadable(self, names: list[str]) -> None:
         """A writable open reads, rewrites or removes every file of the partition Kafka's
