@@ -274,12 +274,21 @@ def _first_log_removed(d: Path) -> Path:
     return victim
 
 
+def _timeindex_removed(d: Path) -> Path:
+    """A middle segment's ``.timeindex`` removed (Kafka's loader rebuilds it; a reader finds
+    the segment's largest timestamp from its ``.log``'s mtime then, as Kafka does)."""
+    victim = _middle_holding(d).with_suffix(".timeindex")
+    victim.unlink()
+    return victim
+
+
 #: damage to a partition's files (not their bytes) -> its mutation, returning the file changed
 FILE_DAMAGES: dict[str, Callable[[Path], Path]] = {
     "middle segment removed, every file": _segment_removed,
     "middle .log emptied": _log_emptied,
     "segment .log is a directory": _log_is_directory,
     "first segment's .log removed, its indexes left": _first_log_removed,
+    "middle .timeindex removed": _timeindex_removed,
 }
 
 #: the kinds of :data:`FILE_DAMAGES` that leave a gap between two segments' offsets, as the
