@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import stat
 from typing import TYPE_CHECKING
 
 from kafkalog import files
@@ -417,30 +416,35 @@ class LogLoader:
         """A writable open reads, rewrites or removes every file of the partition Kafka's
         loader knows: one it cannot (a directory by its name, no read permission) is refused
         before anything is written, naming it (an OSError halfway through recovery would leave
-        some segments recovered, and name no byte)."""
-        for n in names:
-            stem, _, suffix = n.partition(".")
-            known = ("log", "index", "timeindex", "txnindex", "snapshot")
-            if not (is_offset_prefix(stem) and suffix in known) and n not in (
-                "leader-epoch-checkpoint",
-                "partition.metadata",
-            ):
-                continue
-            path = os.path.join(self.log.directory, n)
-            try:
-                regular = stat.S_ISREG(os.stat(path).st_mode)
-            except FileNotFoundError:
-                continue
-            why = "not a regular file" if not regular else None
-            if regular and not os.access(path, os.R_OK):
-                why = "no read permission"
-            if why is not None:
-                raise DamagedLogError(
-                    f"cannot read it ({why}): make it a readable file again, or move it out "
-                    "of the partition directory; nothing was changed",
-                    path=path,
-                    position=0,
-                )
+        some segments recovered, and name no byte). One directory scan (its entries' types
+        need no ``stat``); read permission is asked only where it can be refused (not root)."""
+        known = set(names)
+        check_access = hasattr(os, "geteuid") and os.geteuid() != 0
+        with os.scandir(self.log.directory) as entries:
+            for entry in entries:
+                n = entry.name
+                if n not in known:
+                    continue
+                stem, _, suffix = n.partition(".")
+                if not (
+                    is_offset_prefix(stem)
+                    and suffix in ("log", "index", "timeindex", "txnindex", "snapshot")
+                ) and n not in ("leader-epoch-checkpoint", "partition.metadata"):
+                    continue
+                try:
+                    regular = entry.is_file()
+                except OSError:
+                    continue  # gone meanwhile
+                why = "not a regular file" if not regular else None
+                if regular and check_access and not os.access(entry.path, os.R_OK):
+                    why = "no read permission"
+                if why is not None:
+                    raise DamagedLogError(
+                        f"cannot read it ({why}): make it a readable file again, or move it "
+                        "out of the partition directory; nothing was changed",
+                        path=entry.path,
+                        position=0,
+                    )
 
     def _swap_plan(
         self, names: list[str], sizes: dict[str, int] | None
