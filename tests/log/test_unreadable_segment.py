@@ -40,3 +40,23 @@ def test_a_segment_without_read_permission_is_named_by_every_reader(
         message = str(raised.value)
         assert f"{victim} at byte 0" in message and "Permission denied" in message, (name, message)
     assert files_of(d) == before
+
+
+def test_repair_refuses_a_segment_it_cannot_read_and_changes_nothing(tmp_path: Path) -> None:
+    """Repair quarantines bytes it can read: a ``.log`` that is a directory is named (file,
+    byte 0), and neither the index files beside it nor anything else is moved (they were
+    moved as a lost segment's leftovers, the directory left, the loss called accepted)."""
+    from damage_kinds import FILE_DAMAGES
+    from kafkalog.log.repair import repair
+
+    d = tmp_path / "copy" / "written-0"
+    shutil.copytree(written(tmp_path), d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    victim = FILE_DAMAGES["segment .log is a directory"](d)
+    before = files_of(d)
+    for dry_run in (True, False):
+        with pytest.raises(DamagedLogError, match=f"{victim} at byte 0"):
+            repair(str(d), dry_run=dry_run)
+        assert files_of(d) == before
+    assert sorted(p.name for p in d.parent.iterdir()) == ["written-0"]  # no quarantine
