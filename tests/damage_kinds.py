@@ -4,6 +4,7 @@ matrix's shared parts (tests/log/test_damage.py, tests/server/test_serve_damage.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import shutil
 import struct
@@ -231,6 +232,108 @@ def missing_log(d: Path) -> None:
     victim.unlink()
 
 
+def _middle_holding(d: Path) -> Path:
+    """A segment holding batches with segments before and after it."""
+    segs = segments(d)
+    inner = [p for p in holding(d) if segs[0] != p != segs[-1]]
+    if not inner:
+        raise AssertionError("needs a log of three segments or more")  # see applies
+    return inner[(len(inner) - 1) // 2]
+
+
+def _segment_removed(d: Path) -> Path:
+    """Every file of a middle segment removed (``.log``, indexes, its snapshot): no index is
+    left to show the loss, only the gap between its neighbours' offsets."""
+    victim = _middle_holding(d)
+    for p in d.glob(victim.name[:20] + ".*"):
+        p.unlink()
+    return victim
+
+
+def _log_emptied(d: Path) -> Path:
+    """A middle segment's ``.log`` truncated to 0 bytes (its indexes left)."""
+    victim = _middle_holding(d)
+    victim.write_bytes(b"")
+    return victim
+
+
+def _log_is_directory(d: Path) -> Path:
+    """A middle segment's ``.log`` replaced by a directory of its name (what a restore or a
+    script can leave): no bytes can be read from it."""
+    victim = _middle_holding(d)
+    victim.unlink()
+    victim.mkdir()
+    return victim
+
+
+def _first_log_removed(d: Path) -> Path:
+    """The first segment's ``.log`` removed, its index files left: the log now starts at the
+    next segment (as retention leaves it, or a crash between its files' deletion)."""
+    victim = segments(d)[0]
+    victim.unlink()
+    return victim
+
+
+def _timeindex_removed(d: Path) -> Path:
+    """A middle segment's ``.timeindex`` removed (Kafka's loader rebuilds it; a reader finds
+    the segment's largest timestamp from its ``.log``'s mtime then, as Kafka does)."""
+    victim = _middle_holding(d).with_suffix(".timeindex")
+    victim.unlink()
+    return victim
+
+
+#: damage to a partition's files (not their bytes) -> its mutation, returning the file changed
+FILE_DAMAGES: dict[str, Callable[[Path], Path]] = {
+    "middle segment removed, every file": _segment_removed,
+    "middle .log emptied": _log_emptied,
+    "segment .log is a directory": _log_is_directory,
+    "first segment's .log removed, its indexes left": _first_log_removed,
+    "middle .timeindex removed": _timeindex_removed,
+}
+
+#: the kinds of :data:`FILE_DAMAGES` that leave a gap between two segments' offsets, as the
+#: log cleaner leaves in a compacted topic: read across with a WARNING naming the offsets
+#: (:func:`check_gap_said`), not an error
+GAP_DAMAGES = ("middle segment removed, every file", "middle .log emptied")
+
+
+def _unreadable_log(d: Path) -> None:
+    _log_is_directory(d)
+
+
+def _swap_garbage(d: Path) -> None:
+    """A ``.swap`` of a middle segment's name holding bytes that are no batch (a cleaner
+    flushes its output whole before naming it ``.swap``): completing the swap, as Kafka's
+    loader would, would put it in place of that readable segment."""
+    victim = _middle_holding(d)
+    victim.with_name(victim.name + ".swap").write_bytes(bytes(range(7, 47)))
+
+
+def _stray(suffix: str) -> Callable[[Path], None]:
+    """A copy of a middle segment's ``.log`` left beside it under a name Kafka's loader
+    deletes at start (``.deleted``, ``.cleaned``) or ignores (an editor's ``~``), or an
+    empty ``-delete`` directory: no reader reads it, none may count its records twice."""
+
+    def damage(d: Path) -> None:
+        victim = _middle_holding(d)
+        if suffix.endswith("-delete"):
+            (d / f"{d.name}.0123456789abcdef{suffix}").mkdir()
+        else:
+            victim.with_name(victim.name + suffix).write_bytes(victim.read_bytes())
+
+    return damage
+
+
+#: stray files in a partition directory: every reader reads every record, once
+#: (:func:`check_every_reader`; not in :data:`DAMAGES`, whose kinds each cost records)
+STRAY_FILES: dict[str, Callable[[Path], None]] = {
+    "stray: a .log.deleted copy": _stray(".deleted"),
+    "stray: a .log.cleaned copy": _stray(".cleaned"),
+    "stray: an editor's .log~ copy": _stray("~"),
+    "stray: a -delete directory": _stray("-delete"),
+}
+
+
 # structural fields of a v2 batch (and, at the same byte positions, of a v0/v1 entry)
 FIELDS = {
     "base offset": 7,
@@ -244,6 +347,29 @@ FIELDS = {
     "record count": 60,
     "records": 70,
 }
+
+
+def _directory_for(name: str) -> Callable[[Path], None]:
+    """A file of the partition (``name``: a middle segment's suffix, or a file of the
+    partition's own) replaced by a directory of its name: it cannot be read (root reads every
+    file whatever its mode, so this is the unreadable file tests running as root can make)."""
+
+    def damage(d: Path) -> None:
+        path = d / name if not name.startswith(".") else _middle_holding(d).with_suffix(name)
+        path.unlink(missing_ok=True)
+        path.mkdir()
+
+    return damage
+
+
+#: a file other than a ``.log`` that no reader can read -> its mutation: every reader reads
+#: every record (it does not need the file) or names it at byte 0, never an OSError
+#: (:func:`check_every_reader`)
+FILE_AS_DIRECTORY: dict[str, Callable[[Path], None]] = {
+    f"{name} is a directory": _directory_for(name)
+    for name in (".index", ".timeindex", ".txnindex", ".snapshot", "leader-epoch-checkpoint")
+}
+
 
 #: damage kind -> (mutation, whether it is a torn tail: then every record before it is read)
 DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
@@ -262,6 +388,8 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     "segment .log missing, index left": (missing_log, False),
     "base offset +2, overlapping the batch after": (shift_base(2), False),
     "base offset -2, overlapping the batch before": (shift_base(-2), False),
+    "segment .log is a directory": (_unreadable_log, False),
+    "a .swap that is no batches": (_swap_garbage, False),
 }
 
 #: the log's last batch, its base offset flipped: found only where the segment's own evidence
@@ -273,6 +401,19 @@ NEEDS_SEGMENTS = {
     "earlier segment cut off",
     "segment .log missing, index left",
     "base offset +16.7M, last batch of a segment",
+}
+
+#: kinds a read cannot skip: the open itself refuses (a ``.swap`` that is no batches decides
+#: which segments the log has, so no read starts before it is moved out)
+OPEN_REFUSES = {"a .swap that is no batches"}
+
+#: kinds that need a segment holding batches between two others
+NEEDS_MIDDLE = {
+    "segment .log is a directory",
+    "a .swap that is no batches",
+    *GAP_DAMAGES,
+    *STRAY_FILES,
+    *(k for k in FILE_AS_DIRECTORY if k.startswith(".")),
 }
 
 #: kinds that need a batch whose neighbours' offsets adjoin its own (:func:`shifted_batch`)
@@ -287,6 +428,9 @@ def applies(damage: str, d: Path) -> bool:
     adjoining neighbours; a compacted log may have none)."""
     if damage in NEEDS_SEGMENTS:
         return len(segments(d)) >= 2
+    if damage in NEEDS_MIDDLE:
+        segs = segments(d)
+        return any(segs[0] != p != segs[-1] for p in holding(d))
     if damage in NEEDS_ADJOINING:
         return _shift_target(d) is not None
     return True
@@ -378,7 +522,11 @@ READERS: dict[str, Reader] = {  # the writable open last: it may cut a torn tail
 
 def files_of(d: Path) -> dict[str, bytes]:
     # the writer's own lock file is written by every writable open; everything else must stay
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name != ".kafkalog.lock"}
+    return {
+        p.name: p.read_bytes() if not p.is_dir() else b"<directory>"
+        for p in sorted(d.iterdir())
+        if p.name != ".kafkalog.lock"
+    }
 
 
 def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> None:
@@ -386,7 +534,10 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
     each raises naming the file and byte, or reads every record (a torn tail: every record
     before it); no file changes but a writable open's cut. Also the matrix of serve-written
     sources (tests/server/test_serve_damage_matrix.py)."""
-    mutate, torn = DAMAGES[damage]
+    if damage in DAMAGES:
+        mutate, torn = DAMAGES[damage]
+    else:
+        mutate, torn = {**STRAY_FILES, **FILE_AS_DIRECTORY}[damage], False
     if not applies(damage, source):
         return  # e.g. a log of one segment has no earlier segment (its cut is a torn tail)
     pristine = records(source)
@@ -406,7 +557,12 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
             assert not torn, f"{where}: a torn tail raised {e}"
             assert str(d) in str(e) and "byte" in str(e), f"{where}: {e}"
             if reader_name == "writable open":
-                assert isinstance(e, DamagedLogError) and "kafkalog repair" in str(e), where
+                # the next step: repair, or (a file no one can read) making it readable
+                assert isinstance(e, DamagedLogError), where
+                assert any(
+                    step in str(e)
+                    for step in ("kafkalog repair", "readable file", "out of the partition")
+                ), where
             continue
         if torn:
             # a torn tail: every record of the whole batches before it
@@ -416,8 +572,18 @@ def check_every_reader(damage: str, name: str, source: Path, tmp_path: Path) -> 
             assert got == pristine, f"{where}: {len(got)} of {len(pristine)} records, no error"
         if reader_name != "writable open":
             assert files_of(d) == before, f"{where}: files changed"
-    if not torn:
-        assert files_of(d) == before, f"{damage} / {name}: files changed"
+    after = files_of(d)
+    if damage.startswith("stray: "):
+        # the writable open read it all (it may write snapshots, checkpoints); of the files
+        # it found, it removed only what Kafka's loader removes at start (a deletion or a
+        # cleaning a crash interrupted: the log does not hold their records), and left every
+        # segment's bytes as they were
+        kept = {k for k in before if not k.endswith((".deleted", ".cleaned"))}
+        assert kept <= set(after), f"{damage} / {name}: removed {kept - set(after)}"
+        logs = {k for k in kept if k.endswith(".log")}
+        assert all(after[k] == before[k] for k in logs), f"{damage} / {name}: a .log changed"
+    elif not torn:
+        assert after == before, f"{damage} / {name}: files changed"
 
 
 # -- the .txnindex: what read_committed readers drop records by (kafkalog.log.txn_check) -------
@@ -673,3 +839,91 @@ def kafka_txn_log_and_shapes(tmp_path: Path, shapes: list[str]) -> list[Path]:
     for p in java.iterdir():
         p.chmod(0o644)
     return [java] + [write_shape(tmp_path / "shapes", name).directory for name in shapes]
+
+
+class _Said(logging.Handler):
+    """The messages logged to it."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.append(record.getMessage())
+
+
+def check_gap_said(damage: str, name: str, source: Path, tmp_path: Path) -> None:
+    """A :data:`GAP_DAMAGES` kind done to a copy of ``source`` (when it has a middle segment
+    holding batches), read by every reader: each reads every record the files still hold (a
+    brute force over the other segments), says the gap with a WARNING naming the offsets no
+    batch holds (unless the directory shows compaction: ``compacted``), and changes no file."""
+    if not applies(damage, source):
+        return
+    d = tmp_path / name.replace("/", "_") / source.name
+    shutil.copytree(source, d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    victim = FILE_DAMAGES[damage](d)
+    held = [
+        r.offset
+        for seg in segments(d)
+        for e in LogReader(seg.read_bytes())
+        if not e.is_control
+        for r in e.records()
+    ]
+    after = min(int(s.name[:20]) for s in segments(d) if s.name > victim.name)
+    if victim.exists():  # emptied: its base offset on are in no batch
+        end = int(victim.name[:20])
+    else:  # removed: from the end of the segment before it (its base offset, if empty)
+        previous = [s for s in segments(d) if s.name < victim.name][-1]
+        found = list(LogReader(previous.read_bytes()))
+        end = found[-1].last_offset + 1 if found else int(previous.name[:20])
+    said = f"offsets {end}..{after - 1} ({after - end})"
+    before = files_of(d)
+    logger = logging.getLogger("kafkalog")
+    for reader_name, reader in READERS.items():
+        where = f"{damage} / {name} / {reader_name}"
+        handler = _Said(logging.WARNING)
+        seen = handler.said
+        logger.addHandler(handler)
+        try:
+            got = reader(d)
+        finally:
+            logger.removeHandler(handler)
+        assert got == held, f"{where}: {len(got)} records of {len(held)}"
+        assert any(said in m for m in seen), f"{where}: the gap {said} was not said: {seen}"
+        if reader_name != "writable open":
+            assert files_of(d) == before, f"{where}: files changed"
+
+
+# -- the data directory's checkpoints: what a broker (and kafkalog) keeps per partition --------
+def _checkpoint_garbled(name: str) -> Callable[[Path], int]:
+    def damage(data: Path) -> int:
+        p = data / name
+        lines = p.read_text().splitlines()
+        p.write_text("\n".join([*lines[:2], "some-topic x 5", *lines[3:]]) + "\n")
+        return len(lines[0]) + len(lines[1]) + 2  # the byte where the bad line starts
+
+    return damage
+
+
+def _checkpoint_zeroed(name: str) -> Callable[[Path], int]:
+    def damage(data: Path) -> int:
+        p = data / name
+        p.write_bytes(bytes(max(8, p.stat().st_size)))  # a power loss after the size was written
+        return 0
+
+    return damage
+
+
+#: data directory checkpoint damage -> its mutation of the data directory, returning the byte
+#: a reader finds it at (Kafka's LogManager warns and goes on without the file's contents)
+DATA_DIR_CHECKPOINT_DAMAGES: dict[str, Callable[[Path], int]] = {
+    f"{name} {how}": make(name)
+    for name in (
+        "log-start-offset-checkpoint",
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+    )
+    for how, make in (("garbled", _checkpoint_garbled), ("zero-filled", _checkpoint_zeroed))
+}

@@ -107,12 +107,13 @@ def _register_logged(spark: Any, log_file: Path) -> str:
     def attach() -> None:
         import logging
 
-        logger = logging.getLogger("kafkalog.spark")
-        if not any(getattr(h, "baseFilename", None) == target for h in logger.handlers):
-            handler = logging.FileHandler(target)
-            handler.setLevel(logging.WARNING)
-            handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-            logger.addHandler(handler)
+        for name in ("kafkalog.spark", "kafkalog.log"):  # the log layer's: a gap said
+            logger = logging.getLogger(name)
+            if not any(getattr(h, "baseFilename", None) == target for h in logger.handlers):
+                handler = logging.FileHandler(target)
+                handler.setLevel(logging.WARNING)
+                handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+                logger.addHandler(handler)
 
     class LoggedReader(PushdownReader):
         def partitions(self) -> Any:
@@ -183,6 +184,58 @@ def test_a_batch_query_warns_per_skip(
     assert sorted(r.offset for r in rows) == list(range(start, end))
     said = _warnings(log_file)
     assert any(f"t-0: offsets 0 to {start - 1} were asked for" in s for s in said), said
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_a_gap_between_segments_is_read_across_and_said(
+    spark: Any, tmp_path: Path, fail_on_data_loss: str
+) -> None:
+    """A middle segment removed with every file of it (tests/damage_kinds.py ``middle
+    segment removed, every file``): the JVM source and the Python source, batch and stream,
+    return every record the other segments hold, whatever failOnDataLoss says (a compacted
+    topic has such gaps: nothing tells them from a loss), and the Python source's workers say
+    the offsets no batch holds with a WARNING."""
+    from damage_kinds import FILE_DAMAGES
+
+    directory = tmp_path / "data" / "t-0"
+    with Log(directory, CONFIG) as log:
+        _append(log, 200)
+    victim = FILE_DAMAGES["middle segment removed, every file"](directory)
+    after = min(int(p.name[:20]) for p in directory.glob("*.log") if p.name > victim.name)
+    expected = [o for o in range(200) if not int(victim.name[:20]) <= o < after]
+    log_file = tmp_path / "workers.log"
+    logged = _register_logged(spark, log_file)
+    for name in ("kafkalog", "kafkalog_python", logged):
+        rows = (
+            spark.read.format(name)
+            .option("path", str(tmp_path / "data"))
+            .option("failOnDataLoss", fail_on_data_loss)
+            .load()
+            .selectExpr("offset")
+            .collect()
+        )
+        assert sorted(r.offset for r in rows) == expected, name
+    said = _warnings(log_file)
+    assert any(f"offsets {victim.name[:20].lstrip('0')}..{after - 1}" in s for s in said), said
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    query = (
+        spark.readStream.format("kafkalog")
+        .option("path", str(tmp_path / "data"))
+        .option("subscribe", "t")
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", fail_on_data_loss)
+        .load()
+        .selectExpr("offset")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None, query.exception()
+    streamed = spark.read.parquet(str(out)).collect()
+    assert sorted(r.offset for r in streamed) == expected
 
 
 def test_a_stream_warns_per_gap(spark: Any, tmp_path: Path) -> None:

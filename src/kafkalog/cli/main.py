@@ -161,7 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KafkalogError as e:
         print(f"kafkalog: error: {e}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, PermissionError) as e:
+    except (IsADirectoryError, PermissionError) as e:
+        # a file of a log that cannot be read at all: named, at its first byte
+        where = f"{e.filename} at byte 0: " if e.filename else ""
+        print(f"kafkalog: error: {where}cannot read it ({e.strerror})", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as e:
         print(f"kafkalog: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: said, so a silent stop is not taken for the end

@@ -291,15 +291,12 @@ def _offset_gap(report: Report, log_path: str, directory: str, last: int, first:
     """Offsets that are in no batch between two segments: what the log cleaner leaves in a
     compacted topic, and what a lost or emptied segment leaves anywhere else (only the topic's
     ``cleanup.policy`` tells, which a partition directory does not hold): a warning, unless
-    the topic is one Kafka always compacts."""
-    from kafkalog.log.layout import parse_partition_dir
+    the directory shows compaction (a topic Kafka always compacts, an entry in the data
+    directory's ``cleaner-offset-checkpoint``), as every reader says it."""
+    from kafkalog.log.damage import shows_compaction
 
-    try:
-        topic, _ = parse_partition_dir(directory)
-    except ValueError:
-        topic = ""
-    if topic in ("__consumer_offsets", "__transaction_state"):
-        return
+    if shows_compaction(directory):
+        return  # compacted (an internal topic, or one the cleaner-offset-checkpoint lists)
     report.warning(
         log_path,
         0,

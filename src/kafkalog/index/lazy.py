@@ -12,6 +12,7 @@ import os
 import threading
 from typing import Generic, TypeVar
 
+from kafkalog.errors import DamagedLogError
 from kafkalog.index.base import DEFAULT_MAX_INDEX_SIZE, MappedIndex
 
 T = TypeVar("T", bound=MappedIndex)
@@ -53,9 +54,19 @@ class LazyIndex(Generic[T]):
             with self._lock:
                 index = self.loaded
                 if index is None:
-                    index = self.kind(
-                        self._path, self.base_offset, self.max_index_size, self.writable
-                    )
+                    try:
+                        index = self.kind(
+                            self._path, self.base_offset, self.max_index_size, self.writable
+                        )
+                    except (IsADirectoryError, PermissionError) as e:
+                        # an OSError naming no byte would reach every reader as a crash
+                        raise DamagedLogError(
+                            f"cannot read it ({e.strerror}): make it a readable file again, "
+                            "or move it out of the partition directory (`kafkalog "
+                            "rebuild-index` then writes it from the .log)",
+                            path=os.fspath(self._path),
+                            position=0,
+                        ) from e
                     self.loaded = index
         return index
 

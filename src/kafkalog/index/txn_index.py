@@ -47,6 +47,7 @@ from kafkalog import files
 from kafkalog.errors import (
     ClosedError,
     CorruptIndexError,
+    DamagedLogError,
     InvalidOffsetError,
     InvalidRecordError,
     ReadOnlyError,
@@ -266,6 +267,14 @@ class TransactionIndex:
             try:
                 handle = files.open_read(path)
                 break
+            except (IsADirectoryError, PermissionError) as e:
+                raise DamagedLogError(
+                    f"cannot read it ({e.strerror}): make it a readable file again, or move it "
+                    "out of the partition directory (`kafkalog rebuild-index` then writes it "
+                    "from the .log)",
+                    path=os.fspath(path),
+                    position=0,
+                ) from e
             except FileNotFoundError:
                 self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
                 with self._renaming:  # a rename in progress has finished

@@ -28,6 +28,7 @@ import binascii
 import bisect
 import contextlib
 import json
+import logging
 import os
 import re
 import time
@@ -692,6 +693,43 @@ class PartitionMetadata:
 # .kafka_cleanshutdown
 
 
+_UNREADABLE_SAID: set[tuple[str, int, int]] = set()
+
+#: what a data directory's checkpoint that cannot be read costs (Kafka's LogManager warns the
+#: same and goes on)
+UNREADABLE_CHECKPOINT = {
+    LOG_START_OFFSET_CHECKPOINT: "the log start offsets it holds are not honoured: each "
+    "partition starts at its first segment's base offset, so records DeleteRecords or "
+    "retention removed below it may be read again",
+    RECOVERY_POINT_OFFSET_CHECKPOINT: "a writable open recovers every segment of every log "
+    "(as Kafka resets its recovery points to 0)",
+    REPLICATION_OFFSET_CHECKPOINT: "the high watermarks it holds are not known: each log's "
+    "is taken from its log end",
+}
+
+
+def warn_unreadable_checkpoint(path: str, error: BaseException, *, once: bool = True) -> None:
+    """A WARNING naming a data directory's checkpoint that cannot be read, the byte where
+    (in ``error``), and what it costs; with ``once``, once per file as it is (its size and
+    mtime: each read-only open of a partition reads the data directory's log starts)."""
+    try:
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = (path, -1, -1)
+    if once and key in _UNREADABLE_SAID:
+        return
+    _UNREADABLE_SAID.add(key)
+    name = os.path.basename(path)
+    logging.getLogger("kafkalog.log").warning(
+        "kafkalog: %s cannot be read (%s): %s; restore it, or remove it and let a writable "
+        "open write it again",
+        path,
+        error,
+        UNREADABLE_CHECKPOINT.get(name, "what it holds is not used"),
+    )
+
+
 def checkpointed_log_start(partition_dir: StrPath) -> int | None:
     """The log start offset the data directory around ``partition_dir`` checkpointed for it
     (``log-start-offset-checkpoint``, what DeleteRecords and retention moved it to), or None
@@ -700,14 +738,16 @@ def checkpointed_log_start(partition_dir: StrPath) -> int | None:
     from kafkalog.log.layout import parse_partition_dir
 
     directory = os.fspath(partition_dir).rstrip("/")
+    path = os.path.join(os.path.dirname(directory), LOG_START_OFFSET_CHECKPOINT)
     try:
         key = parse_partition_dir(directory)
-        entries = dict(
-            OffsetCheckpoint.read(
-                os.path.join(os.path.dirname(directory), LOG_START_OFFSET_CHECKPOINT)
-            )
-        )
-    except (OSError, ValueError, KafkalogError):
+        entries = dict(OffsetCheckpoint.read(path))
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return None  # no partition directory: no data directory around it
+    except (OSError, KafkalogError) as e:
+        warn_unreadable_checkpoint(path, e)
         return None
     return entries.get(key)
 

@@ -25,6 +25,7 @@ from kafkalog.errors import (
     DamagedLogError,
     KafkalogError,
 )
+from kafkalog.log.layout import segment_file
 from kafkalog.log.segment import (
     LogSegment,
     held_is_damaged,
@@ -430,9 +431,17 @@ class LostSegment:
     first: int  # the lost segment's base offset
     last: int | None  # the offset before the next segment's base (None: the log's end)
     evidence: str  # the index file left
+    #: why the segment cannot be read when its ``.log`` is there but cannot be opened (a
+    #: directory, no permission): then ``evidence`` is that ``.log``
+    unreadable: str = ""
 
     def describe(self) -> str:
         upper = "the end of the log" if self.last is None else str(self.last)
+        if self.unreadable:
+            return (
+                f"records unreadable: offsets {self.first} to {upper} are in "
+                f"{os.path.basename(self.evidence)}, which cannot be read ({self.unreadable})"
+            )
         return (
             f"records lost: offsets {self.first} to {upper} are in no segment, but "
             f"{os.path.basename(self.evidence)} is left of the segment that held them (its "
@@ -440,6 +449,13 @@ class LostSegment:
         )
 
     def error(self, directory: str) -> DamagedLogError:
+        if self.unreadable:
+            return DamagedLogError(
+                f"{self.describe()}; make it a readable file again (its permissions, or move "
+                "what is there out of the partition directory and restore the segment)",
+                path=self.evidence,
+                position=0,
+            )
         return DamagedLogError(
             f"{self.describe()}; `kafkalog repair {directory}` moves the leftover index files "
             "into a quarantine folder once the loss is accepted (nothing is deleted)",
@@ -452,3 +468,47 @@ class LostSegment:
 
     def overlaps(self, lo: int, hi: int) -> bool:
         return self.first < hi and (self.last is None or self.last >= lo)
+
+
+def shows_compaction(directory: str, compact_policy: bool = False) -> bool:
+    """Whether a partition shows compaction, which explains offsets in no batch between two
+    segments: a compact ``cleanup.policy`` the log was opened with, a topic Kafka always
+    compacts, or an entry for the partition in its data directory's
+    ``cleaner-offset-checkpoint`` (the cleaner has cleaned it). An unreadable checkpoint is no
+    evidence either way (``verify`` names it)."""
+    from kafkalog import files
+    from kafkalog.log.cleaner_checkpoint import read_checkpoint
+    from kafkalog.log.layout import parse_partition_dir
+
+    if compact_policy:
+        return True
+    try:
+        key = parse_partition_dir(directory)
+    except ValueError:
+        return False
+    if key[0] in ("__consumer_offsets", "__transaction_state"):
+        return True
+    if files.is_remote(directory):
+        return False
+    try:
+        return key in read_checkpoint(os.path.dirname(os.path.abspath(directory)))
+    except (KafkalogError, OSError, ValueError):
+        return False
+
+
+def gap_between_segments(before: str, end: int, nxt: int) -> str:
+    """What a read says of offsets [end, nxt) in no batch between the segment ``before`` and
+    the one based at ``nxt``. Kafka's cleaner leaves such gaps in a compacted topic (a cleaned
+    group keeps its first segment's base offset and may lose its last batches; a follower
+    copies its leader's); in a topic never compacted they are records lost (a segment removed
+    or emptied). Nothing in a partition directory tells the two apart for sure, so a read
+    goes on across the gap, as Kafka's fetch does, and says it."""
+    directory = os.path.dirname(before)
+    return (
+        f"{directory}: offsets {end}..{nxt - 1} ({nxt - end}) are in no batch between "
+        f"{os.path.basename(before)} (its batches end before {end}) and "
+        f"{os.path.basename(segment_file(directory, nxt, '.log'))}: records lost (a segment "
+        "removed or emptied) unless the topic is compacted, and this directory shows no "
+        "compaction (no cleaner-offset-checkpoint entry for it, no compact cleanup.policy); "
+        "read on past them"
+    )

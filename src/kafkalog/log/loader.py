@@ -36,6 +36,7 @@ from kafkalog.log.layout import (
     is_offset_prefix,
     is_segment_log,
     offset_from_filename,
+    segment_file,
 )
 from kafkalog.log.local_log import LocalLog
 from kafkalog.log.producer_state import ProducerStateManager
@@ -119,6 +120,7 @@ class LogLoader:
         names = sorted(files.listdir(self.log.directory) if sizes is None else sizes)
         swapped: set[str] = set()
         if self.log.writable:
+            self._refuse_unreadable(names)
             names = self._remove_temp_files(names)
         else:
             names, swapped = self._swapped_view(names, sizes)
@@ -130,19 +132,32 @@ class LogLoader:
             if index_file and is_offset_prefix(stem) and stem + LOG_SUFFIX not in names:
                 orphans.setdefault(int(stem), []).append(n)
         rebuilds: list[tuple[int, LogSegment, str]] = []
+        unreadable: list[LostSegment] = []
         for k, (base, name) in enumerate(logs):
             suffix = SWAP_SUFFIX if name in swapped else ""
-            seg = self.log.open_segment(
-                base,
-                exists=True,
-                listed_size=None if sizes is None else sizes[name + suffix],
-                suffix=suffix,
-            )
+            try:
+                seg = self.log.open_segment(
+                    base,
+                    exists=True,
+                    listed_size=None if sizes is None else sizes[name + suffix],
+                    suffix=suffix,
+                )
+            except (IsADirectoryError, PermissionError) as e:
+                # a .log that cannot be opened (a directory by its name, no permission): its
+                # offsets are as good as lost until it is readable again; a read across them
+                # says so naming it (Kafka takes the whole log directory offline)
+                path = os.path.join(self.log.directory, name + suffix)
+                upper = logs[k + 1][0] - 1 if k + 1 < len(logs) else None
+                unreadable.append(LostSegment(base, upper, path, e.strerror or type(e).__name__))
+                continue
             damage = self._index_damage(seg) if self.log.writable else None
             if damage is not None:
                 rebuilds.append((k, seg, damage))
             self.log.segments.add(seg)
-        self.log.lost = lost_segments(self.log, orphans, set(names))
+        self.log.lost = sorted(
+            lost_segments(self.log, orphans, set(names)) + unreadable, key=lambda x: x.first
+        )
+        self._say_orphans_at_start(orphans, set(names))
         recovering = self.log.writable and not clean and not self._marked_for_deletion()
         problems: dict[int, Problem | None] = {}
         if self.log.writable:
@@ -374,6 +389,63 @@ class LogLoader:
                     os.path.join(self.log.directory, "leader-epoch-checkpoint")
                 )
 
+    def _say_orphans_at_start(self, orphans: dict[int, list[str]], names: set[str]) -> None:
+        """Index files left below the first segment without their ``.log`` (nor a
+        ``.deleted`` one): what a crash between the files of a retention's deletion leaves, or
+        the first segments lost; the log starts at its first segment either way (Kafka's
+        loader warns of each orphaned index file and deletes it, as a writable open here
+        does), and a reader says so rather than start later in silence."""
+        first = self.log.segments.first
+        for base in sorted(orphans):
+            stem = orphans[base][0].partition(".")[0]
+            if first is not None and base >= first.base_offset:
+                break
+            if any(stem + ".log" + s in names for s in (".deleted", ".cleaned", ".swap")):
+                continue
+            logger.warning(
+                "kafkalog: %s: %s left without its .log below the first segment (%s): its "
+                "records were deleted by retention (a crash between its files) or lost; the "
+                "log starts at %s",
+                self.log.directory,
+                ", ".join(orphans[base]),
+                "none" if first is None else segment_file("", first.base_offset, ".log"),
+                "its end" if first is None else first.base_offset,
+            )
+
+    def _refuse_unreadable(self, names: list[str]) -> None:
+        """A writable open reads, rewrites or removes every file of the partition Kafka's
+        loader knows: one it cannot (a directory by its name, no read permission) is refused
+        before anything is written, naming it (an OSError halfway through recovery would leave
+        some segments recovered, and name no byte). One directory scan (its entries' types
+        need no ``stat``); read permission is asked only where it can be refused (not root)."""
+        known = set(names)
+        check_access = hasattr(os, "geteuid") and os.geteuid() != 0
+        with os.scandir(self.log.directory) as entries:
+            for entry in entries:
+                n = entry.name
+                if n not in known:
+                    continue
+                stem, _, suffix = n.partition(".")
+                if not (
+                    is_offset_prefix(stem)
+                    and suffix in ("log", "index", "timeindex", "txnindex", "snapshot")
+                ) and n not in ("leader-epoch-checkpoint", "partition.metadata"):
+                    continue
+                try:
+                    regular = entry.is_file()
+                except OSError:
+                    continue  # gone meanwhile
+                why = "not a regular file" if not regular else None
+                if regular and check_access and not os.access(entry.path, os.R_OK):
+                    why = "no read permission"
+                if why is not None:
+                    raise DamagedLogError(
+                        f"cannot read it ({why}): make it a readable file again, or move it "
+                        "out of the partition directory; nothing was changed",
+                        path=entry.path,
+                        position=0,
+                    )
+
     def _swap_plan(
         self, names: list[str], sizes: dict[str, int] | None
     ) -> tuple[list[str], set[str]]:
@@ -408,6 +480,20 @@ class LogLoader:
                 listed_size=None if sizes is None else sizes[n],
             )
             try:
+                # a .swap is a cleaner's (or split's) output, flushed whole before it was
+                # named so: one that is not whole, valid batches is damage, and completing it
+                # would put it in place of readable segments (Kafka's loader would)
+                problem = first_problem(seg)
+                if problem is not None:
+                    raise DamagedLogError(
+                        f"{problem.describe()}: a .swap file (a log cleaner's finished output, "
+                        "which a writable open puts in place of the segments it covers) that "
+                        "is not whole, valid batches; the swap is not completed and nothing "
+                        "is changed: move it out of the partition directory (the segments it "
+                        "would replace stay as they are)",
+                        path=problem.path,
+                        position=problem.position,
+                    )
                 end = seg.read_next_offset()
             finally:
                 seg.close_handlers()
@@ -537,6 +623,16 @@ class LogLoader:
         path = os.path.join(self.log.directory, "leader-epoch-checkpoint")
         try:
             self.leader_epochs = LeaderEpochCache.from_file(path)
+        except (IsADirectoryError, PermissionError) as e:
+            if self.log.writable:  # it could not be written again either
+                raise DamagedLogError(
+                    f"cannot read it ({e.strerror}): make it a readable file again, or move "
+                    "it out of the partition directory (a writable open then rebuilds it "
+                    "from the batches)",
+                    path=path,
+                    position=0,
+                ) from e
+            self.leader_epochs = LeaderEpochCache()  # as for one that cannot be parsed
         except KafkalogError as e:
             self.leader_epochs = LeaderEpochCache()
             if self.log.writable:

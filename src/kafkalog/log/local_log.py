@@ -17,6 +17,7 @@ state and the append paths; the loader (:mod:`kafkalog.log.loader`) fills one.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -33,6 +34,8 @@ from kafkalog.log.damage import (
     check_tail,
     fetched_offsets_problem,
     first_problem,
+    gap_between_segments,
+    shows_compaction,
     skip_damage,
 )
 from kafkalog.log.deletion import SegmentDeleter
@@ -173,6 +176,10 @@ class LocalLog:
         #: sealed segments' verified ends kept by a long-lived reader across opens (a read-only
         #: log's; None: every check made): see :mod:`kafkalog.log.segment_facts`
         self.facts: SegmentFacts | None = None
+        #: gaps between segments already said (each once per open), and whether the directory
+        #: shows compaction, which explains them (None: not looked at yet)
+        self._gaps_said: set[tuple[int, int]] = set()
+        self._compacted: bool | None = None
 
     # -- the segment set -------------------------------------------------------------------------
     def open_segment(
@@ -369,6 +376,7 @@ class LocalLog:
             known = facts.end(seg.log.path, stamps)
             if known is not None and known <= nxt:
                 seg.end_checked_for = nxt  # verified under these very files before
+                self.say_gap(seg, known, nxt)
                 return
         try:
             end = seg.read_next_offset()  # its walk checks the last batch against ``nxt``
@@ -383,10 +391,23 @@ class LocalLog:
                 seg.end_checked_for = nxt
                 if facts and stamps and stamps[0][2] == seg.size:
                     facts.keep(seg.log.path, stamps, end)
+                self.say_gap(seg, end, nxt)
             return
         if not past_damage:
             raise error
         logger.warning("kafkalog: %s; skipped, the caller asked to read past damage", error)
+
+    def say_gap(self, seg: LogSegment, end: int, nxt: int) -> None:
+        """Offsets [end, nxt) in no batch between ``seg`` and the segment based at ``nxt``:
+        said once per open with a WARNING unless the directory shows compaction (see
+        :func:`~kafkalog.log.damage.gap_between_segments`); the read goes on across it."""
+        if end >= nxt or (seg.base_offset, nxt) in self._gaps_said:
+            return
+        self._gaps_said.add((seg.base_offset, nxt))
+        if self._compacted is None:
+            self._compacted = shows_compaction(self.directory, self.config.compact)
+        if not self._compacted:
+            logger.warning("kafkalog: %s", gap_between_segments(seg.log.path, end, nxt))
 
     def fetch(
         self,
@@ -425,6 +446,11 @@ class LocalLog:
                 break
             found = seg.translate_offset(start)
             if found is None:
+                if nxt is not None and (seg.base_offset, nxt) not in self._gaps_said:
+                    # a fetch into a gap between segments: said, as every read says it (damage
+                    # there: the read of the segment's bytes names it)
+                    with contextlib.suppress(KafkalogError):
+                        self.say_gap(seg, seg.read_next_offset(), nxt)
                 continue  # past this segment's last batch: the next one holds it
             for lost in self.lost:
                 if seg.base_offset > start and lost.overlaps(start, seg.base_offset):
@@ -523,6 +549,7 @@ class LocalLog:
         for seg, next_base in segments:
             if seg.base_offset >= hi:
                 return
+            end = seg.base_offset  # past the last batch walked
             position = seg.scan_start(lo) if seg.base_offset <= lo else 0
             if position > seg.size:
                 position = 0  # an index entry past the end of its .log (damage too)
@@ -534,11 +561,14 @@ class LocalLog:
                 verify_crc=check_crcs,
                 next_base=next_base,
             ):
+                end = entry.last_offset + 1
                 if entry.last_offset < lo:
                     continue
                 if entry.base_offset >= hi:
                     return
                 yield entry
+            if next_base is not None and next_base < hi:
+                self.say_gap(seg, end, next_base)
 
     def records(
         self,

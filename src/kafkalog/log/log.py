@@ -1094,7 +1094,11 @@ class Log:
             raise ValueError(f"unsupported special timestamp {timestamp}")
         for seg in self.segments:
             if seg.largest_timestamp >= timestamp:
-                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+                # a largest timestamp its records do not reach (a .timeindex missing: the
+                # .log's mtime, as Kafka takes it): the answer is in a later segment, if any
         return None
 
     @_writes_pending_first

@@ -89,7 +89,10 @@ class LogDir:
             return dict(OffsetCheckpoint.read(path))
         except FileNotFoundError:
             return {}
-        except Exception:  # unreadable: treated as empty, as Kafka's LogManager does
+        except Exception as e:  # unreadable: treated as empty, as Kafka's LogManager does
+            from kafkalog.log.checkpoints import warn_unreadable_checkpoint
+
+            warn_unreadable_checkpoint(path, e, once=False)  # (and says so, as Kafka's)
             return {}
 
     def partitions(self) -> list[tuple[str, int]]:

@@ -8,14 +8,13 @@ of its last batch only (the last five are rebuilt by replaying the log after the
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafkalog import files
-from kafkalog.errors import CorruptRecordError
+from kafkalog.errors import CorruptRecordError, DamagedLogError
 from kafkalog.log.layout import SNAPSHOT_SUFFIX, is_offset_prefix, segment_file
 from kafkalog.records.crc import crc32c
 
@@ -103,8 +102,18 @@ def write_snapshot(
 
 def delete_snapshot(directory: str, offset: int) -> None:
     """Remove ``<offset>.snapshot`` if it is there."""
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(segment_file(directory, offset, SNAPSHOT_SUFFIX))
+    path = segment_file(directory, offset, SNAPSHOT_SUFFIX)
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except (IsADirectoryError, PermissionError) as e:  # (a directory by its name)
+        raise DamagedLogError(
+            f"cannot remove it ({e.strerror}), as a writable open removes a snapshot it cannot "
+            "use: move it out of the partition directory",
+            path=path,
+            position=0,
+        ) from e
 
 
 def snapshot_offsets(directory: str | os.PathLike[str]) -> list[int]:

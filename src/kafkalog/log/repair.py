@@ -27,7 +27,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import DamagedLogError, KafkalogError
 from kafkalog.log.config import TopicConfig
 from kafkalog.log.damage import Problem, first_problem
 from kafkalog.log.layout import (
@@ -119,7 +119,17 @@ def plan_repair(directory: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairRep
     bases = [base for base, _ in segment_logs(directory)]
     for k, base in enumerate(bases):
         upper = bases[k + 1] if k + 1 < len(bases) else None
-        seg = LogSegment(directory, base, TopicConfig(), writable=False, limits=limits)
+        try:
+            seg = LogSegment(directory, base, TopicConfig(), writable=False, limits=limits)
+        except (IsADirectoryError, PermissionError) as e:
+            path = os.path.join(directory, os.path.basename(e.filename or str(base)))
+            raise DamagedLogError(
+                f"cannot read it ({e.strerror}): repair quarantines bytes it can read; make "
+                "it a readable file again, or move it out of the partition directory (its "
+                "offsets are then a lost segment, which repair reports)",
+                path=path,
+                position=0,
+            ) from e
         seg.is_last = upper is None
         seg.next_base = upper
         try:
@@ -142,6 +152,8 @@ def _lost(directory: str, limits: Limits) -> list[LostRecords]:
         return []  # damage that stops the open: the segment plan reports it
     out = []
     for gone in lost:
+        if gone.unreadable:
+            continue  # a .log that cannot be opened: the segment plan refuses it
         stem = os.path.basename(gone.evidence).partition(".")[0]
         leftovers = sorted(
             os.path.join(directory, n)

@@ -21,7 +21,9 @@ waiting a whole second costs ~200 system calls. The reader never writes, renames
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import stat
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -46,7 +48,19 @@ from kafkalog.records import DEFAULT_LIMITS, Limits, LogReader, Record
 from kafkalog.records.reader import LogEntry
 
 _CHUNK = 1 << 20  # bytes read per pread when that many are there
+
+logger = logging.getLogger("kafkalog.log")
 _LIST_EVERY = 0.1  # seconds between directory listings while the log does not grow
+
+
+def _unreadable(path: str, base: int, why: str) -> DamagedLogError:
+    """A segment's ``.log`` that cannot be read, as a read of a :class:`Log` names it."""
+    return DamagedLogError(
+        f"records unreadable: offsets from {base} are in {os.path.basename(path)}, which "
+        f"cannot be read ({why}); make it a readable file again",
+        path=path,
+        position=0,
+    )
 
 
 class OffsetOutOfRangeError(KafkalogError):
@@ -83,6 +97,7 @@ class TailReader:
         """Offsets never seen because retention deleted them before this reader got there."""
         self._fd = -1
         self._base = -1  # the open segment's base offset (-1: none open yet)
+        self._compacted: bool | None = None  # whether the directory shows compaction
         self._pos = 0  # where the next unread batch of the open segment starts
         self._last_in_segment = -1  # the last offset read from the open segment
         self._want = _CHUNK  # bytes to read next time (more when a batch is larger)
@@ -124,10 +139,16 @@ class TailReader:
 
     def _open(self, base: int, position: int = 0) -> bool:
         """Switch to the segment at ``base``; False when its file is gone already."""
+        path = segment_file(self.directory, base, LOG_SUFFIX)
         try:
-            fd = os.open(segment_file(self.directory, base, LOG_SUFFIX), os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             return False
+        except PermissionError as e:
+            raise _unreadable(path, base, e.strerror or "no permission") from e
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)  # a directory by a segment's name: no bytes to read (as Log says it)
+            raise _unreadable(path, base, "not a regular file")
         self._close_fd()
         self._fd, self._base, self._pos = fd, base, position
         self._last_in_segment = base - 1  # offsets only grow within a segment
@@ -322,6 +343,7 @@ class TailReader:
                     self.skipped += base - self.position  # deleted before it was read
                 else:
                     self._check_not_lost(names, self.position, base)
+                    self._say_gap(self.position, base)
                 self.position = base
             if self._open(base):
                 self._listed = 0.0  # it may be empty too: look for the next one at once
@@ -340,6 +362,18 @@ class TailReader:
                 self._listed = 0.0  # as above: an empty one is crossed in the same poll
                 return True
         return False
+
+    def _say_gap(self, start: int, base: int) -> None:
+        """Offsets [start, base) in no batch between the open segment and the next: said
+        with a WARNING unless the directory shows compaction (as every reader of the log
+        says it, see :func:`~kafkalog.log.damage.gap_between_segments`)."""
+        from kafkalog.log.damage import gap_between_segments, shows_compaction
+
+        if self._compacted is None:
+            self._compacted = shows_compaction(self.directory)
+        if not self._compacted:
+            before = segment_file(self.directory, self._base, LOG_SUFFIX)
+            logger.warning("kafkalog: %s", gap_between_segments(before, start, base))
 
     def _check_not_lost(self, names: list[str], start: int, end: int) -> None:
         """Offsets [start, end) between the open segment and the next are a compaction gap,
