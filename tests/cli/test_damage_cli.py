@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from clirun import tree_snapshot
-from damage_kinds import DAMAGES, segments, written
+from damage_kinds import DAMAGES, OPEN_REFUSES, segments, written
 from kafkalog.cli.main import main
 
 
@@ -28,6 +28,15 @@ def _run(*args: str) -> tuple[int, str, str]:
         except SystemExit as e:  # argparse
             code = int(e.code or 0)
     return code, out.getvalue(), err.getvalue()
+
+
+#: kinds whose bytes no command can read, so repair (which quarantines bytes it reads) is not
+#: the next step: each reader names the file and says what to do with it instead
+NOT_REPAIRABLE = {"segment .log is a directory"}
+
+
+def _differs(p: Path, source: Path) -> bool:
+    return not p.is_file() or p.read_bytes() != (source / p.name).read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +52,7 @@ def test_every_command_on_damage(damage: str, source: Path, tmp_path: Path) -> N
     for extra in d.glob(".kafkalog*"):
         extra.unlink()
     mutate(d)
-    changed = [p for p in segments(d) if p.read_bytes() != (source / p.name).read_bytes()]
+    changed = [p for p in segments(d) if _differs(p, source)]
     seg = changed[0] if changed else segments(d)[-1]
     before = tree_snapshot(d)
     png = str(tmp_path / "t.png")
@@ -71,15 +80,25 @@ def test_every_command_on_damage(damage: str, source: Path, tmp_path: Path) -> N
         assert runs["cat"][0] == 0 and 298 <= records <= 300, damage
         return
     # damage: the readers of records say so; verify and dump find it
+    if damage in NOT_REPAIRABLE:  # named, with its own next step; repair refuses it too
+        assert runs["cat"][0] == 2 and str(d) in runs["cat"][2], damage
+        assert runs["verify"][0] == 1 and "PROBLEM" in runs["verify"][1], damage
+        assert runs["repair --dry-run"][0] == 2, (damage, runs["repair --dry-run"])
+        assert "kafkalog: error:" in runs["repair --dry-run"][2], damage
+        return
     assert runs["cat"][0] == 2 and "kafkalog repair" in runs["cat"][2], damage
-    assert runs["cat --skip-damaged"][0] == 1, damage
-    assert "skipped damaged bytes" in runs["cat --skip-damaged"][2], damage
+    if damage in OPEN_REFUSES:  # no read starts until it is moved out: repair says so
+        assert runs["cat --skip-damaged"][0] == 2, damage
+        assert "kafkalog repair" in runs["cat --skip-damaged"][2], damage
+    else:
+        assert runs["cat --skip-damaged"][0] == 1, damage
+        assert "skipped damaged bytes" in runs["cat --skip-damaged"][2], damage
     assert runs["verify"][0] == 1 and "PROBLEM" in runs["verify"][1], damage
     assert runs["verify --json"][0] == 1, damage
     if changed:  # a .log damaged (not one gone)
         assert runs["dump --deep-iteration"][0] != 0, damage
     planned = json.loads(runs["repair --dry-run"][1].splitlines()[0])
-    assert planned["segments"] or planned["lost"], damage  # repair would move it aside
+    assert planned["segments"] or planned["lost"] or planned["swaps"], damage  # moved aside
     problems = [line for line in runs["verify"][1].splitlines() if line.startswith("PROBLEM")]
     assert all("; next: " in line for line in problems), problems  # each names a next step
 
@@ -95,3 +114,26 @@ def test_verify_warns_of_offsets_in_no_segment(source: Path, tmp_path: Path) -> 
     code, out, _ = _run("verify", str(d))
     nxt = segments(d)[3]
     assert code == 0 and f"warning {nxt} at byte 0: offsets 100..149 (50 offsets)" in out, out
+
+
+def test_repair_moves_a_swap_that_is_no_batches_aside(source: Path, tmp_path: Path) -> None:
+    """A ``.swap`` that is not whole batches stops every open (completing it would replace
+    readable segments): verify names it as a problem, and repair moves it, whole, to the
+    quarantine; the segments it would have replaced stay byte for byte."""
+    d = tmp_path / "data" / source.name
+    shutil.copytree(source, d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    DAMAGES["a .swap that is no batches"][0](d)
+    (swap,) = d.glob("*.swap")
+    garbage = swap.read_bytes()
+    logs = {p.name: p.read_bytes() for p in segments(d)}
+    code, out, _ = _run("verify", str(d))
+    assert code == 1 and f"PROBLEM {swap}" in out and "kafkalog repair" in out, out
+    quarantine = tmp_path / "q"
+    code, out, err = _run("repair", "--quarantine", str(quarantine), str(d))
+    assert code == 0 and "repaired, log end offset 300" in out, out + err
+    assert not swap.exists() and (quarantine / swap.name).read_bytes() == garbage
+    assert {p.name: p.read_bytes() for p in segments(d)} == logs
+    code, out, _ = _run("cat", str(d))
+    assert code == 0 and sum(1 for line in out.splitlines() if line.startswith("{")) == 300

@@ -162,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kafkalog: error: {e}", file=sys.stderr)
         return 2
     except (IsADirectoryError, PermissionError) as e:
+        if e.filename is None:  # raised with its own words (dump given a directory)
+            print(f"kafkalog: error: {e}", file=sys.stderr)
+            return 2
         # a file of a log that cannot be read at all: named, at its first byte
         where = f"{e.filename} at byte 0: " if e.filename else ""
         print(f"kafkalog: error: {where}cannot read it ({e.strerror})", file=sys.stderr)

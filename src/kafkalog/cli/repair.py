@@ -63,6 +63,9 @@ def _print(report: Any, out: IO[str]) -> None:
         print(f"{report.directory}: {gone.what}", file=out)
         names = ", ".join(os.path.basename(p) for p in gone.leftovers)
         print(f"  {verb} the leftover index files to the quarantine: {names}", file=out)
+    for swap in report.swaps:
+        print(f"{swap['damage']}", file=out)
+        print(f"  {verb} it to the quarantine (its segments stay as they are)", file=out)
     for seg in report.segments:
         print(f"{seg.segment}: damage at byte {seg.damage_position}: {seg.damage}", file=out)
         print(

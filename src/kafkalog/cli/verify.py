@@ -107,6 +107,11 @@ def next_step(path: str | None, text: str) -> str:
     directory = os.path.dirname(path) or "."
     if "no partition here" in text:
         return "point kafkalog at a partition directory (topic-N) or a data directory"
+    if "a .swap file" in text:
+        return (
+            f"`kafkalog repair {directory}` (moves it to a quarantine folder; the segments it "
+            "would replace stay as they are)"
+        )
     if "cannot read it" in text:
         return f"make it readable (permissions, the disk), then `kafkalog verify {directory}`"
     if any(
@@ -321,6 +326,28 @@ _LEFTOVERS = {
 }
 
 
+def _verify_swap(directory: str, name: str, report: Report) -> None:
+    """A ``.swap`` that is not whole, valid batches: a writable open refuses to complete it
+    (it would replace readable segments), so it is a problem, not a leftover to ignore."""
+    from kafkalog.log.config import TopicConfig
+    from kafkalog.log.layout import SWAP_SUFFIX, offset_from_filename
+    from kafkalog.log.loader import swap_damage
+    from kafkalog.log.segment import LogSegment
+
+    seg = LogSegment(
+        directory, offset_from_filename(name), TopicConfig(), writable=False, suffix=SWAP_SUFFIX
+    )
+    try:
+        damage = swap_damage(seg)
+    except (KafkalogError, OSError) as e:  # unreadable: named as the other files are
+        report.problem(os.path.join(directory, name), 0, f"cannot read it: {e}")
+        return
+    finally:
+        seg.close_handlers()
+    if damage is not None:
+        report.problem(damage.path, damage.position, damage.reason)
+
+
 def _verify_names(directory: str, listing: list[tuple[str, bool]], report: Report) -> list[str]:
     """Check every name in a partition directory against what Kafka's LogLoader reads (spec
     §1.3, §7.9), and return the segment ``.log`` names, oldest first.
@@ -383,6 +410,8 @@ def _verify_names(directory: str, listing: list[tuple[str, bool]], report: Repor
         suffix = name.rpartition(".")[2] if "." in name else ""
         if suffix in _LEFTOVERS and not is_dir:
             report.warning(path, None, _LEFTOVERS[suffix])
+            if name.endswith(".log.swap"):
+                _verify_swap(directory, name, report)
         elif name.endswith(".checkpoint.part") and not is_dir:
             report.warning(path, None, "a KRaft snapshot being written (or left by a crash)")
         elif name.endswith(".tmp") and not is_dir:

@@ -480,20 +480,9 @@ class LogLoader:
                 listed_size=None if sizes is None else sizes[n],
             )
             try:
-                # a .swap is a cleaner's (or split's) output, flushed whole before it was
-                # named so: one that is not whole, valid batches is damage, and completing it
-                # would put it in place of readable segments (Kafka's loader would)
-                problem = first_problem(seg)
-                if problem is not None:
-                    raise DamagedLogError(
-                        f"{problem.describe()}: a .swap file (a log cleaner's finished output, "
-                        "which a writable open puts in place of the segments it covers) that "
-                        "is not whole, valid batches; the swap is not completed and nothing "
-                        "is changed: move it out of the partition directory (the segments it "
-                        "would replace stay as they are)",
-                        path=problem.path,
-                        position=problem.position,
-                    )
+                damage = swap_damage(seg)
+                if damage is not None:
+                    raise damage
                 end = seg.read_next_offset()
             finally:
                 seg.close_handlers()
@@ -694,3 +683,23 @@ def lost_segments(
             )
         )
     return out
+
+
+def swap_damage(seg: LogSegment) -> DamagedLogError | None:
+    """The damage of a ``.swap`` segment (opened with ``suffix=SWAP_SUFFIX``), or None.
+
+    A ``.swap`` is a cleaner's (or split's) output, flushed whole before it was named so: one
+    that is not whole, valid batches is damage, and completing it would put it in place of
+    readable segments (Kafka's loader would). A writable open refuses it; ``verify`` names it."""
+    problem = first_problem(seg)
+    if problem is None:
+        return None
+    return DamagedLogError(
+        f"{problem.describe()}: a .swap file (a log cleaner's finished output, which a writable "
+        "open puts in place of the segments it covers) that is not whole, valid batches; the "
+        "swap is not completed and nothing is changed: move it out of the partition directory "
+        "(`kafkalog repair DIR` moves it to a quarantine folder; the segments it would replace "
+        "stay as they are)",
+        path=problem.path,
+        position=problem.position,
+    )

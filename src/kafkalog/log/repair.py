@@ -100,10 +100,13 @@ class RepairReport:
     #: segments lost (their .log is missing, an index left): what is gone, and the index
     #: files moved to the quarantine (the readers then read past the loss)
     lost: list[LostRecords] = field(default_factory=list)
+    #: ``.swap`` files that are not whole, valid batches (a writable open refuses to complete
+    #: them): each path with its damage, moved whole to the quarantine
+    swaps: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def damaged(self) -> bool:
-        return bool(self.segments) or bool(self.lost)
+        return bool(self.segments) or bool(self.lost) or bool(self.swaps)
 
     def to_json(self) -> dict[str, object]:
         out = asdict(self)
@@ -116,6 +119,7 @@ def plan_repair(directory: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairRep
     """What :func:`repair` would do to the partition in ``directory``, reading only."""
     report = RepairReport(os.path.abspath(directory), dry_run=True)
     report.lost = _lost(directory, limits)
+    report.swaps = _damaged_swaps(directory, limits)
     bases = [base for base, _ in segment_logs(directory)]
     for k, base in enumerate(bases):
         upper = bases[k + 1] if k + 1 < len(bases) else None
@@ -139,6 +143,34 @@ def plan_repair(directory: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairRep
         finally:
             seg.close_handlers()
     return report
+
+
+def _damaged_swaps(directory: str, limits: Limits) -> list[dict[str, str]]:
+    """The ``.log.swap`` files a writable open would refuse (see
+    :func:`~kafkalog.log.loader.swap_damage`): the segments they would replace are readable and
+    stay; the swap itself is moved aside."""
+    from kafkalog.log.layout import SWAP_SUFFIX, offset_from_filename
+    from kafkalog.log.loader import swap_damage
+
+    out = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".log" + SWAP_SUFFIX):
+            continue
+        seg = LogSegment(
+            directory,
+            offset_from_filename(name),
+            TopicConfig(),
+            writable=False,
+            suffix=SWAP_SUFFIX,
+            limits=limits,
+        )
+        try:
+            damage = swap_damage(seg)
+        finally:
+            seg.close_handlers()
+        if damage is not None:
+            out.append({"path": os.path.join(directory, name), "damage": str(damage)})
+    return out
 
 
 def _lost(directory: str, limits: Limits) -> list[LostRecords]:
@@ -250,6 +282,15 @@ def repair(
         report.quarantine = target
         for seg in report.segments:
             _quarantine_and_rewrite(directory, seg, target, report)
+        for swap in report.swaps:
+            _write_manifest(target, report)
+            shutil.move(swap["path"], os.path.join(target, os.path.basename(swap["path"])))
+            logger.warning(
+                "repair: %s moved to %s (not whole batches; the segments it would have "
+                "replaced stay as they are)",
+                swap["path"],
+                target,
+            )
         for gone in report.lost:
             _write_manifest(target, report)
             for path in gone.leftovers:
