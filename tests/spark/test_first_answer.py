@@ -310,3 +310,65 @@ def test_a_stream_goes_on_when_its_planner_is_replaced(spark: Any, tmp_path: Pat
         assert sorted(r.offset for r in rows) == list(range(150))
     finally:
         query.stop()
+
+
+#: an interpreter for the JVM's planner whose first planner answers the first question, then
+#: ends when asked the second (what a planner killed under load looks like to the JVM: up when
+#: it checked, gone before the answer); every later planner is the real one
+_ENDS_WHEN_ASKED_TWICE = """
+import os, subprocess, sys
+real, seen = {real!r}, {seen!r}
+first = not os.path.exists(seen)
+with open(seen, "a") as f:
+    f.write(f"started {{os.getpid()}}\\n")
+if not first:
+    os.execv(real, [real, *sys.argv[1:]])
+planner = subprocess.Popen([real, *sys.argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+assert planner.stdin is not None and planner.stdout is not None
+planner.stdin.write(sys.stdin.buffer.readline())
+planner.stdin.flush()
+sys.stdout.buffer.write(planner.stdout.readline())
+sys.stdout.buffer.flush()
+asked = sys.stdin.buffer.readline()
+with open(seen, "a") as f:
+    f.write(f"ended-asked {{os.getpid()}} {{bool(asked)}}\\n")
+planner.kill()
+os._exit(1)
+"""
+
+
+def test_a_planner_that_ends_while_asked_is_replaced(spark: Any, tmp_path: Path) -> None:
+    """A planner the JVM started that had answered and then ends while asked (killed, or gone
+    before the JVM saw it exit: a window a loaded machine opens, where the stream above once
+    failed with "ended; is kafkalog installed") is replaced and the question asked again; only
+    one that ends before its first answer is said to be unable to start."""
+    from kafkalog.log import Log
+    from kafkalog.records.model import Record
+    from kafkalog.spark import jvm_path
+
+    d = tmp_path / "data" / "events-0"
+    with Log(d, writable=True) as log:
+        log.append_records([Record(-1, 1_700_000_000_000, None, b"a%d" % i) for i in range(30)])
+    seen = tmp_path / "planners"
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        f"#!{sys.executable}\n" + _ENDS_WHEN_ASKED_TWICE.format(real=sys.executable, seen=str(seen))
+    )
+    wrapper.chmod(0o755)
+    before = {k: spark.conf.get(k, None) for k in (jvm_path.PYTHON_CONF, jvm_path.PLANNER_CONF)}
+    spark.conf.set(jvm_path.PYTHON_CONF, str(wrapper))
+    spark.conf.set(jvm_path.PLANNER_CONF, "")  # no register() planner: the JVM starts its own
+    try:
+        rows = spark.read.format("kafkalog").option("path", str(d.parent)).load().collect()
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    assert sorted(r.offset for r in rows) == list(range(30))
+    events = [line.split()[0] for line in seen.read_text().splitlines()]
+    # the first planner was asked a second question and ended without answering it; the JVM
+    # started a second one, which answered the rest
+    assert events[:3] == ["started", "ended-asked", "started"], events
+    assert "True" in seen.read_text().splitlines()[1]

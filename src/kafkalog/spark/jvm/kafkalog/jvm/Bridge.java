@@ -38,6 +38,8 @@ final class Bridge {
   private final BufferedWriter in;
   private final BufferedReader out;
   private final String python;
+  /** this planner answered a question: if it ends now it was up and went away (replace it) */
+  private boolean answered;
 
   private Bridge(String python, String pythonPath) throws IOException {
     this.python = python;
@@ -120,8 +122,19 @@ final class Bridge {
   }
 
   /**
-   * One question; with {@code retry}, a planner started at register() found gone (between
-   * questions: its connection closed) is asked again through a new one.
+   * Whether a planner that ended (or whose line broke) while asked is replaced and the question
+   * asked again: one register() started, or one that had answered before (it was up, then went
+   * away: killed, OOM, or killed while the JVM had not yet seen it exit, which under load is a
+   * window). A planner this JVM started that ends before its first answer is one that cannot
+   * start (kafkalog not importable by that interpreter): said, not retried.
+   */
+  private boolean replaceable() {
+    return process == null || answered;
+  }
+
+  /**
+   * One question; with {@code retry}, a planner found gone while asked ({@link #replaceable})
+   * is replaced and asked again, once.
    */
   private static JsonNode ask(ObjectNode request, boolean retry) {
     String[] py = pythonOf();
@@ -136,14 +149,15 @@ final class Bridge {
       current.in.flush();
       String line = current.out.readLine();
       if (line == null) {
-        boolean started = current.process == null;
+        boolean replace = current.replaceable();
         current.close();
         current = null;
-        if (started && retry) return ask(request, false);
+        if (replace && retry) return ask(request, false);
         throw new IllegalStateException(
             "kafkalog: the planner process (" + py[0] + " -m kafkalog.spark.jvm_bridge) ended; "
                 + "is kafkalog installed for that interpreter? (conf " + PYTHON_CONF + ")");
       }
+      current.answered = true;
       JsonNode answer = JSON.readTree(line);
       say(answer);
       if (answer.has("error")) {
@@ -154,10 +168,10 @@ final class Bridge {
       }
       return answer;
     } catch (IOException e) {
-      boolean started = current != null && current.process == null;
+      boolean replace = current != null && current.replaceable();
       if (current != null) current.close();
       current = null;
-      if (started && retry) return ask(request, false);
+      if (replace && retry) return ask(request, false);
       throw new IllegalStateException(
           "kafkalog: cannot start or talk to the planner process (" + py[0] + " -m kafkalog.spark.jvm_bridge): "
               + e.getMessage() + "; is kafkalog installed for that interpreter? (conf " + PYTHON_CONF + ")",
