@@ -12,16 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as RdTopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from test_serve_crc import CLIENTS
-from test_serve_offline import KAFKA_STORAGE_ERROR, _fetch
+from test_serve_offline import KAFKA_STORAGE_ERROR, _fetch, healthy_serves
 
 from damage_kinds import FILE_DAMAGES, written
-from kafka_clients import config, consumer_settings, rdkafka
+from kafka_clients import config
 from kafkalog.records import LogReader
 from kafkalog.server import ServerThread
 
@@ -31,19 +29,15 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return written(tmp_path_factory.mktemp("bad-files"))  # topic "written", offsets 0..299
 
 
-def _healthy_serves(server: ServerThread) -> None:
-    producer = Producer(rdkafka(server.bootstrap))
-    producer.produce("healthy", b"fine")
-    assert producer.flush(10) == 0
-    consumer = Consumer(consumer_settings(server.bootstrap, "unused"))
-    consumer.assign([RdTopicPartition("healthy", 0, 0)])
-    got = None
-    for _ in range(100):
-        got = consumer.poll(0.1)
-        if got is not None and not got.error():
-            break
-    consumer.close()
-    assert got is not None and got.value() == b"fine"
+def _damaged_copy(source: Path, tmp_path: Path, damage: str) -> tuple[Path, Path, Path]:
+    """A data directory holding a copy of ``source`` with ``damage`` done (kafkalog's own
+    files removed): the data directory, the partition and the file the damage hit."""
+    data = tmp_path / "data"
+    d = data / source.name
+    shutil.copytree(source, d)
+    for extra in d.glob(".kafkalog*"):
+        extra.unlink()
+    return data, d, FILE_DAMAGES[damage](d)
 
 
 def _offsets(records: bytes | None) -> list[int]:
@@ -55,19 +49,14 @@ def _offsets(records: bytes | None) -> list[int]:
 def test_an_unreadable_segment_makes_its_partition_offline_not_the_server(
     damage: str, clean: bool, source: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    data = tmp_path / "data"
-    d = data / source.name
-    shutil.copytree(source, d)
-    for extra in d.glob(".kafkalog*"):
-        extra.unlink()
-    victim = FILE_DAMAGES[damage](d)
+    data, _, victim = _damaged_copy(source, tmp_path, damage)
     if clean:
         (data / ".kafka_cleanshutdown").write_text("")
     caplog.set_level(logging.ERROR, logger="kafkalog.server")
     with ServerThread(str(data), config()) as server:
         assert _fetch(server, "written", 0).error_code == KAFKA_STORAGE_ERROR
         assert _fetch(server, "written", 200).error_code == KAFKA_STORAGE_ERROR
-        _healthy_serves(server)
+        healthy_serves(server)
     said = [r.getMessage() for r in caplog.records]
     assert any(victim.name in m and "byte 0" in m for m in said), said
 
@@ -76,12 +65,7 @@ def test_an_unreadable_segment_makes_its_partition_offline_not_the_server(
 def test_a_gap_between_segments_is_read_across_with_a_warning(
     damage: str, source: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    data = tmp_path / "data"
-    d = data / source.name
-    shutil.copytree(source, d)
-    for extra in d.glob(".kafkalog*"):
-        extra.unlink()
-    victim = FILE_DAMAGES[damage](d)
+    data, d, victim = _damaged_copy(source, tmp_path, damage)
     after = min(int(p.name[:20]) for p in d.glob("*.log") if p.name > victim.name)
     lost = range(int(victim.name[:20]), after)  # the written log's batches hold one record
     (data / ".kafka_cleanshutdown").write_text("")
@@ -104,6 +88,6 @@ def test_a_gap_between_segments_is_read_across_with_a_warning(
             got, error = client(server.bootstrap, "written")
             assert error is None, (client_name, error)
             assert got == [(o, b"value %05d" % o) for o in expected], client_name
-        _healthy_serves(server)
+        healthy_serves(server)
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(f"offsets {lost[0]}..{after - 1} ({len(lost)})" in m for m in said), said

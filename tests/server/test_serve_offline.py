@@ -165,18 +165,24 @@ def test_a_partition_that_cannot_open_is_offline_and_the_rest_serve(
         assert _fetch(server, "written", 0).error_code == KAFKA_STORAGE_ERROR  # stays offline
         refused = produce(server, "written", encode_batch([Record.of(b"more")]))
         assert refused.error_code == KAFKA_STORAGE_ERROR  # nothing appended to it either
-        producer = Producer(rdkafka(server.bootstrap))
-        producer.produce("healthy", b"fine")
-        assert producer.flush(10) == 0
-        consumer = Consumer(consumer_settings(server.bootstrap, "unused"))
-        consumer.assign([RdTopicPartition("healthy", 0, 0)])
-        got = None
-        for _ in range(100):
-            got = consumer.poll(0.1)
-            if got is not None and not got.error():
-                break
-        consumer.close()
-        assert got is not None and got.value() == b"fine"
+        healthy_serves(server)
+
+
+def healthy_serves(server: ServerThread) -> None:
+    """The topic ``healthy`` takes a record from confluent-kafka and gives it back: the server
+    serves on beside an offline partition."""
+    producer = Producer(rdkafka(server.bootstrap))
+    producer.produce("healthy", b"fine")
+    assert producer.flush(10) == 0
+    consumer = Consumer(consumer_settings(server.bootstrap, "unused"))
+    consumer.assign([RdTopicPartition("healthy", 0, 0)])
+    got = None
+    for _ in range(100):
+        got = consumer.poll(0.1)
+        if got is not None and not got.error():
+            break
+    consumer.close()
+    assert got is not None and got.value() == b"fine"
 
 
 def _commit(server: ServerThread, group: str, offset: int) -> None:
