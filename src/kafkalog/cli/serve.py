@@ -184,11 +184,7 @@ def run(args: argparse.Namespace) -> int:
                 "serve, or a Kafka broker?); stop it, or choose another port with "
                 f"--listen {host}:PORT",
             ) from None
-        print(
-            f"kafkalog: serving {args.data} on {server.bootstrap} ({config.security_protocol})",
-            file=sys.stderr,
-            flush=True,
-        )
+        # the server's own INFO line says where it serves (one line, not two)
         done = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

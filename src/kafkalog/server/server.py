@@ -270,7 +270,12 @@ class KafkaServer:
             asyncio.get_running_loop().create_task(run_duty(lambda: self.broker, duty))
             for duty in duties(self.config)
         ]
-        log.info("kafkalog serving %s on %s", self.data_dir, self.bootstrap)
+        log.info(
+            "kafkalog serving %s on %s (%s)",
+            self.data_dir,
+            self.bootstrap,
+            self.config.security_protocol,
+        )
 
     async def _expire_transactions(self) -> None:
         """transaction.abort.timed.out.transaction.cleanup.interval.ms, at 1 s."""
