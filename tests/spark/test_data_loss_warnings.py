@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_stream import _run_available_now
 
 from kafkalog.log import Log, TopicConfig
 from kafkalog.records import Record
@@ -217,23 +218,17 @@ def test_a_gap_between_segments_is_read_across_and_said(
         assert sorted(r.offset for r in rows) == expected, name
     said = _warnings(log_file)
     assert any(f"offsets {victim.name[:20].lstrip('0')}..{after - 1}" in s for s in said), said
-    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    query = (
-        spark.readStream.format("kafkalog")
-        .option("path", str(tmp_path / "data"))
-        .option("subscribe", "t")
-        .option("startingOffsets", "earliest")
-        .option("failOnDataLoss", fail_on_data_loss)
-        .load()
-        .selectExpr("offset")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
+    out = tmp_path / "out"
+    _run_available_now(
+        spark,
+        tmp_path / "data",
+        out,
+        tmp_path / "checkpoint",
+        ("offset",),
+        subscribe="t",
+        startingOffsets="earliest",
+        failOnDataLoss=fail_on_data_loss,
     )
-    query.awaitTermination(120)
-    assert query.exception() is None, query.exception()
     streamed = spark.read.parquet(str(out)).collect()
     assert sorted(r.offset for r in streamed) == expected
 
