@@ -129,6 +129,21 @@ class DamagedLogError(CorruptRecordError):
         )
 
 
+def unreadable_file(
+    path: str, why: str | None, *, first: str = "", then: str = ""
+) -> DamagedLogError:
+    """A file of a log that cannot be read at all (a directory by its name, no permission),
+    named at its first byte with what to do: an OSError naming no byte would reach every reader
+    as a crash. ``first`` and ``then`` are what the caller adds before and after the remedy
+    (what repair does; what rebuilds the file once it is moved out)."""
+    return DamagedLogError(
+        f"cannot read it ({why}): {first}make it a readable file again, or move it out of the "
+        f"partition directory{then}",
+        path=path,
+        position=0,
+    )
+
+
 class IncompleteTailError(_PositionedError):
     """The last entry of a file is cut off (a crash mid-write, or a live segment being written).
 

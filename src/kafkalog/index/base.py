@@ -44,6 +44,9 @@ from kafkalog.errors import (
 )
 from kafkalog.index import _search
 
+#: what rebuilds an index file once an unreadable one is moved out (said by every index kind)
+REBUILT_FROM_THE_LOG = " (`kafkalog rebuild-index` then writes it from the .log)"
+
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 _SORTED_BATCH = 64  # from this many targets on, sorting them first pays off
 INT32_MAX = 2**31 - 1

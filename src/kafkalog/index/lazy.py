@@ -12,8 +12,8 @@ import os
 import threading
 from typing import Generic, TypeVar
 
-from kafkalog.errors import DamagedLogError
-from kafkalog.index.base import DEFAULT_MAX_INDEX_SIZE, MappedIndex
+from kafkalog.errors import unreadable_file
+from kafkalog.index.base import DEFAULT_MAX_INDEX_SIZE, REBUILT_FROM_THE_LOG, MappedIndex
 
 T = TypeVar("T", bound=MappedIndex)
 
@@ -60,12 +60,8 @@ class LazyIndex(Generic[T]):
                         )
                     except (IsADirectoryError, PermissionError) as e:
                         # an OSError naming no byte would reach every reader as a crash
-                        raise DamagedLogError(
-                            f"cannot read it ({e.strerror}): make it a readable file again, "
-                            "or move it out of the partition directory (`kafkalog "
-                            "rebuild-index` then writes it from the .log)",
-                            path=os.fspath(self._path),
-                            position=0,
+                        raise unreadable_file(
+                            os.fspath(self._path), e.strerror, then=REBUILT_FROM_THE_LOG
                         ) from e
                     self.loaded = index
         return index

@@ -47,11 +47,12 @@ from kafkalog import files
 from kafkalog.errors import (
     ClosedError,
     CorruptIndexError,
-    DamagedLogError,
     InvalidOffsetError,
     InvalidRecordError,
     ReadOnlyError,
+    unreadable_file,
 )
+from kafkalog.index.base import REBUILT_FROM_THE_LOG
 
 __all__ = ["AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
 
@@ -268,13 +269,7 @@ class TransactionIndex:
                 handle = files.open_read(path)
                 break
             except (IsADirectoryError, PermissionError) as e:
-                raise DamagedLogError(
-                    f"cannot read it ({e.strerror}): make it a readable file again, or move it "
-                    "out of the partition directory (`kafkalog rebuild-index` then writes it "
-                    "from the .log)",
-                    path=os.fspath(path),
-                    position=0,
-                ) from e
+                raise unreadable_file(os.fspath(path), e.strerror, then=REBUILT_FROM_THE_LOG) from e
             except FileNotFoundError:
                 self._check_open()  # gone because the segment was deleted meanwhile: not "empty"
                 with self._renaming:  # a rename in progress has finished

@@ -16,7 +16,13 @@ import os
 from typing import TYPE_CHECKING
 
 from kafkalog import files
-from kafkalog.errors import CorruptIndexError, CorruptRecordError, DamagedLogError, KafkalogError
+from kafkalog.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    DamagedLogError,
+    KafkalogError,
+    unreadable_file,
+)
 from kafkalog.log.damage import (
     LostSegment,
     Problem,
@@ -439,12 +445,7 @@ class LogLoader:
                 if regular and check_access and not os.access(entry.path, os.R_OK):
                     why = "no read permission"
                 if why is not None:
-                    raise DamagedLogError(
-                        f"cannot read it ({why}): make it a readable file again, or move it "
-                        "out of the partition directory; nothing was changed",
-                        path=entry.path,
-                        position=0,
-                    )
+                    raise unreadable_file(entry.path, why, then="; nothing was changed")
 
     def _swap_plan(
         self, names: list[str], sizes: dict[str, int] | None
@@ -614,12 +615,8 @@ class LogLoader:
             self.leader_epochs = LeaderEpochCache.from_file(path)
         except (IsADirectoryError, PermissionError) as e:
             if self.log.writable:  # it could not be written again either
-                raise DamagedLogError(
-                    f"cannot read it ({e.strerror}): make it a readable file again, or move "
-                    "it out of the partition directory (a writable open then rebuilds it "
-                    "from the batches)",
-                    path=path,
-                    position=0,
+                raise unreadable_file(
+                    path, e.strerror, then=" (a writable open then rebuilds it from the batches)"
                 ) from e
             self.leader_epochs = LeaderEpochCache()  # as for one that cannot be parsed
         except KafkalogError as e:

@@ -27,7 +27,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 
-from kafkalog.errors import DamagedLogError, KafkalogError
+from kafkalog.errors import KafkalogError, unreadable_file
 from kafkalog.log.config import TopicConfig
 from kafkalog.log.damage import Problem, first_problem
 from kafkalog.log.layout import (
@@ -127,12 +127,11 @@ def plan_repair(directory: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairRep
             seg = LogSegment(directory, base, TopicConfig(), writable=False, limits=limits)
         except (IsADirectoryError, PermissionError) as e:
             path = os.path.join(directory, os.path.basename(e.filename or str(base)))
-            raise DamagedLogError(
-                f"cannot read it ({e.strerror}): repair quarantines bytes it can read; make "
-                "it a readable file again, or move it out of the partition directory (its "
-                "offsets are then a lost segment, which repair reports)",
-                path=path,
-                position=0,
+            raise unreadable_file(
+                path,
+                e.strerror,
+                first="repair quarantines bytes it can read; ",
+                then=" (its offsets are then a lost segment, which repair reports)",
             ) from e
         seg.is_last = upper is None
         seg.next_base = upper
