@@ -329,21 +329,13 @@ _LEFTOVERS = {
 def _verify_swap(directory: str, name: str, report: Report) -> None:
     """A ``.swap`` that is not whole, valid batches: a writable open refuses to complete it
     (it would replace readable segments), so it is a problem, not a leftover to ignore."""
-    from kafkalog.log.config import TopicConfig
-    from kafkalog.log.layout import SWAP_SUFFIX, offset_from_filename
-    from kafkalog.log.loader import swap_damage
-    from kafkalog.log.segment import LogSegment
+    from kafkalog.log.loader import swap_file_damage
 
-    seg = LogSegment(
-        directory, offset_from_filename(name), TopicConfig(), writable=False, suffix=SWAP_SUFFIX
-    )
     try:
-        damage = swap_damage(seg)
+        damage = swap_file_damage(directory, name)
     except (KafkalogError, OSError) as e:  # unreadable: named as the other files are
         report.problem(os.path.join(directory, name), 0, f"cannot read it: {e}")
         return
-    finally:
-        seg.close_handlers()
     if damage is not None:
         report.problem(damage.path, damage.position, damage.reason)
 

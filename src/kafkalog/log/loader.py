@@ -23,6 +23,7 @@ from kafkalog.errors import (
     KafkalogError,
     unreadable_file,
 )
+from kafkalog.log.config import TopicConfig
 from kafkalog.log.damage import (
     LostSegment,
     Problem,
@@ -48,6 +49,7 @@ from kafkalog.log.local_log import LocalLog
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.segment import LogSegment
 from kafkalog.records import RecordBatch
+from kafkalog.records.types import DEFAULT_LIMITS, Limits
 
 #: partition directories that are not the live partition (a deleted topic's, a move's)
 _NOT_LIVE = ("-delete", "-future", "-stray")
@@ -700,3 +702,22 @@ def swap_damage(seg: LogSegment) -> DamagedLogError | None:
         path=problem.path,
         position=problem.position,
     )
+
+
+def swap_file_damage(
+    directory: str, name: str, limits: Limits = DEFAULT_LIMITS
+) -> DamagedLogError | None:
+    """:func:`swap_damage` of the ``.log.swap`` file ``name`` in ``directory``, read only and
+    closed again: what ``verify`` reports and ``repair`` moves aside."""
+    seg = LogSegment(
+        directory,
+        offset_from_filename(name),
+        TopicConfig(),
+        writable=False,
+        suffix=SWAP_SUFFIX,
+        limits=limits,
+    )
+    try:
+        return swap_damage(seg)
+    finally:
+        seg.close_handlers()

@@ -148,25 +148,14 @@ def _damaged_swaps(directory: str, limits: Limits) -> list[dict[str, str]]:
     """The ``.log.swap`` files a writable open would refuse (see
     :func:`~kafkalog.log.loader.swap_damage`): the segments they would replace are readable and
     stay; the swap itself is moved aside."""
-    from kafkalog.log.layout import SWAP_SUFFIX, offset_from_filename
-    from kafkalog.log.loader import swap_damage
+    from kafkalog.log.layout import SWAP_SUFFIX
+    from kafkalog.log.loader import swap_file_damage
 
     out = []
     for name in sorted(os.listdir(directory)):
         if not name.endswith(".log" + SWAP_SUFFIX):
             continue
-        seg = LogSegment(
-            directory,
-            offset_from_filename(name),
-            TopicConfig(),
-            writable=False,
-            suffix=SWAP_SUFFIX,
-            limits=limits,
-        )
-        try:
-            damage = swap_damage(seg)
-        finally:
-            seg.close_handlers()
+        damage = swap_file_damage(directory, name, limits)
         if damage is not None:
             out.append({"path": os.path.join(directory, name), "damage": str(damage)})
     return out
