@@ -143,13 +143,12 @@ def missing_path_hint(path: str | os.PathLike[str]) -> str:
     parent, base = os.path.split(os.path.normpath(os.path.abspath(path)))
     try:
         names = sorted(os.listdir(parent))
+        mine = sorted(p for topic, p in partitions_in(parent) if topic == base)
     except OSError:
         return ""
     shown = os.path.dirname(os.path.normpath(os.fspath(path))) or "."
-    mine = [n for n in names if n.rpartition("-")[0] == base and n.rpartition("-")[2].isdigit()]
     if mine:
-        mine.sort(key=lambda n: int(n.rpartition("-")[2]))
-        listed = ", ".join(os.path.join(shown, n) for n in mine[:3])
+        listed = ", ".join(os.path.join(shown, partition_dir_name(base, p)) for p in mine[:3])
         more = f" and {len(mine) - 3} more" if len(mine) > 3 else ""
         return (
             f"; {base} is a topic: its partitions are the directories {listed}{more}, "
