@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import ctypes
 import faulthandler
+import functools
 import gc
 import os
 import resource
@@ -211,36 +212,60 @@ OVERLONG_VARINTS = [
 ]
 
 
+# The operators draw from strategies built once (and, where they depend on an argument, once per
+# argument): building a strategy per draw cost hypothesis more than the decoders took. The draws
+# (and so every example, in the same order) are unchanged: a strategy draws the same choices
+# whichever equal object it is, and a ``map`` draws none.
+
+
+@functools.cache
+def _ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
+@functools.cache
+def _sampled(values: tuple[Any, ...]) -> st.SearchStrategy[Any]:
+    return st.sampled_from(values)
+
+
+class _Delta(int):
+    """A drawn offset from the current value (the ``map`` tags it; the operator adds it)."""
+
+
+#: an interesting value, the current value +-64, or any int64 or uint64
+_VALUE = st.one_of(
+    st.sampled_from(INTERESTING),
+    st.integers(-64, 64).map(_Delta),
+    st.integers(-(2**63), 2**64),
+)
+
+
 def _pos(draw: Any, buf: bytearray, lo: int = 0) -> int:
-    return draw(st.integers(lo, max(lo, len(buf) - 1)))
+    return draw(_ints(lo, max(lo, len(buf) - 1)))
 
 
 def _value(draw: Any, current: int) -> int:
-    return draw(
-        st.one_of(
-            st.sampled_from(INTERESTING),
-            st.integers(-64, 64).map(lambda d: current + d),
-            st.integers(-(2**63), 2**64),
-        )
-    )
+    v = draw(_VALUE)
+    return current + int(v) if isinstance(v, _Delta) else int(v)
 
 
 def op_flip(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0) -> None:
     if len(buf) > lo:
-        buf[_pos(draw, buf, lo)] ^= 1 << draw(st.integers(0, 7))
+        buf[_pos(draw, buf, lo)] ^= 1 << draw(_ints(0, 7))
+
+
+_BYTE = st.one_of(st.sampled_from(INTERESTING_BYTES), st.integers(0, 255))
 
 
 def op_set(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0) -> None:
     if len(buf) > lo:
-        buf[_pos(draw, buf, lo)] = draw(
-            st.one_of(st.sampled_from(INTERESTING_BYTES), st.integers(0, 255))
-        )
+        buf[_pos(draw, buf, lo)] = draw(_BYTE)
 
 
 def op_field(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0) -> None:
-    e = draw(st.sampled_from(entries))
+    e = draw(_sampled(entries))
     fields = V2_FIELDS if e.magic >= 2 else LEGACY_FIELDS
-    name = draw(st.sampled_from(sorted(k for k, (off, _w) in fields.items() if off >= lo)))
+    name = draw(_sampled(tuple(sorted(k for k, (off, _w) in fields.items() if off >= lo))))
     off, width = fields[name]
     at = e.pos + off
     current = int.from_bytes(buf[at : at + width], "big", signed=True)
@@ -248,20 +273,16 @@ def op_field(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0)
 
 
 def op_varint(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0) -> None:
-    candidates = [e for e in entries if e.varints]
+    candidates = tuple(e for e in entries if e.varints)
     if not candidates:
         return op_set(draw, buf, entries, lo)
-    e = draw(st.sampled_from(candidates))
-    off, n = draw(st.sampled_from(e.varints))
+    e = draw(_sampled(candidates))
+    off, n = draw(_sampled(tuple(e.varints)))
     at = e.pos + off
     current = int.from_bytes(buf[at : at + 1], "big")
-    replacement = draw(
-        st.one_of(
-            st.sampled_from(OVERLONG_VARINTS),
-            st.sampled_from(INTERESTING).map(zigzag_varint_any),
-            st.integers(-64, 64).map(lambda d: zigzag_varint_any(current // 2 + d)),
-        )
-    )
+    replacement = draw(_VARINT)
+    if isinstance(replacement, _Delta):
+        replacement = zigzag_varint_any(current // 2 + int(replacement))
     buf[at : at + n] = replacement
 
 
@@ -269,32 +290,43 @@ def zigzag_varint_any(v: int) -> bytes:
     return zigzag_varint(v, long=not -(2**31) <= v < 2**31)
 
 
+#: an overlong varint, an interesting value's, or the current value's (halved) +-64
+_VARINT = st.one_of(
+    st.sampled_from(OVERLONG_VARINTS),
+    st.sampled_from(INTERESTING).map(zigzag_varint_any),
+    st.integers(-64, 64).map(_Delta),
+)
+
+
 def op_truncate(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0) -> None:
-    del buf[draw(st.integers(lo, len(buf))) :]
+    del buf[draw(_ints(lo, len(buf))) :]
+
+
+_INSERT = st.binary(min_size=1, max_size=16)
 
 
 def op_insert(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0) -> None:
-    at = draw(st.integers(lo, max(lo, len(buf))))
-    buf[at:at] = draw(st.binary(min_size=1, max_size=16))
+    at = draw(_ints(lo, max(lo, len(buf))))
+    buf[at:at] = draw(_INSERT)
 
 
 def op_delete(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0) -> None:
     if len(buf) > lo:
         at = _pos(draw, buf, lo)
-        del buf[at : at + draw(st.integers(1, 32))]
+        del buf[at : at + draw(_ints(1, 32))]
 
 
 def op_dup(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0) -> None:
     if len(buf) > lo:
         src = _pos(draw, buf, lo)
-        piece = buf[src : src + draw(st.integers(1, 80))]
-        at = draw(st.integers(lo, len(buf)))
+        piece = buf[src : src + draw(_ints(1, 80))]
+        at = draw(_ints(lo, len(buf)))
         buf[at:at] = piece
 
 
 def op_dup_entry(draw: Any, buf: bytearray, entries: tuple[Entry, ...], lo: int = 0) -> None:
-    e = draw(st.sampled_from(entries))
-    at = draw(st.sampled_from(sorted({x.pos for x in entries} | {len(buf)})))
+    e = draw(_sampled(entries))
+    at = draw(_sampled(tuple(sorted({x.pos for x in entries} | {len(buf)}))))
     buf[at:at] = buf[e.pos : e.end]
 
 
@@ -334,11 +366,16 @@ def inner_entries(raw: bytes) -> tuple[Entry, ...]:
     return tuple(out)
 
 
+_SEED = st.sampled_from(SEED_NAMES)
+_RAW_OPS = st.lists(st.sampled_from(RAW_OPS), min_size=1, max_size=4)
+_BODY_OPS = st.lists(st.sampled_from(BODY_OPS), min_size=1, max_size=3)
+
+
 @st.composite
 def raw_mutation(draw: Any) -> bytes:
-    seed = SEEDS[draw(st.sampled_from(SEED_NAMES))]
+    seed = SEEDS[draw(_SEED)]
     buf = bytearray(seed.data)
-    for op in draw(st.lists(st.sampled_from(RAW_OPS), min_size=1, max_size=4)):
+    for op in draw(_RAW_OPS):
         op(draw, buf, seed.entries)
     return bytes(buf)
 
@@ -351,11 +388,11 @@ def _alone(e: Entry) -> tuple[Entry, ...]:
 @st.composite
 def fixed_mutation(draw: Any) -> bytes:
     """Damage inside one entry, whose size and CRC are then recomputed."""
-    seed = SEEDS[draw(st.sampled_from(SEED_NAMES))]
-    e = draw(st.sampled_from(seed.entries))
+    seed = SEEDS[draw(_SEED)]
+    e = draw(_sampled(seed.entries))
     ent = bytearray(seed.data[e.pos : e.end])
     lo = 21 if e.magic >= 2 else 17  # keep offset, size, epoch/crc and magic
-    for op in draw(st.lists(st.sampled_from(BODY_OPS), min_size=1, max_size=3)):
+    for op in draw(_BODY_OPS):
         op(draw, ent, _alone(e), lo)
     fix_entry(ent, e.magic)
     return seed.data[: e.pos] + bytes(ent) + seed.data[e.end :]

@@ -14,10 +14,18 @@ RECORD (so the test knows the death was this one). Events:
 
 ``none`` runs serve without a kill point. The wrappers go around kafkalog's own functions by
 their public names; nothing else of serve changes.
+
+``python crash_serve.py --fork-server`` imports serve once and forks each serve run from that
+warm process (tests/server/crashing_serve.py restarts serve after every kill, and a fresh
+interpreter spent 1.3-3 s importing before it listened): it reads one JSON request a line on
+stdin (``{"argv": [POINT, RECORD, "--", ...], "log": PATH}``), answers ``S <pid>`` once the
+child is forked, and ``X <pid> <returncode>`` (negative: the signal) when a child ends. It is
+single-threaded, so a fork never copies a lock another thread holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -107,8 +115,8 @@ def small_internal_topics() -> None:
     )
 
 
-def main() -> int:
-    point, record, sep, *serve = sys.argv[1:]
+def main(argv: list[str] | None = None) -> int:
+    point, record, sep, *serve = sys.argv[1:] if argv is None else argv
     assert sep == "--", sys.argv
     small_internal_topics()
     if point != "none":
@@ -118,5 +126,68 @@ def main() -> int:
     return kafkalog(serve)
 
 
+def _child(request: dict[str, Any]) -> None:
+    """In the forked child: stdout and stderr to the run's log, run serve, exit with its code
+    (never returning into the fork server's loop)."""
+    code = 1
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(devnull)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        code = main(request["argv"])
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def fork_server() -> int:
+    import json
+    import select
+
+    import kafkalog.cli.main  # imported once, before any fork
+    import kafkalog.server  # noqa: F401
+    from kafkalog.server import broker, transactions  # noqa: F401
+
+    children: set[int] = set()
+    out = sys.stdout
+    pending = b""
+    open_input = True
+    while open_input or children:
+        ready, _, _ = select.select([0] if open_input else [], [], [], 0.01)
+        if ready:
+            chunk = os.read(0, 65536)
+            open_input = bool(chunk)
+            pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            pid = os.fork()
+            if pid == 0:
+                _child(json.loads(line))  # never returns
+            children.add(pid)
+            out.write(f"S {pid}\n")
+            out.flush()
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            children.discard(pid)
+            out.write(f"X {pid} {os.waitstatus_to_exitcode(status)}\n")
+            out.flush()
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(fork_server() if sys.argv[1:] == ["--fork-server"] else main())
