@@ -104,9 +104,12 @@ def test_the_general_encoder_stamps_too(log: Log, clock: TickingClock) -> None:
     assert got[0] < got[2] < got[3]  # a new now per call
 
 
-def test_given_timestamps_ask_for_no_default(log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_given_timestamps_ask_for_no_default(
+    log: Log, clock: TickingClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A call whose records all have timestamps never asks for a "now" (nothing is paid for
-    the stamping), in any path; one without asks once per call."""
+    the stamping), in any path; one without asks once per call. A buffered call reads the
+    log's clock itself (a frame less than ``default_timestamp``): its reads are counted."""
     asked: list[int] = []
     original = log.default_timestamp
 
@@ -120,16 +123,21 @@ def test_given_timestamps_ask_for_no_default(log: Log, monkeypatch: pytest.Monke
     log.append_records(given)
     log.append_records(given, compression="gzip")
     with log.buffered():
+        at = clock.now_ms
         log.append_records(given[:1])
         log.append_records(given)
+        assert clock.now_ms == at  # no clock read by the kept calls
     assert not asked
     assert times(log) == [GIVEN, GIVEN, GIVEN + 1, GIVEN, GIVEN + 1, GIVEN, GIVEN, GIVEN + 1]
     log.append_records([Record.of(b"a"), Record.of(b"b")])
     log.append_records([Record.of(b"a"), Record.of(b"b")], compression="gzip")
+    assert len(asked) == 2
     with log.buffered():
+        at = clock.now_ms
         log.append_records([Record.of(b"a")])
         log.append_records([Record.of(b"a"), Record.of(b"b")])
-    assert len(asked) == 4
+        assert clock.now_ms == at + 2 * clock.step_ms  # one read per call
+    assert times(log)[-3:] == [at + 1000, at + 2000, at + 2000]
 
 
 @pytest.mark.parametrize("drain", ["compiled", "python"])

@@ -34,13 +34,13 @@ class AppendBuffer:
     __slots__ = (
         "bytes",
         "calls",
+        "clock",
         "first_offset",
         "headers",
         "info_type",
         "keys",
         "max_batch",
         "max_bytes",
-        "missing_timestamp",
         "multi",
         "next_offset",
         "timestamps",
@@ -53,12 +53,13 @@ class AppendBuffer:
         max_bytes: int,
         max_batch: int,
         info_type: type,
-        missing_timestamp: Callable[[], int] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.first_offset = next_offset  # the offset the first kept record was given
-        # the timestamp of a record appended without one (the log's clock, read when the
-        # call is made: the call's "now", not the block's end); None keeps -1
-        self.missing_timestamp = missing_timestamp
+        # what stamps a record appended without a timestamp (the log's clock, in seconds,
+        # read when the call is made: the call's "now", not the block's end); None keeps -1.
+        # The clock itself, not Log.default_timestamp: a frame less per stamped call
+        self.clock = clock
         self.next_offset = next_offset
         self.max_bytes = max_bytes
         self.max_batch = max_batch
@@ -89,8 +90,8 @@ class AppendBuffer:
         if rec.offset >= 0 or not 0 <= ts <= _INT64_MAX or rec.headers:
             if rec.offset >= 0 or ts != -1 or rec.headers:
                 return self._add_general(records, log_end_offset)
-            if self.missing_timestamp is not None:  # no timestamp: stamped now, once per call
-                ts = self.missing_timestamp()
+            if self.clock is not None:  # no timestamp: stamped now, once per call
+                ts = int(self.clock() * 1000)
         # the batch's size: 61 bytes of header, then the record and its length; the record is
         # attributes, both deltas (0 here) and the header count (4 bytes), the key and value
         if key is None:
@@ -137,7 +138,7 @@ class AppendBuffer:
         """Any other call: several records, headers, long fields."""
         if not records:
             return None
-        stamps = record_timestamps(records, self.missing_timestamp)
+        stamps = record_timestamps(records, None if self.clock is None else self._now_ms)
         if stamps is None:  # an explicit offset or a timestamp out of range
             return None
         max_ts = -1
@@ -171,6 +172,10 @@ class AppendBuffer:
         self.calls += 1
         self.bytes += size
         return self.info_type(first, last, max_ts, last if max_ts >= 0 else -1, 1, size)
+
+    def _now_ms(self) -> int:
+        assert self.clock is not None
+        return int(self.clock() * 1000)
 
     def take(self) -> tuple[int, Any]:
         """The kept calls encoded as a :class:`~kafkalog.log.segment.BatchRun` with the offset
@@ -256,8 +261,6 @@ class BufferingLog(Protocol):
         self,
     ) -> tuple[int, int, int, int, int, int | None, bool, int | None, int | None] | None: ...
 
-    def default_timestamp(self) -> int: ...
-
 
 class BufferedWriter:
     """What ``with log.buffered() as writer:`` gives: the appends kept in the process until
@@ -277,8 +280,10 @@ class BufferedWriter:
         # call is validated by ``Log.append`` when it is made, not when the block ends
         plain = params is not None and not params[6] and params[7] is None and params[8] is None
         max_batch = params[0] if plain and params is not None else 0
+        # a kept call is on a CreateTime topic (max_batch > 0 only then), where a record
+        # without a timestamp gets Log.default_timestamp(): the log's clock in ms
         self.buffer = AppendBuffer(
-            log.log_end_offset, max_bytes, max_batch, info_type, log.default_timestamp
+            log.log_end_offset, max_bytes, max_batch, info_type, log.clock if max_batch else None
         )
 
     def append_records(self, records: Sequence[Record], **options: Any) -> Any:
