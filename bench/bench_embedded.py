@@ -24,7 +24,7 @@ key. SQLite keeps them in ``t(id INTEGER PRIMARY KEY, ts INTEGER, k BLOB, v BLOB
    same backoff.
 
     python bench/bench_embedded.py [--records 200000] [--durable-records 3000] [--repeat 3]
-        [--latency-seconds 3] [--skip appends|durability|latency]
+        [--latency-seconds 3] [--skip appends|durability|latency] [--missing-timestamps]
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ from kafkalog.log.tail import TailReader
 from kafkalog.records import Record, encode_batch
 
 TS = 1_700_000_000_000
+MISSING_TIMESTAMPS = False
+"""``--missing-timestamps``: the ``append_records`` rows append ``Record.of(v)`` without a
+timestamp (the log stamps it with its clock) instead of ``Record.of(v, timestamp=TS)``."""
 VALUE_BYTES = 100
 
 
@@ -94,8 +97,12 @@ def log_append_records(vals: list[bytes], buffered: bool = False) -> float:
         of = Record.of
         start = time.perf_counter()
         with log.buffered() if buffered else contextlib.nullcontext():
-            for v in vals:
-                append([of(v, timestamp=TS)])
+            if MISSING_TIMESTAMPS:
+                for v in vals:
+                    append([of(v)])
+            else:
+                for v in vals:
+                    append([of(v, timestamp=TS)])
         elapsed = time.perf_counter() - start
         assert log.log_end_offset == len(vals)
         log.close()
@@ -112,7 +119,8 @@ def first_block_in_a_fresh_process(vals: list[bytes]) -> float:
     """log_buffered once in a new interpreter: what a program's first block pays on top (the
     compiled kernels loading), which the best-of rows above do not show."""
     out = subprocess.run(
-        [sys.executable, __file__, "--child-buffered", str(len(vals))],
+        [sys.executable, __file__, "--child-buffered", str(len(vals))]
+        + (["--missing-timestamps"] if MISSING_TIMESTAMPS else []),
         capture_output=True,
         text=True,
         check=True,
@@ -374,7 +382,10 @@ def main() -> None:
     parser.add_argument("--child-tail", nargs=2)
     parser.add_argument("--child-sqlite-tail", nargs=2)
     parser.add_argument("--child-buffered", type=int)
+    parser.add_argument("--missing-timestamps", action="store_true")
     args = parser.parse_args()
+    global MISSING_TIMESTAMPS
+    MISSING_TIMESTAMPS = args.missing_timestamps
     if args.child_buffered:
         print(log_buffered(values(args.child_buffered)))
         return

@@ -37,13 +37,16 @@ NOW = T0 + 10_000_000
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
-def calls(seed: int, count: int) -> Iterator[list[Record]]:
-    """``append_records`` arguments of every shape an embedded log sends."""
+def calls(seed: int, count: int, clock: Clock) -> Iterator[list[Record]]:
+    """``append_records`` arguments of every shape an embedded log sends, made as time passes
+    on ``clock``: a record without a timestamp is stamped with it, near its neighbours' times
+    (so that ``segment.ms`` still rolls)."""
     rng = random.Random(seed)
     ts = T0
     for _ in range(count):
         shape = rng.random()
         ts += rng.choice([0, 0, 1, 7, 250, -40])
+        clock.now = ts + 3
         if shape < 0.7:  # the common call: one small record
             yield [Record.of(rng.randbytes(rng.choice([0, 20, 63, 64, 100])), timestamp=ts)]
         elif shape < 0.78:
@@ -69,9 +72,9 @@ def run_pair(
     clock = Clock(NOW)
     one = Log(tmp_path / "one" / "events-0", TopicConfig(**config), clock=clock)
     buf = Log(tmp_path / "buffered" / "events-0", TopicConfig(**config), clock=clock)
-    one_infos = [one.append_records(c) for c in calls(seed, count)]
+    one_infos = [one.append_records(c) for c in calls(seed, count, clock)]
     with buf.buffered(max_bytes=max_bytes):
-        buf_infos = [buf.append_records(c) for c in calls(seed, count)]
+        buf_infos = [buf.append_records(c) for c in calls(seed, count, clock)]
     return one, buf, one_infos, buf_infos
 
 

@@ -46,6 +46,39 @@ def test_small_batch_is_encode_batch_byte_for_byte(records: list[Record], base: 
     assert encode_small_batch(records, base) == encode_batch(records, base_offset=base)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_records, min_size=1, max_size=12),
+    st.sampled_from([0, 1_700_000_000_123, INT64_MAX]),
+)
+def test_a_missing_timestamp_is_stamped_the_same_by_both_encoders(
+    records: list[Record], now: int
+) -> None:
+    """With ``missing_timestamp`` (an embedded log's append), every -1 is written as its one
+    result, by both encoders alike; a batch without -1 never calls it."""
+    asked: list[int] = []
+
+    def stamp() -> int:
+        asked.append(now)
+        return now
+
+    small = encode_small_batch(records, 0, stamp)
+    missing = sum(r.timestamp == -1 for r in records)
+    assert len(asked) == (1 if missing else 0)
+    assert small == encode_batch(records, missing_timestamp=stamp)
+    assert small == encode_batch(
+        [
+            Record.of(r.value, r.key, now if r.timestamp == -1 else r.timestamp, r.headers)
+            for r in records
+        ]
+    )
+    from kafkalog.records import LogReader
+
+    (batch,) = LogReader(small)
+    got = [r.timestamp for r in batch.records()]
+    assert got == [now if r.timestamp == -1 else r.timestamp for r in records]
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(_records.filter(lambda r: r.timestamp >= 0), min_size=1, max_size=12),

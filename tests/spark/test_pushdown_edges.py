@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kafkalog.log import Log, TopicConfig
-from kafkalog.records import Record
+from kafkalog.records import Record, encode_batch
 from provenance import FIXTURES
 from pushdown_rows import rows_where, set_pushdown
 
@@ -30,12 +30,12 @@ def _same(spark: Any, path: Path, where: str, **options: str) -> list[Any]:
 @pytest.fixture(scope="module")
 def no_timestamps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Records without a timestamp (-1, shown by Spark as 1969-12-31 23:59:59.999) between
-    records with one."""
+    records with one: appended as a client's bytes (``append_records`` would stamp them now)."""
     root = tmp_path_factory.mktemp("nots") / "data"
     with Log(root / "t-0", TopicConfig(segment_bytes=600)) as log:
         for i in range(40):
             ts = -1 if i % 3 == 0 else T0 + i * 1000
-            log.append_records([Record.of(b"v%d" % i, b"k", ts)])
+            log.append(encode_batch([Record.of(b"v%d" % i, b"k", ts)]))
     return root
 
 
@@ -144,7 +144,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     roll = rng.random()
                     stamp = -1 if roll < 0.05 else ts - rng.randint(0, 20_000) if roll < 0.2 else ts
                     batch.append(Record.of(b"v", b"k", stamp))
-                log.append_records(batch)
+                log.append(encode_batch(batch))  # a client's bytes: its -1 timestamps kept
     copies = (
         ("kafka-4.0-snapshot-javacode", "v2-txn-0"),
         ("kafka-4.0-snapshot-javacode", "v2-logappendtime-0"),
@@ -226,3 +226,23 @@ def test_randomized_against_python_filter(pushdown: Any, mixed: Path) -> None:
         df = df.selectExpr("topic", "partition", "offset", "unix_micros(timestamp) as us")
         got = sorted((r.topic, r.partition, r.offset, r.us) for r in df.collect())
         assert got == want, where
+
+
+def test_records_appended_without_a_timestamp_are_found_by_time(
+    pushdown: Any, tmp_path: Path
+) -> None:
+    """``append_records`` stamps a record without a timestamp with the log's clock: a time
+    window and ``startingTimestamp`` find it (before, it was -1 and no time read saw it)."""
+    root = tmp_path / "data"
+    now = [T0]
+    with Log(root / "t-0", TopicConfig(segment_bytes=600), clock=lambda: now[0] / 1000) as log:
+        for i in range(30):
+            now[0] = T0 + i * 1000
+            ts = T0 - 5_000 if i % 5 == 0 else -1  # given ones kept, in the past
+            log.append_records([Record.of(b"v%d" % i, b"k", ts)])
+    where = "timestamp >= timestamp'2026-01-01 00:00:20'"  # T0 + 20 s
+    assert [r[2] for r in _same(pushdown, root, where)] == [i for i in range(20, 30) if i % 5 != 0]
+    later = [r[2] for r in _same(pushdown, root, "true", startingTimestamp=str(T0 + 20_000))]
+    # from the first offset whose time is at or after it (20's given time is older), then
+    # by offset: 25, given, comes too
+    assert later == list(range(21, 30))

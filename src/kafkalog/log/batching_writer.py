@@ -185,9 +185,11 @@ class BatchingWriter:
         headers: Sequence[Header | tuple[str, bytes | None]] = (),
     ) -> RecordFuture:
         """Add one record; the future gives its offset once its batch is appended. The
-        timestamp defaults to now (ms), as the Java producer stamps it."""
+        timestamp defaults to now (ms) by the log's clock, as the Java producer stamps it
+        (and as :meth:`Log.append_records <kafkalog.log.Log.append_records>` stamps a record
+        without one)."""
         if timestamp is None:
-            timestamp = int(time.time() * 1000)
+            timestamp = int(self.shared.log.clock() * 1000)
         elif not 0 <= timestamp <= INT64_MAX:
             raise InvalidRecordError(f"record timestamp {timestamp} is not in [0, {INT64_MAX}]")
         size = _RECORD_OVERHEAD

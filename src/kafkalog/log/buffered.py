@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from kafkalog.errors import KafkalogError
 from kafkalog.log.segment import LogSegment
 from kafkalog.records.model import Header, Record
-from kafkalog.records.small_batch import encode_rows, encoded_size
+from kafkalog.records.small_batch import encode_rows, encoded_size, record_timestamps
 
 _INT64_MAX = 2**63 - 1
 _new_object = object.__new__
@@ -34,6 +34,7 @@ class AppendBuffer:
     __slots__ = (
         "bytes",
         "calls",
+        "clock",
         "first_offset",
         "headers",
         "info_type",
@@ -46,8 +47,19 @@ class AppendBuffer:
         "values",
     )
 
-    def __init__(self, next_offset: int, max_bytes: int, max_batch: int, info_type: type) -> None:
+    def __init__(
+        self,
+        next_offset: int,
+        max_bytes: int,
+        max_batch: int,
+        info_type: type,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.first_offset = next_offset  # the offset the first kept record was given
+        # what stamps a record appended without a timestamp (the log's clock, in seconds,
+        # read when the call is made: the call's "now", not the block's end); None keeps -1.
+        # The clock itself, not Log.default_timestamp: a frame less per stamped call
+        self.clock = clock
         self.next_offset = next_offset
         self.max_bytes = max_bytes
         self.max_batch = max_batch
@@ -75,8 +87,11 @@ class AppendBuffer:
         key = rec.key
         value = rec.value
         ts = rec.timestamp
-        if rec.offset >= 0 or not -1 <= ts <= _INT64_MAX or rec.headers:
-            return self._add_general(records, log_end_offset)
+        if rec.offset >= 0 or not 0 <= ts <= _INT64_MAX or rec.headers:
+            if rec.offset >= 0 or ts != -1 or rec.headers:
+                return self._add_general(records, log_end_offset)
+            if self.clock is not None:  # no timestamp: stamped now, once per call
+                ts = int(self.clock() * 1000)
         # the batch's size: 61 bytes of header, then the record and its length; the record is
         # attributes, both deltas (0 here) and the header count (4 bytes), the key and value
         if key is None:
@@ -123,14 +138,13 @@ class AppendBuffer:
         """Any other call: several records, headers, long fields."""
         if not records:
             return None
+        stamps = record_timestamps(records, None if self.clock is None else self._now_ms)
+        if stamps is None:  # an explicit offset or a timestamp out of range
+            return None
         max_ts = -1
-        for rec in records:
-            ts = rec.timestamp
-            if (
-                rec.offset >= 0
-                or not -1 <= ts <= _INT64_MAX
-                or not (rec.key is None or type(rec.key) is bytes)
-                or not (rec.value is None or type(rec.value) is bytes)
+        for rec, ts in zip(records, stamps, strict=True):
+            if not (rec.key is None or type(rec.key) is bytes) or not (
+                rec.value is None or type(rec.value) is bytes
             ):
                 return None
             for h in rec.headers:
@@ -138,7 +152,7 @@ class AppendBuffer:
                     return None
             if ts > max_ts:
                 max_ts = ts
-        size = encoded_size(records)
+        size = encoded_size(records, stamps)
         if size > self.max_batch:
             return None
         if not self.calls:
@@ -152,12 +166,16 @@ class AppendBuffer:
         for i, rec in enumerate(records):
             self.keys.append(rec.key)
             self.values.append(rec.value)
-            self.timestamps.append(rec.timestamp)
+            self.timestamps.append(stamps[i])
             if rec.headers:
                 self.headers[row + i] = rec.headers
         self.calls += 1
         self.bytes += size
         return self.info_type(first, last, max_ts, last if max_ts >= 0 else -1, 1, size)
+
+    def _now_ms(self) -> int:
+        assert self.clock is not None
+        return int(self.clock() * 1000)
 
     def take(self) -> tuple[int, Any]:
         """The kept calls encoded as a :class:`~kafkalog.log.segment.BatchRun` with the offset
@@ -262,7 +280,11 @@ class BufferedWriter:
         # call is validated by ``Log.append`` when it is made, not when the block ends
         plain = params is not None and not params[6] and params[7] is None and params[8] is None
         max_batch = params[0] if plain and params is not None else 0
-        self.buffer = AppendBuffer(log.log_end_offset, max_bytes, max_batch, info_type)
+        # a kept call is on a CreateTime topic (max_batch > 0 only then), where a record
+        # without a timestamp gets Log.default_timestamp(): the log's clock in ms
+        self.buffer = AppendBuffer(
+            log.log_end_offset, max_bytes, max_batch, info_type, log.clock if max_batch else None
+        )
 
     def append_records(self, records: Sequence[Record], **options: Any) -> Any:
         """The log's ``append_records`` (kept here while the block is open)."""

@@ -349,6 +349,10 @@ class Log:
     ) -> AppendInfo:
         """Append v2 batches (as a producer sends them), assigning offsets from the log end.
 
+        The bytes are taken as a client built them: a CreateTime record whose timestamp is
+        -1 stays -1, as on a broker (:meth:`append_records` is the one that stamps records
+        without a timestamp, as a producer does).
+
         Every batch's CRC is checked and its size limited by ``max.message.bytes``; with
         ``message.timestamp.type=LogAppendTime`` the batch is stamped now (re-CRC'd). With
         ``assign_offsets=False`` the batches keep their offsets, which must continue the log
@@ -811,6 +815,13 @@ class Log:
     ) -> AppendInfo:
         """Encode ``records`` as one batch and append it (offsets assigned by the log).
 
+        A record without a timestamp (-1, ``Record.of(b"x")``) is stamped with the log's
+        clock (:attr:`clock`, the one retention and rolls use) in ms, one "now" per call, as
+        a Kafka producer stamps a record sent without a timestamp: time lookups, time
+        retention and the ``.timeindex`` see it. A given timestamp is kept as it is; a
+        ``LogAppendTime`` topic stamps the batch itself, as before (:meth:`default_timestamp`).
+        :meth:`append` takes bytes as a client built them and keeps -1.
+
         Inside ``with log.buffered():`` the batch is kept in the process and written with the
         others when the block ends (see :meth:`buffered`)."""
         try:  # free until it raises: records_mistake says what was wrong with the input
@@ -826,12 +837,21 @@ class Log:
                         return info
                 writer.write_pending()
             if compression is _NO_COMPRESSION and not batch_options:
-                data = encode_small_batch(records)  # a record at a time: no field-by-field encode
+                # a record at a time: no field-by-field encode; the clock is read only when a
+                # record has no timestamp (a given one costs nothing)
+                data = encode_small_batch(records, 0, self.default_timestamp)
                 if data is not None:
                     return self.append(data)
             if self.config.message_timestamp_type == "LogAppendTime":
                 batch_options.setdefault("timestamp_type", TimestampType.CREATE_TIME)
-            return self.append(encode_batch(records, compression=compression, **batch_options))
+            return self.append(
+                encode_batch(
+                    records,
+                    compression=compression,
+                    missing_timestamp=self.default_timestamp,
+                    **batch_options,
+                )
+            )
         except (TypeError, AttributeError) as e:
             mistake = records_mistake(records)
             if mistake is None:
@@ -843,6 +863,16 @@ class Log:
             if self.writable and self._lock is None:  # the log's own close released its lock
                 raise ClosedError(self.directory, "append to") from e
             raise
+
+    def default_timestamp(self) -> int:
+        """The timestamp :meth:`append_records` writes for a record that has none (-1): now,
+        by the log's :attr:`clock`, in ms (Kafka's producer stamps ``System.currentTimeMillis``
+        on a record sent with a null timestamp); -1 on a ``LogAppendTime`` topic, whose
+        batches the append stamps with the log's time anyway (the records' own timestamps
+        are left as they were)."""
+        if self.config.message_timestamp_type == "LogAppendTime":
+            return -1
+        return int(self.clock() * 1000)
 
     @contextlib.contextmanager
     def buffered(self, max_bytes: int = 1024 * 1024) -> Iterator[BufferedWriter]:

@@ -8,8 +8,8 @@ records are decoded only when asked, so scanning a segment for offsets and times
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 from kafkalog.errors import (
     CompressionError,
@@ -445,12 +445,20 @@ def encode_batch(
     is_control: bool = False,
     delete_horizon_ms: int | None = None,
     compression_level: int | None = None,
+    missing_timestamp: Callable[[], int] | None = None,
 ) -> bytes:
     """Encode records as one v2 batch, with Kafka's producer-side header rules (§8.5).
 
     ``baseTimestamp`` is the first record's timestamp (not the minimum); ``maxTimestamp`` the
     largest record timestamp, or ``log_append_time`` for LogAppendTime batches. Records whose
     ``offset`` is -1 take the next offset; explicit offsets (compacted batches) must increase.
+
+    A record timestamp of -1 ("no timestamp") is written as -1, as a client's bytes may carry
+    it (a broker stores such a CreateTime record as it came: time lookups and time retention
+    do not see it). ``missing_timestamp``, when given, is called once, at the first such
+    record, and its result (ms) is written instead for every one of them: how
+    :meth:`Log.append_records <kafkalog.log.Log.append_records>` stamps records with the log's
+    clock, as a Kafka producer stamps a record sent without a timestamp.
     """
     codec = Compression.parse(compression)
     _check_int("base offset", base_offset, 0, 2**63 - 1)
@@ -458,6 +466,9 @@ def encode_batch(
         raise InvalidRecordError("v2 batches have CreateTime or LogAppendTime timestamps")
     if timestamp_type is TimestampType.LOG_APPEND_TIME and log_append_time is None:
         raise InvalidRecordError("a LogAppendTime batch needs log_append_time")
+    if missing_timestamp is not None and any(r.timestamp == -1 for r in records):
+        now = missing_timestamp()
+        records = [r if r.timestamp != -1 else replace(r, timestamp=now) for r in records]
     deltas: list[int] = []
     prev = -1
     for i, rec in enumerate(records):

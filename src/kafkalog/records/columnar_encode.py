@@ -132,7 +132,8 @@ def encode_arrow(
     """Encode the rows of ``table`` as v2 batches with contiguous offsets from ``base_offset``.
 
     Columns: ``value`` (required), ``key``, ``timestamp`` (Arrow timestamp or int64 ms; null or
-    missing means ``default_timestamp``, by default now) and ``headers``
+    missing means ``default_timestamp``, by default now; an explicit -1, "no timestamp", is
+    written as -1, as :func:`~kafkalog.records.batch.encode_batch` writes it) and ``headers``
     (list<struct<key: string, value: binary>>). A batch holds at most ``max_records_per_batch``
     records and stays under ``max_batch_bytes`` unless a single record is larger.
     ``batch_record_counts`` (records per batch, summing to the row count) cuts the batches

@@ -547,7 +547,9 @@ def encode_message_set(
     v1 message (inner ones too) carries ``log_append_time`` and the LogAppendTime attribute bit,
     as Kafka's builder does. Records with ``offset`` -1 take ``base_offset + index``; offsets
     must increase. Magic 0 ignores timestamps and the timestamp type. An empty ``records``
-    encodes to no bytes (Kafka's builder writes nothing for an empty set).
+    encodes to no bytes (Kafka's builder writes nothing for an empty set). A v1 record
+    timestamp of -1 ("no timestamp") is written as -1, as Kafka's builder writes what it is
+    given: nothing here stamps a time (a broker does not either, for CreateTime).
     """
     try:
         codec = Compression.parse(compression)

@@ -48,6 +48,12 @@ class Record:
     ) -> Record:
         """Build a record to encode, accepting headers as plain ``(key, value)`` pairs.
 
+        Without ``timestamp`` the record has none (-1, Kafka's "no timestamp"), and the
+        byte-level encoders (``encode_batch``, ``encode_message_set``) write it so, as a
+        client's bytes would carry it. :meth:`Log.append_records
+        <kafkalog.log.Log.append_records>` stamps such a record with the log's clock when it
+        appends it (a Kafka producer stamps a record sent without one with the current time).
+
         A record without headers is made by setting its slots directly (the frozen
         dataclass's ``__init__`` costs ~2 us, more than encoding the record: an embedded log
         appending one record at a time makes one of these per append)."""

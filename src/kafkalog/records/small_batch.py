@@ -109,11 +109,21 @@ def encode_records_area(records: Sequence[Record], deltas: Sequence[int], base_t
     )
 
 
-def encode_small_batch(records: Sequence[Record], base_offset: int = 0) -> bytes | None:
+def encode_small_batch(
+    records: Sequence[Record],
+    base_offset: int = 0,
+    missing_timestamp: Callable[[], int] | None = None,
+) -> bytes | None:
     """An uncompressed CreateTime producer batch of ``records`` (no producer id, no
-    transaction), byte for byte what ``encode_batch(records, base_offset=base_offset)``
-    returns; None when a record needs the general encoder (an explicit offset, a timestamp
-    outside [-1, 2**63-1], no records at all): the caller then calls it, and gets its errors.
+    transaction), byte for byte what ``encode_batch(records, base_offset=base_offset,
+    missing_timestamp=missing_timestamp)`` returns; None when a record needs the general
+    encoder (an explicit offset, a timestamp outside [-1, 2**63-1], no records at all): the
+    caller then calls it, and gets its errors.
+
+    A timestamp of -1 (none) is written as -1, as a client's bytes carry it, unless
+    ``missing_timestamp`` is given: then it is called once, at the first such record, and its
+    result (ms) is every such record's timestamp (an embedded log's append, stamping records
+    as a Kafka producer does). Records with timestamps never call it: nothing is paid for it.
     """
     count = len(records)
     if not count or not 0 <= base_offset <= _INT64_MAX:
@@ -121,18 +131,21 @@ def encode_small_batch(records: Sequence[Record], base_offset: int = 0) -> bytes
     if count == 1:
         rec = records[0]
         ts = rec.timestamp
-        if rec.offset >= 0 or not -1 <= ts <= _INT64_MAX:
-            return None
+        if rec.offset >= 0 or not 0 <= ts <= _INT64_MAX:
+            if rec.offset >= 0 or ts != -1:
+                return None
+            if missing_timestamp is not None:
+                ts = missing_timestamp()
         area = _body(rec.key, rec.value, 0, 0, rec.headers)
         max_ts = ts
     else:
-        base_ts = records[0].timestamp
+        stamps = record_timestamps(records, missing_timestamp)
+        if stamps is None:
+            return None
+        base_ts = stamps[0]
         max_ts = -1
         bodies = []
-        for i, rec in enumerate(records):
-            ts = rec.timestamp
-            if rec.offset >= 0 or not -1 <= ts <= _INT64_MAX:
-                return None
+        for i, (rec, ts) in enumerate(zip(records, stamps, strict=True)):
             if ts > max_ts:
                 max_ts = ts
             bodies.append(_body(rec.key, rec.value, ts - base_ts, i, rec.headers))
@@ -141,6 +154,27 @@ def encode_small_batch(records: Sequence[Record], base_offset: int = 0) -> bytes
     tail = _pack_tail(0, count - 1, ts, max_ts, -1, -1, -1, count)
     crc = crc32c_c(area, crc32c_c(tail))
     return _pack_head(base_offset, _BATCH_OVERHEAD + len(area), -1, 2, crc) + tail + area
+
+
+def record_timestamps(
+    records: Sequence[Record], missing_timestamp: Callable[[], int] | None
+) -> list[int] | None:
+    """The timestamps ``records`` are written with: each record's own, -1 (none) replaced by
+    one call of ``missing_timestamp`` when given; None when a record has an explicit offset or
+    a timestamp outside [-1, 2**63-1] (the general encoder's to refuse)."""
+    stamps = []
+    now: int | None = None
+    for rec in records:
+        ts = rec.timestamp
+        if rec.offset >= 0 or not 0 <= ts <= _INT64_MAX:
+            if rec.offset >= 0 or ts != -1:
+                return None
+            if missing_timestamp is not None:
+                if now is None:
+                    now = missing_timestamp()
+                ts = now
+        stamps.append(ts)
+    return stamps
 
 
 Row = tuple[bytes | None, bytes | None, int, Sequence[Header]]
@@ -189,14 +223,17 @@ def _bytes_size(b: bytes | None) -> int:
     return (1 if n < 64 else 2 if n < 8192 else _uvarint_size(n << 1)) + n
 
 
-def encoded_size(records: Sequence[Record]) -> int:
+def encoded_size(records: Sequence[Record], timestamps: Sequence[int] | None = None) -> int:
     """The size of ``encode_small_batch(records)`` without encoding: an embedded log's buffered
     append reports it (as :class:`~kafkalog.log.log.AppendInfo` ``size``) when the call returns,
-    while the bytes are written later. The caller checked what ``encode_small_batch`` checks."""
-    base_ts = records[0].timestamp
+    while the bytes are written later. ``timestamps`` are the records' as written (default:
+    their own; a missing one stamped makes other deltas). The caller checked what
+    ``encode_small_batch`` checks."""
+    stamps = [r.timestamp for r in records] if timestamps is None else timestamps
+    base_ts = stamps[0]
     total = _BATCH_OVERHEAD + 12
     for i, rec in enumerate(records):
-        d = rec.timestamp - base_ts
+        d = stamps[i] - base_ts
         d = ((d + 2**63) & 0xFFFFFFFFFFFFFFFF) - 2**63
         body = 1 + _uvarint_size(((d << 1) ^ (d >> 63)) & 0xFFFFFFFFFFFFFFFF)
         body += (1 if i < 64 else _uvarint_size(i << 1)) + _bytes_size(rec.key)
