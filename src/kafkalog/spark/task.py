@@ -210,7 +210,7 @@ class _Committed:
         txn = batch.column("isTransactional").to_numpy(zero_copy_only=False)
         control = batch.column("isControl").to_numpy(zero_copy_only=False)
         data = txn & ~control & mask
-        for k in np.flatnonzero(control).tolist():
+        for k in np.flatnonzero(control & txn).tolist():  # markers are transactional
             self._data(pids[:k], offsets[:k], data[:k])
             data[:k] = False
             self._marker(int(batch.column("batchPosition")[k].as_py()))

@@ -110,11 +110,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** whether a batch of the current split was returned */
   private boolean splitReturned;
 
-  /** Whether a control batch needs walking under read_committed: its producer's planned aborted
+  /** Whether a transactional control batch needs walking under read_committed: its producer's planned aborted
    * transactions end at none of its offset (a COMMIT, or an ABORT whose .txnindex entry is lost)
    * and no delete horizon marks an emptied transaction's marker. */
   private boolean unlistedMarker(long pid, long base, int attrs) {
-    if (aborted == null || (attrs & 0x20) == 0 || (attrs & 0x40) != 0) return false;
+    if (aborted == null || (attrs & 0x30) != 0x30 || (attrs & 0x40) != 0) return false;
     for (long[] r : aborted) if (r[0] == pid && r[2] == base) return false;
     return true;
   }
