@@ -197,7 +197,8 @@ def fetched_unlisted(
                         path,
                         txnindex_state(path),
                         f"a read_committed fetch from offset {start} would hand its records out "
-                        "as committed, so it is refused",
+                        "as committed, so it is refused (any of them an earlier fetch returned, "
+                        "a transaction spanning fetches, went out as committed)",
                     )
             elif attrs & 0x10 and base >= start:
                 watch.data(pid, base)
