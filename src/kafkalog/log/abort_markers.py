@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -28,6 +29,10 @@ from kafkalog.records.batch import RecordBatch
 from kafkalog.records.types import DEFAULT_LIMITS
 
 _logger = logging.getLogger("kafkalog.log")
+
+#: a batch header's base offset, length, epoch, magic, CRC and attributes; its producer id
+_HEAD = struct.Struct(">qiibIh")
+_PID = struct.Struct(">q")
 
 #: the most bytes a control batch takes (one record of a 4-byte key and a 6-byte value)
 _MAX_MARKER_BYTES = 4096
@@ -97,17 +102,24 @@ class AbortWatch:
     def handed_out(self) -> None:
         self._handed.update(self._open)
 
-    def marker(self, marker: Marker) -> Unlisted | None:
-        pid = marker.producer_id
+    def marker(
+        self, producer_id: int, offset: int, kind: str | None, details: Callable[[], Marker]
+    ) -> Unlisted | None:
+        """A control batch of ``producer_id`` at ``offset``: its type (``kind``) when the reader
+        knows it; ``details`` reads the batch, called only when what it holds decides."""
+        pid = producer_id
         first = self._open.pop(pid, None)
         handed = pid in self._handed
         self._handed.discard(pid)
         began = pid in self._began
         self._began.add(pid)
-        if marker.kind != "ABORT" or (pid, marker.offset) in self._listed:
+        if (pid, offset) in self._listed or (kind is not None and kind != "ABORT"):
             return None
-        if first is None and (began or marker.horizon):
-            return None  # an empty transaction: no record to drop
+        if first is None and began:
+            return None  # an empty transaction (of whatever end): no record to drop
+        marker = details()
+        if marker.kind != "ABORT" or (first is None and marker.horizon):
+            return None  # a COMMIT; an emptied transaction's marker the cleaner kept
         return Unlisted(marker, first, began and not handed and first is not None)
 
 
@@ -168,39 +180,39 @@ def fetched_unlisted(
     extra: list[AbortedTxn] = []
     at = 0
     while at + 61 <= len(view):
-        size = 12 + int.from_bytes(view[at + 8 : at + 12], "big", signed=True)
-        if view[at + 16] == 2:
-            base = int.from_bytes(view[at : at + 8], "big", signed=True)
-            attrs = int.from_bytes(view[at + 21 : at + 23], "big")
-            pid = int.from_bytes(view[at + 43 : at + 51], "big", signed=True)
-            if attrs & 0x20:
-                mark = marker_at(
+        base, length, _, magic, _, attrs = _HEAD.unpack_from(view, at)
+        if magic == 2 and attrs & 0x30 == 0x30 and base >= start:  # a transaction's marker
+            pid = _PID.unpack_from(view, at + 43)[0]
+
+            def details(at: int = at) -> Marker:
+                return marker_at(
                     lambda p, n: bytes(view[p - position : p - position + n]), position + at, path
                 )
-                found = watch.marker(mark) if base >= start else None
-                if found is not None and found.whole and found.first is not None:
-                    extra.append(AbortedTxn(pid, found.first, base, base))
-                    _logger.warning(
-                        "kafkalog: %s at byte %d: %s",
-                        path,
-                        mark.position,
-                        unlisted_message(
-                            found,
-                            path,
-                            txnindex_state(path),
-                            "the fetch holds the whole transaction and answers it as aborted",
-                        ),
-                    )
-                elif found is not None:
-                    raise UnlistedAbortError.of(
+
+            found = watch.marker(pid, base, None, details)
+            if found is not None and found.whole and found.first is not None:
+                extra.append(AbortedTxn(pid, found.first, base, base))
+                _logger.warning(
+                    "kafkalog: %s at byte %d: %s",
+                    path,
+                    found.marker.position,
+                    unlisted_message(
                         found,
                         path,
                         txnindex_state(path),
-                        f"a read_committed fetch from offset {start} would hand its records out "
-                        "as committed, so it is refused (any of them an earlier fetch returned, "
-                        "a transaction spanning fetches, went out as committed)",
-                    )
-            elif attrs & 0x10 and base >= start:
-                watch.data(pid, base)
-        at += max(size, 61)
+                        "the fetch holds the whole transaction and answers it as aborted",
+                    ),
+                )
+            elif found is not None:
+                raise UnlistedAbortError.of(
+                    found,
+                    path,
+                    txnindex_state(path),
+                    f"a read_committed fetch from offset {start} would hand its records out "
+                    "as committed, so it is refused (any of them an earlier fetch returned, "
+                    "a transaction spanning fetches, went out as committed)",
+                )
+        elif magic == 2 and attrs & 0x30 == 0x10 and base >= start:
+            watch.data(_PID.unpack_from(view, at + 43)[0], base)
+        at += max(12 + length, 61)
     return extra

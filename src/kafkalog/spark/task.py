@@ -210,11 +210,18 @@ class _Committed:
         txn = batch.column("isTransactional").to_numpy(zero_copy_only=False)
         control = batch.column("isControl").to_numpy(zero_copy_only=False)
         data = txn & ~control & mask
+        keys = batch.column("key") if "key" in batch.schema.names else None
+        done = 0  # the rows before it were seen
         for k in np.flatnonzero(control & txn).tolist():  # markers are transactional
-            self._data(pids[:k], offsets[:k], data[:k])
-            data[:k] = False
-            self._marker(int(batch.column("batchPosition")[k].as_py()))
-        self._data(pids, offsets, data)
+            self._data(pids[done:k], offsets[done:k], data[done:k])
+            done = k
+            self._marker(
+                int(pids[k]),
+                int(offsets[k]),
+                int(batch.column("batchPosition")[k].as_py()),
+                keys[k].as_py() if keys is not None else None,
+            )
+        self._data(pids[done:], offsets[done:], data[done:])
         for pid, first, last in self.ranges:
             mask &= ~((pids == pid) & txn & (offsets >= first) & (offsets <= last))
         mask &= ~control
@@ -225,17 +232,26 @@ class _Committed:
         """The transactional records among these rows, each producer's first."""
         if data.any():
             found, first = np.unique(pids[data], return_index=True)
+            seen = offsets[data]
             for pid, at in zip(found.tolist(), first.tolist(), strict=True):
-                self.watch.data(pid, int(offsets[data][at]))
+                self.watch.data(pid, int(seen[at]))
 
-    def _marker(self, position: int) -> None:
+    def _marker(self, pid: int, offset: int, position: int, key: bytes | None) -> None:
         split = self.split
-        marker = marker_at(lambda p, n: self.handle.pread(n, p), position, split.segment)
-        if marker.offset < split.start_offset or marker.offset >= split.end_offset:
+        if offset < split.start_offset or offset >= split.end_offset:
             return  # another split's (its task meets it)
-        found = self.watch.marker(marker)
+        kind = None
+        if key is not None and len(key) >= 4:  # (version, type): type 0 ABORT, 1 COMMIT
+            kind = {0: "ABORT", 1: "COMMIT"}.get(int.from_bytes(key[2:4], "big"))
+        found = self.watch.marker(
+            pid,
+            offset,
+            kind,
+            lambda: marker_at(lambda p, n: self.handle.pread(n, p), position, split.segment),
+        )
         if found is None:
             return
+        marker = found.marker
         first = marker.offset if found.first is None else found.first
         self.ranges.append((marker.producer_id, first, marker.offset))
         state = txnindex_state(split.segment)
