@@ -676,6 +676,123 @@ TXN_INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
 }
 
 
+# -- a .txnindex lost: what every read_committed reader meets the ABORT markers for ----------
+def _txnindex_holding(d: Path) -> Path:
+    """The last ``.txnindex`` holding entries (its segment holds ABORT markers)."""
+    return [p for p in sorted(d.glob("*.txnindex")) if p.stat().st_size >= 34][-1]
+
+
+def _txnindex_deleted(d: Path) -> Path:
+    path = _txnindex_holding(d)
+    path.unlink()
+    return path
+
+
+def _txnindex_cut(d: Path) -> Path:
+    """Cut 20 bytes short (a crash on a file system that keeps the size first): its last
+    entry is gone, and every reader ignores a partial one, as Kafka does."""
+    path = _txnindex_holding(d)
+    path.write_bytes(path.read_bytes()[:-20])
+    return path
+
+
+#: .txnindex lost -> its mutation, returning the file: a read_committed reader that meets the
+#: ABORT markers it listed either reads exactly the committed records (it saw the whole
+#: transaction and dropped it, with a WARNING) or fails naming the segment's ``.log``, the
+#: marker's byte and ``kafkalog rebuild-index``; read_uncommitted reads are as before
+TXNINDEX_LOST: dict[str, Callable[[Path], Path]] = {
+    "txnindex deleted": _txnindex_deleted,
+    "txnindex cut short": _txnindex_cut,
+}
+
+
+def committed_planner(d: Path) -> list[int]:
+    """The Spark source's Python read (planner and tasks) with read_committed."""
+    from kafkalog.spark.options import parse_read_options
+    from kafkalog.spark.plan import plan_read
+    from kafkalog.spark.task import read_split
+
+    topic = d.name.rsplit("-", 1)[0]
+    opts = parse_read_options(
+        {"path": str(d.parent), "subscribe": topic, "isolationLevel": "read_committed"}
+    )
+    splits, aborted = plan_read(opts)
+    out: list[int] = []
+    for split in splits:
+        for batch in read_split(split, include_headers=False, aborted=aborted.get(split.directory)):
+            out.extend(int(o) for o in batch.column("offset").to_pylist())
+    return out
+
+
+def committed_fetch(d: Path, max_bytes: int = 1 << 16) -> list[int]:
+    """Serve's read path with read_committed (``Log.fetch(include_aborted=True)``, to the last
+    stable offset), the records filtered as a read_committed consumer does (Kafka's
+    CompletedFetch): each fetch's aborted transactions, by first offset, make their producers'
+    transactional batches aborted until that producer's ABORT marker."""
+    out: list[int] = []
+    with Log(d, writable=False) as log:
+        offset, lso = log.log_start_offset, log.last_stable_offset()
+        while offset < lso:
+            info = log.fetch(offset, max_bytes, max_offset=lso, include_aborted=True)
+            if info.region is None:
+                break
+            queue = sorted((t.first_offset, t.producer_id) for t in info.aborted or [])
+            aborting: set[int] = set()
+            for entry in LogReader(info.region.read(), verify_crc=True):
+                pid = entry.producer_id if isinstance(entry, RecordBatch) else -1
+                if pid >= 0:
+                    while queue and queue[0][0] <= entry.last_offset:
+                        aborting.add(queue.pop(0)[1])
+                if entry.is_control:
+                    kind = struct.unpack(">hh", (entry.records()[0].key or b"")[:4])[1]
+                    if kind == 0:
+                        aborting.discard(pid)
+                elif not (entry.is_transactional and pid in aborting):
+                    out.extend(r.offset for r in entry.records() if r.offset >= offset)
+                offset = max(offset, entry.last_offset + 1)
+    return out
+
+
+COMMITTED_READERS: dict[str, Reader] = {
+    "spark planner, read_committed": committed_planner,
+    "fetch (serve's read), read_committed": committed_fetch,
+}
+
+
+def committed_truth(d: Path) -> list[int]:
+    """The offsets a read_committed read returns, from a full decode (tests/read_shapes.py)."""
+    from read_shapes import truth
+
+    t = truth(d)
+    return [
+        r.offset
+        for r in t.records
+        if not r.control and r.offset not in t.aborted and r.offset < t.lso
+    ]
+
+
+def check_txnindex_lost(damage: str, reader: Reader, source: Path, tmp_path: Path) -> str:
+    """``damage`` (:data:`TXNINDEX_LOST`) done to a copy of ``source``, read by ``reader``:
+    exactly the committed records, or a DamagedLogError naming the segment's ``.log``, a byte
+    and ``kafkalog rebuild-index``; no file changes. Returns which ("read" or "refused")."""
+    d = tmp_path / source.parent.name / source.name
+    shutil.copytree(source, d)
+    want = committed_truth(d)
+    lost = TXNINDEX_LOST[damage](d)
+    before = files_of(d)
+    try:
+        got = reader(d)
+    except DamagedLogError as e:
+        log_path = str(lost)[: -len(".txnindex")] + ".log"
+        assert log_path in str(e) and "byte" in str(e), f"{damage} / {d}: {e}"
+        assert "kafkalog rebuild-index" in str(e) and ".txnindex" in str(e), str(e)
+        assert files_of(d) == before, f"{damage} / {d}: files changed"
+        return "refused"
+    assert got == want, f"{damage} / {d}: {len(got)} records, {len(want)} committed"
+    assert files_of(d) == before, f"{damage} / {d}: files changed"
+    return "read"
+
+
 # -- producer snapshots (.snapshot): Kafka deletes one it cannot read -----------------------------
 def _newest_snapshot(d: Path) -> Path:
     return sorted(d.glob("*.snapshot"))[-1]

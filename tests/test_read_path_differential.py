@@ -255,7 +255,7 @@ def planner_rows(
         for batch in read_split(
             split,
             include_headers=False,
-            aborted=aborted.get(split.directory, []),
+            aborted=aborted.get(split.directory),
             chunk_bytes=CHUNK_BYTES if chunk_bytes is None else chunk_bytes,
         ):
             out += _arrow_rows(batch, 1000)

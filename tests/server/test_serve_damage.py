@@ -66,3 +66,48 @@ def test_a_consumer_gets_right_records_and_the_damage_is_an_error(
         any(name in m for name in damaged) and "byte" in m and "kafkalog repair" in m for m in said
     )
     assert client_error is not None or server_error, f"{where}: no error anywhere; {said}"
+
+
+@pytest.mark.parametrize("damage", ["txnindex deleted", "txnindex cut short"])
+def test_a_lost_txnindex_never_hands_a_read_committed_consumer_aborted_records(
+    damage: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``.txnindex`` deleted or cut short (tests/damage_kinds.py ``TXNINDEX_LOST``) behind
+    serve, opened after a clean stop (no recovery rewrites it): librdkafka with
+    ``isolation.level=read_committed`` gets only committed records, all of them when the
+    Fetch holds the whole transaction (answered as aborted), else the Fetch that meets the
+    marker is refused (KAFKA_STORAGE_ERROR) and serve logs the ``.log``, the byte and
+    ``kafkalog rebuild-index``. (A transaction spanning fetches went out in part before the
+    fetch that meets its marker: that is said, not undone.)"""
+    from damage_kinds import TXNINDEX_LOST, committed_truth, kafka_txn_log_and_shapes
+    from kafka_clients import confluent_until_quiet
+
+    sources = kafka_txn_log_and_shapes(
+        tmp_path / "src", ["v2-txn-single-i4096", "v2-txn-nested-aborts-follower-i1-roll"]
+    )
+    refused = 0
+    for k, source in enumerate(sources):
+        data = tmp_path / str(k)
+        data.mkdir()
+        d = data / source.name
+        shutil.copytree(source, d)
+        want = committed_truth(d)
+        lost = TXNINDEX_LOST[damage](d)
+        (data / ".kafka_cleanshutdown").write_text("")
+        caplog.clear()
+        with (
+            caplog.at_level("WARNING", logger="kafkalog"),
+            ServerThread(str(data), config()) as server,
+        ):
+            topic = d.name.rsplit("-", 1)[0]
+            got, _ = confluent_until_quiet(
+                server.bootstrap, topic, 1.5, 20.0, **{"isolation.level": "read_committed"}
+            )
+        offsets = [o for o, _ in got]
+        log_path = str(lost)[: -len(".txnindex")] + ".log"
+        said = [r.getMessage() for r in caplog.records]
+        named = any(log_path in m and "byte" in m and "rebuild-index" in m for m in said)
+        if offsets != want:
+            refused += 1
+            assert named, f"{damage} / {d}: {len(offsets)} of {len(want)}, nothing said: {said}"
+    assert refused, "no source's fetch met the damage"

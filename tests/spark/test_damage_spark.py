@@ -311,3 +311,62 @@ def test_a_base_offset_moved_by_less_than_a_batch_is_never_read_wrong(
         assert len(rows) == len(pristine) - moved_count, where
         assert skipping.load().count() == len(rows), where
         assert tree_snapshot(d) == before, where
+
+
+@pytest.fixture(scope="module")
+def txn_sources(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    from damage_kinds import kafka_txn_log_and_shapes
+
+    return kafka_txn_log_and_shapes(
+        tmp_path_factory.mktemp("spark-txn"),
+        ["v2-txn-single-i4096", "v2-txn-nested-aborts-follower-i1-roll"],
+    )
+
+
+@pytest.mark.parametrize("damage", ["txnindex deleted", "txnindex cut short"])
+@pytest.mark.parametrize("fmt", ["kafkalog", "kafkalog_python"], ids=["jvm", "python"])
+def test_a_lost_txnindex_is_never_read_as_committed(
+    spark: Any, fmt: str, damage: str, txn_sources: list[Path], tmp_path: Path
+) -> None:
+    """A ``.txnindex`` deleted or cut short (tests/damage_kinds.py ``TXNINDEX_LOST``) under a
+    read_committed batch read and count of both Spark sources (the JVM meets the ABORT marker
+    and hands the split to the Python reader): exactly the committed records, or a failure
+    naming the ``.log``, the byte and ``kafkalog rebuild-index``, as the Python read planned
+    without Spark does; with failOnDataLoss=false the read goes on, every committed record in
+    it."""
+    from damage_kinds import TXNINDEX_LOST, committed_planner, committed_truth
+
+    outcomes = []
+    for k, source in enumerate(txn_sources):
+        d = tmp_path / str(k) / source.name
+        shutil.copytree(source, d)
+        want = committed_truth(d)
+        lost = TXNINDEX_LOST[damage](d)
+        before = tree_snapshot(d)
+        log_path = str(lost)[: -len(".txnindex")] + ".log"
+        try:
+            expected: list[int] | None = committed_planner(d)
+        except Exception:
+            expected = None
+        reader = (
+            spark.read.format(fmt)
+            .option("path", str(d.parent))
+            .option("isolationLevel", "read_committed")
+        )
+        if expected is None:
+            for counted in (False, True):
+                with pytest.raises(Exception, match="rebuild-index") as failed:
+                    loaded = reader.load()
+                    loaded.count() if counted else loaded.selectExpr("offset").collect()
+                assert re.search(re.escape(log_path) + r" at byte \d+", str(failed.value))
+            rows = reader.option("failOnDataLoss", "false").load().selectExpr("offset").collect()
+            assert set(want) <= {r.offset for r in rows}
+            outcomes.append("refused")
+        else:
+            assert expected == want
+            rows = reader.load().selectExpr("offset").collect()
+            assert sorted(r.offset for r in rows) == want, (fmt, damage, d)
+            assert reader.load().count() == len(want)
+            outcomes.append("read")
+        assert tree_snapshot(d) == before
+    assert "refused" in outcomes

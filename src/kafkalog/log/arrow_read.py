@@ -259,12 +259,22 @@ def _decode_file(
             previous = int(values[-1])
             if seen is not None:
                 seen[0] = previous
-        yield result.batch
+        yield _file_positions(result.batch, position)
         if last_offset is not None and len(offsets) and previous >= last_offset:
             return
         position += result.next_position
         if seen is not None:
             seen[1] = position
+
+
+def _file_positions(batch: pa.RecordBatch, position: int) -> pa.RecordBatch:
+    """``batch`` with its ``batchPosition`` column (when asked for) a byte of the file, not of
+    the chunk it was decoded from."""
+    if not position or "batchPosition" not in batch.schema.names:
+        return batch
+    k = batch.schema.get_field_index("batchPosition")
+    moved = pa.array(batch.column(k).to_numpy() + position, pa.int64())
+    return batch.set_column(k, "batchPosition", moved)
 
 
 def offsets_within(batch: pa.RecordBatch, start: int, end: int) -> np.ndarray:

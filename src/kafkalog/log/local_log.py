@@ -28,6 +28,7 @@ from typing import Any
 from kafkalog import files
 from kafkalog.errors import CorruptRecordError, DamagedLogError, KafkalogError
 from kafkalog.index.txn_index import AbortedTxn
+from kafkalog.log.abort_markers import fetched_unlisted
 from kafkalog.log.damage import (
     LostSegment,
     SkippedBytes,
@@ -467,6 +468,7 @@ class LocalLog:
             if not region.length:
                 break
             verified = seg.log.verified if verify_crcs else None
+            data: bytes | None = None
             if verified is None or not verified.covers(
                 found.position, found.position + region.length
             ):
@@ -493,6 +495,11 @@ class LocalLog:
                 following = seg.fetch_upper_bound_offset(found.position, length)
                 end = min(bound, upper if following is None else following)
                 aborted = _txns_of(segments[k:], start, end)
+                # the ABORT markers of the bytes against the entries answered: a .txnindex
+                # deleted or cut short must not hand aborted records out as committed
+                if data is None:
+                    data = seg.log.read(found.position, region.length)
+                aborted += fetched_unlisted(data, found.position, start, aborted, seg.log.path)
             return FetchInfo(region, aborted)
         return FetchInfo(None, aborted)
 

@@ -22,6 +22,7 @@ from kafkalog.errors import (
     KafkalogError,
 )
 from kafkalog.log import LATEST_TIMESTAMP, Log
+from kafkalog.log.abort_markers import UnlistedAbortError
 from kafkalog.log.segment import FileRegion, TxnState
 from kafkalog.records import RecordBatch
 from kafkalog.records.compression import decompress_buffer
@@ -349,6 +350,15 @@ def _fetch_once(broker: Broker, body: Any, version: int) -> tuple[list[Any], int
                         ]
                 except OSError as e:  # the disk failed: Kafka's storage error
                     log_error("fetch from %s-%d at offset %d failed: %s", topic.topic, p, offset, e)
+                    entry.update(error_code=E.KAFKA_STORAGE_ERROR, records=b"")
+                    errored = True
+                    parts.append(entry)
+                    continue
+                except UnlistedAbortError as e:
+                    # an ABORT marker no .txnindex entry lists: the batches before it may be
+                    # that transaction's, so none is answered (KAFKA_STORAGE_ERROR, as for a
+                    # failed disk: the consumer retries, never reads them as committed)
+                    log_error("fetch from %s-%d at offset %d: %s", topic.topic, p, offset, e)
                     entry.update(error_code=E.KAFKA_STORAGE_ERROR, records=b"")
                     errored = True
                     parts.append(entry)

@@ -379,7 +379,9 @@ def _rest_batches(req: dict[str, Any]) -> Iterator[Any]:
     batches = read_split(
         split,
         include_headers=bool(req["includeHeaders"]),
-        aborted=[(int(a[0]), int(a[1]), int(a[2])) for a in req.get("aborted", [])],
+        aborted=None
+        if req.get("aborted") is None
+        else [(int(a[0]), int(a[1]), int(a[2])) for a in req["aborted"]],
         fail_on_data_loss=bool(req["failOnDataLoss"]),
     )
     keep = req.get("keepUs")

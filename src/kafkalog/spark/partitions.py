@@ -55,7 +55,7 @@ class SplitPartition(InputPartition):
                 split,
                 include_headers=include_headers,
                 columns=columns,
-                aborted=self.aborted.get(split.directory, []),
+                aborted=self.aborted.get(split.directory),  # None: read_uncommitted
                 fail_on_data_loss=self.fail_on_data_loss,
                 stats=stats,
                 timestamps=self.timestamps,

@@ -12,10 +12,18 @@ import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from kafkalog import files
 from kafkalog.errors import KafkalogError
+from kafkalog.log.abort_markers import (
+    AbortWatch,
+    UnlistedAbortError,
+    marker_at,
+    txnindex_state,
+    unlisted_message,
+)
 from kafkalog.log.arrow_read import (
     CHUNK_BYTES,
     decode_file,
@@ -42,7 +50,7 @@ def read_split(
     split: Split,
     *,
     include_headers: bool,
-    aborted: Sequence[AbortedRange] = (),
+    aborted: Sequence[AbortedRange] | None = None,
     chunk_bytes: int = CHUNK_BYTES,
     fail_on_data_loss: bool = True,
     columns: Columns | None = None,
@@ -54,14 +62,17 @@ def read_split(
     split's range is cut by. With ``stats``, the segment bytes read are counted there.
     ``timestamps`` ([lo, hi) ms, from :func:`~kafkalog.spark.plan.task_timestamps`): batches
     whose headers prove no record falls inside are not decoded (other rows outside may still
-    be returned: Spark filters them)."""
+    be returned: Spark filters them). ``aborted`` (read_committed; None: read_uncommitted) are
+    the planned aborted transactions whose records are dropped; the ABORT markers of the range
+    are checked against them (:class:`_Committed`)."""
     decoded_columns = None if columns is None else columns.sources | {"offset"}
-    metadata = ["producerId", "isTransactional"] if aborted else []
+    metadata = list(_COMMITTED_COLUMNS) if aborted is not None else []
     handle = _open_segment(split, fail_on_data_loss)  # a local file or a pyarrow.fs URI
     if handle is None:
         return
     if stats is not None:
         handle = stats.counting(handle)
+    committed = None if aborted is None else _Committed(split, aborted, handle, fail_on_data_loss)
     try:
         size = handle.size()
         if split.end_position > size and size < split.planned_size and fail_on_data_loss:
@@ -94,6 +105,7 @@ def read_split(
             chunk_bytes=chunk_bytes,
             include_headers=include_headers,
             metadata=metadata,
+            control_records="skip" if committed is None else "include",
             timestamp_unit="us",
             topic=split.topic,
             partition=split.partition,
@@ -104,9 +116,15 @@ def read_split(
             # failOnDataLoss=false: damaged bytes are skipped and said, never an error or silent
             on_damage=None if fail_on_data_loss else _report_skip,
         ):
-            batch = _keep(decoded, split, aborted)
+            batch = (
+                keep_rows(decoded, offsets_within(decoded, split.start_offset, split.end_offset))
+                if committed is None
+                else committed.keep(decoded)
+            )
             if batch.num_rows:
                 yield batch if columns is None else _select(batch, columns)
+                if committed is not None:
+                    committed.watch.handed_out()
     finally:
         handle.close()
 
@@ -158,16 +176,119 @@ def _open_segment(split: Split, fail_on_data_loss: bool) -> files.ReadHandle | N
     return None
 
 
-def _keep(batch: pa.RecordBatch, split: Split, aborted: Sequence[AbortedRange]) -> pa.RecordBatch:
-    mask = offsets_within(batch, split.start_offset, split.end_offset)
-    if aborted:
+#: the columns a read_committed read decodes besides the user's: which batch each row is of
+_COMMITTED_COLUMNS = ("producerId", "isTransactional", "isControl", "batchPosition")
+
+
+class _Committed:
+    """A read_committed split's filter: drops the rows of the planned aborted transactions, and
+    meets each control batch (decoded as a row) in order, so that an ABORT marker the planned
+    transactions do not list (a ``.txnindex`` deleted or cut short) is never passed in silence
+    (:mod:`kafkalog.log.abort_markers`). When the split saw where that transaction began and
+    handed none of it out, its records are dropped exactly, with a WARNING naming the file and
+    byte; else the read fails naming them (with ``failOnDataLoss=false``: a WARNING, and the
+    records of the transaction not yet handed out are dropped)."""
+
+    def __init__(
+        self,
+        split: Split,
+        aborted: Sequence[AbortedRange],
+        handle: files.ReadHandle,
+        fail_on_data_loss: bool,
+    ) -> None:
+        self.split = split
+        self.ranges = list(aborted)
+        self.watch = AbortWatch(aborted)
+        self.handle = handle
+        self.fail = fail_on_data_loss
+
+    def keep(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        split = self.split
+        mask = offsets_within(batch, split.start_offset, split.end_offset)
         offsets = batch.column("offset").to_numpy()
         pids = batch.column("producerId").to_numpy()
         txn = batch.column("isTransactional").to_numpy(zero_copy_only=False)
-        for pid, first, last in aborted:
+        control = batch.column("isControl").to_numpy(zero_copy_only=False)
+        data = txn & ~control & mask
+        keys = batch.column("key") if "key" in batch.schema.names else None
+        done = 0  # the rows before it were seen
+        for k in np.flatnonzero(control & txn).tolist():  # markers are transactional
+            self._data(pids[done:k], offsets[done:k], data[done:k])
+            done = k
+            self._marker(
+                int(pids[k]),
+                int(offsets[k]),
+                int(batch.column("batchPosition")[k].as_py()),
+                keys[k].as_py() if keys is not None else None,
+            )
+        self._data(pids[done:], offsets[done:], data[done:])
+        for pid, first, last in self.ranges:
             mask &= ~((pids == pid) & txn & (offsets >= first) & (offsets <= last))
-        batch = batch.drop_columns(["producerId", "isTransactional"])
-    return keep_rows(batch, mask)
+        mask &= ~control
+        batch = batch.drop_columns(list(_COMMITTED_COLUMNS))
+        return keep_rows(batch, mask)
+
+    def _data(self, pids: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> None:
+        """The transactional records among these rows, each producer's first."""
+        if data.any():
+            found, first = np.unique(pids[data], return_index=True)
+            seen = offsets[data]
+            for pid, at in zip(found.tolist(), first.tolist(), strict=True):
+                self.watch.data(pid, int(seen[at]))
+
+    def _marker(self, pid: int, offset: int, position: int, key: bytes | None) -> None:
+        split = self.split
+        if offset < split.start_offset or offset >= split.end_offset:
+            return  # another split's (its task meets it)
+        kind = None
+        if key is not None and len(key) >= 4:  # (version, type): type 0 ABORT, 1 COMMIT
+            kind = {0: "ABORT", 1: "COMMIT"}.get(int.from_bytes(key[2:4], "big"))
+        found = self.watch.marker(
+            pid,
+            offset,
+            kind,
+            lambda: marker_at(lambda p, n: self.handle.pread(n, p), position, split.segment),
+        )
+        if found is None:
+            return
+        marker = found.marker
+        first = marker.offset if found.first is None else found.first
+        self.ranges.append((marker.producer_id, first, marker.offset))
+        state = txnindex_state(split.segment)
+        path = files.redacted(split.segment)
+        where = f"{split.topic}-{split.partition}: {path} at byte {marker.position}"
+        if found.whole:
+            _logger.warning(
+                "kafkalog: %s: %s",
+                where,
+                unlisted_message(
+                    found,
+                    path,
+                    state,
+                    "this read saw the whole transaction and dropped its records",
+                ),
+            )
+            return
+        if self.fail:
+            raise UnlistedAbortError.of(
+                found,
+                path,
+                state,
+                "a read_committed read may have returned its records before the marker as "
+                "committed (set failOnDataLoss=false to read on, with a warning)",
+            )
+        _logger.warning(
+            "kafkalog: %s: %s",
+            where,
+            unlisted_message(
+                found,
+                path,
+                state,
+                "records of the transaction this read handed out before the marker (or "
+                "another task's, before this split) are in the result as committed; the "
+                "rest are dropped (failOnDataLoss=false)",
+            ),
+        )
 
 
 def _select(batch: pa.RecordBatch, columns: Columns) -> pa.RecordBatch:

@@ -55,9 +55,9 @@ final class PythonRest implements AutoCloseable {
       if (plan.keepLoUs == null) keep.addNull(); else keep.add(plan.keepLoUs.longValue());
       if (plan.keepHiUs == null) keep.addNull(); else keep.add(plan.keepHiUs.longValue());
     }
-    ArrayNode aborted = req.putArray("aborted");
     long[][] ranges = plan.aborted.get(split.directory);
-    if (ranges != null) {
+    if (ranges != null) { // read_committed: none, or the planned ones (the markers are checked)
+      ArrayNode aborted = req.putArray("aborted");
       for (long[] r : ranges) aborted.addArray().add(r[0]).add(r[1]).add(r[2]);
     }
     String what = redacted(split.segment) + " from byte " + position;

@@ -96,6 +96,29 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
   }
 
+  /** An ABORT marker (read_committed) no planned aborted transaction ends at: a .txnindex
+   * deleted or cut short. The Python reader decides (kafkalog.log.abort_markers): the whole
+   * split from its start when none of it was returned yet (it then sees the transaction and can
+   * drop its records exactly), else the rest from the marker (an error naming file and byte,
+   * or with failOnDataLoss=false a warning). */
+  static final class UnlistedAbort extends RuntimeException {
+    UnlistedAbort() {
+      super("an ABORT marker no planned aborted transaction ends at", null, false, false);
+    }
+  }
+
+  /** whether a batch of the current split was returned */
+  private boolean splitReturned;
+
+  /** Whether a transactional control batch needs walking under read_committed: its producer's planned aborted
+   * transactions end at none of its offset (a COMMIT, or an ABORT whose .txnindex entry is lost)
+   * and no delete horizon marks an emptied transaction's marker. */
+  private boolean unlistedMarker(long pid, long base, int attrs) {
+    if (aborted == null || (attrs & 0x30) != 0x30 || (attrs & 0x40) != 0) return false;
+    for (long[] r : aborted) if (r[0] == pid && r[2] == base) return false;
+    return true;
+  }
+
   @Override
   public boolean next() throws IOException {
     current = null;
@@ -125,6 +148,16 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       try {
         decode(rows);
         if (done || pos >= end) closeSplit();
+      } catch (UnlistedAbort u) {
+        if (!splitReturned) {
+          rows.reset(); // none of the split goes out: the Python reader reads it all
+          rest = whole(s, u.getMessage());
+        } else {
+          if (!plan.fallback) throw new IllegalStateException("kafkalog: " + s.segment + " at byte " + pos + ": "
+              + u.getMessage() + " (spark.kafkalog.jvm.fallback=false)");
+          rest = PythonRest.start(plan, s, pos, prev + 1);
+          fellBack = true;
+        }
       } catch (Fallback f) {
         if (!plan.fallback) {
           throw new IllegalStateException("kafkalog: " + s.segment + " at byte " + pos + ": " + f.getMessage()
@@ -139,6 +172,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         records += rows.n;
         current = rows.build(plan, s);
         lastSplit = s;
+        splitReturned = true;
         return true;
       }
     }
@@ -229,6 +263,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private void openSplit(TaskPlan.Split s) throws IOException {
     split = s;
+    splitReturned = false;
     done = false;
     prev = s.baseOffset - 1;
     aborted = plan.aborted.get(s.directory);
@@ -360,7 +395,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       try {
         if (useKnown && knownEntry(rows, counting)) continue;
         if (!counting || !countEntry(rows)) entry(rows);
-      } catch (Fallback f) {
+      } catch (Fallback | UnlistedAbort f) {
         // none of this entry's rows: the Python reader reads it again, from its first byte
         rows.n = n0;
         rows.hn = hn0;
@@ -410,6 +445,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (lastDelta < 0 || count < 0 || count > lastDelta + 1L || count > (size - 61) / MIN_RECORD) return false;
     long last = base + lastDelta;
     if (base <= prev || base < s.startOffset || last >= s.endOffset || (attrs & 7) > 4) return false;
+    if (unlistedMarker(pid, base, attrs)) return false; // its type is read by v2()
     if ((attrs & 0x10) != 0 && aborted != null) {
       for (long[] r : aborted) if (r[0] == pid && r[1] <= last && r[2] >= base) return false;
     }
@@ -453,6 +489,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (base <= prev || base < s.startOffset || last >= s.endOffset || (attrs & 7) > 4) return false;
     boolean control = (attrs & 0x20) != 0;
     if (control && ((attrs & 0x10) == 0 || count != 1 || lastDelta != 0)) return false; // a control batch: one marker
+    if (unlistedMarker(pid, base, attrs)) return false; // its type is read by v2()
     if ((attrs & 0x10) != 0 && aborted != null) {
       for (long[] r : aborted) if (r[0] == pid && r[1] <= last && r[2] >= base) return false;
     }
@@ -530,6 +567,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (base <= prev || (attrs & 7) > 4) return false;
     boolean control = (attrs & 0x20) != 0;
     if (control && ((attrs & 0x10) == 0 || count != 1 || lastDelta != 0)) return false; // a control batch: one marker
+    if (unlistedMarker(pid, base, attrs)) return false; // its type is read by v2()
     if (counting) {
       if (base < s.startOffset || last >= s.endOffset) return false;
       if ((attrs & 0x10) != 0 && aborted != null) {
@@ -597,6 +635,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       done = true;
       return;
     }
+    if (last >= s.startOffset && unlistedMarker(pid, base, attrs) && abortMarker(b, i, size, attrs)) {
+      throw new UnlistedAbort();
+    }
     if (last < s.startOffset || (attrs & 0x20) != 0) return; // before the range; a control batch
     int codec = attrs & 7;
     if (codec > 4) throw new Fallback("codec " + codec);
@@ -640,6 +681,21 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       pe = n[0];
     }
     records(rows, pb, po, pe, base, lastDelta, baseTs, maxTs, logAppend, count, pid, abortedHere);
+  }
+
+  /** Whether the control batch at b[i, i + size) is an ABORT marker: its one record's key is
+   * (version, type) and type 0 is ABORT; anything unexpected goes to the Python reader. */
+  private boolean abortMarker(byte[] b, int i, int size, int attrs) {
+    if ((attrs & 7) != 0 || getInt(b, i + 57) != 1) throw new Fallback("control batch");
+    int pe = i + size;
+    cp = i + 61;
+    varint(b, pe); // the record's length
+    cp++; // its attributes
+    varlong(b, pe); // timestamp delta
+    varint(b, pe); // offset delta
+    int kl = varint(b, pe);
+    if (kl < 4 || cp + 4 > pe) throw new Fallback("control record key");
+    return (((b[cp + 2] & 0xff) << 8) | (b[cp + 3] & 0xff)) == 0;
   }
 
   private int varint(byte[] b, int limit) {

@@ -1,0 +1,159 @@
+"""A ``.txnindex`` deleted or cut short in a segment holding ABORT markers (tests/damage_kinds.py
+``TXNINDEX_LOST``): every read_committed reader meets the markers itself, so none returns the
+aborted records as committed in silence. It reads exactly the committed records (it saw the
+whole transaction, dropped it, and said so with a WARNING) or fails naming the ``.log``, the
+marker's byte and ``kafkalog rebuild-index``, which writes the ``.txnindex`` again. Healthy,
+compacted and abort-free logs read as before, with no warning. On real writers' transactional
+shapes (tests/read_shapes.py) and Kafka's own ``v2-txn-0``."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clirun import kafkalog_here
+from damage_kinds import (
+    COMMITTED_READERS,
+    TXNINDEX_LOST,
+    check_txnindex_lost,
+    committed_planner,
+    committed_truth,
+    kafka_txn_log_and_shapes,
+)
+from read_shapes import SHAPES, write_shape
+
+TXN_SHAPES = [name for name in SHAPES if "txn" in name]
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return kafka_txn_log_and_shapes(tmp_path_factory.mktemp("txn-lost"), TXN_SHAPES)
+
+
+@pytest.mark.parametrize("reader", list(COMMITTED_READERS))
+@pytest.mark.parametrize("damage", list(TXNINDEX_LOST))
+def test_a_lost_txnindex_is_never_read_as_committed(
+    damage: str, reader: str, sources: list[Path], tmp_path: Path
+) -> None:
+    outcomes = [
+        check_txnindex_lost(damage, COMMITTED_READERS[reader], s, tmp_path / str(k))
+        for k, s in enumerate(sources)
+    ]
+    assert len(outcomes) == len(TXN_SHAPES) + 1
+    # a deleted file loses markers whose transactions began before what a read saw (refused);
+    # a cut one only its last entry, whose whole transaction some shapes' reads hold (read)
+    assert "refused" in outcomes, outcomes
+
+
+def test_a_read_that_holds_the_whole_transaction_drops_it_and_says_so(
+    sources: list[Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    read = []
+    for k, source in enumerate(sources):
+        for name, reader in COMMITTED_READERS.items():
+            with caplog.at_level(logging.WARNING, logger="kafkalog"):
+                caplog.clear()
+                got = check_txnindex_lost(
+                    "txnindex cut short", reader, source, tmp_path / str(k) / name[:5]
+                )
+            if got == "read":
+                read.append(name)
+                said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+                assert any(
+                    ".log at byte" in m and "rebuild-index" in m and "ABORT marker" in m
+                    for m in said
+                ), said
+    assert set(read) == set(COMMITTED_READERS), read
+
+
+def test_failondataloss_false_reads_on_with_a_warning(
+    sources: list[Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kafkalog.spark.options import parse_read_options
+    from kafkalog.spark.plan import plan_read
+    from kafkalog.spark.task import read_split
+
+    for k, source in enumerate(sources):
+        d = tmp_path / str(k) / source.name
+        shutil.copytree(source, d)
+        lost = TXNINDEX_LOST["txnindex deleted"](d)
+        opts = parse_read_options(
+            {
+                "path": str(d.parent),
+                "subscribe": d.name.rsplit("-", 1)[0],
+                "isolationLevel": "read_committed",
+                "failOnDataLoss": "false",
+            }
+        )
+        splits, aborted = plan_read(opts)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="kafkalog"):
+            got = [
+                int(o)
+                for s in splits
+                for b in read_split(
+                    s,
+                    include_headers=False,
+                    aborted=aborted.get(s.directory),
+                    fail_on_data_loss=False,
+                )
+                for o in b.column("offset").to_pylist()
+            ]
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        log_path = str(lost)[: -len(".txnindex")] + ".log"
+        assert any(log_path in m and "byte" in m and "rebuild-index" in m for m in said), said
+        # never fewer than the committed records: only aborted ones may be left in
+        assert set(committed_truth(d)) <= set(got), d
+
+
+def test_healthy_compacted_and_abort_free_logs_read_as_before(
+    sources: list[Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    logs = [*sources]
+    for k, source in enumerate(sources):
+        d = tmp_path / "compacted" / str(k) / source.name
+        shutil.copytree(source, d)
+        result = kafkalog_here(
+            "compact",
+            "--config",
+            "cleanup.policy=compact",
+            "--config",
+            "min.cleanable.dirty.ratio=0",
+            "--config",
+            "delete.retention.ms=0",
+            "--now",
+            "2100-01-01T00:00:00Z",
+            str(d),
+        )
+        assert result.returncode == 0, result.stderr
+        logs.append(d)
+    plain = write_shape(tmp_path / "plain", "v2-multi-ihuge-roll").directory
+    assert not list(plain.glob("*.txnindex"))  # no abort: Kafka creates no file
+    logs.append(plain)
+    with caplog.at_level(logging.WARNING, logger="kafkalog"):
+        for d in logs:
+            want = committed_truth(d)
+            for name, reader in COMMITTED_READERS.items():
+                assert reader(d) == want, f"{d} / {name}"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_read_uncommitted_never_looks(sources: list[Path], tmp_path: Path) -> None:
+    """read_uncommitted decodes no control batch and checks nothing: the damage is no error."""
+    from kafkalog.spark.options import parse_read_options
+    from kafkalog.spark.plan import plan_read
+    from kafkalog.spark.task import read_split
+
+    d = tmp_path / sources[1].name
+    shutil.copytree(sources[1], d)
+    TXNINDEX_LOST["txnindex deleted"](d)
+    opts = parse_read_options({"path": str(d.parent), "subscribe": d.name.rsplit("-", 1)[0]})
+    splits, aborted = plan_read(opts)
+    assert aborted == {}
+    got = [len(b) for s in splits for b in read_split(s, include_headers=False, aborted=None)]
+    assert sum(got) > len(committed_truth(d))
+    with pytest.raises(Exception, match="rebuild-index"):
+        committed_planner(d)
