@@ -76,6 +76,10 @@ def main() -> None:
         action="store_true",
         help="with --jvm or --first-stream: skip the Python source",
     )
+    parser.add_argument(
+        "--sides",
+        help="with --first-stream: only these sides (labels as printed, separated by ;)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from kafkalog.cli.job import DAY_START, write_sample
@@ -207,7 +211,10 @@ def _first_stream(args: Any) -> None:
     """``--first-stream``: see ``bench/first_stream.py``."""
     import first_stream
 
-    first_stream.run(args.data, args.per_trigger, args.rounds, args.before, not args.no_python)
+    only = args.sides.split(";") if args.sides else None
+    first_stream.run(
+        args.data, args.per_trigger, args.rounds, args.before, not args.no_python, only
+    )
 
 
 def _write_parquet(data: str, parquet_path: str) -> None:

@@ -7,7 +7,10 @@ a jar (the JVM source, planned by its Python planner process), ``python`` the Py
 (``KAFKALOG_JVM=0``); the JVM source's warm-up (the decoder's first task in the executor)
 runs by default when the stream starts (``StreamWarmup.java``, ``spark.kafkalog.jvm.warmup``
 unset: ``stream``), ``warm-up off``, ``warm-up background`` and ``warm-up inside``
-(``register``) set it to ``false``, ``background`` and ``true``. The stream
+(``register``) set it to ``false``, ``background`` and ``true``; ``first plan`` and ``first
+plan early`` add the driver's first planning and compile on a thread of its own, started at the
+end or the start of ``register`` (``spark.kafkalog.jvm.warmup.compile=true``, ``early``). The
+stream
 reads the sample's ``clicks`` topic from the earliest offsets with ``maxOffsetsPerTrigger`` into
 Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every micro-batch the same size until the
 end); each micro-batch's phases are Spark's own progress
@@ -65,6 +68,7 @@ def child(side: str, data: str, per_trigger: int, confs: dict[str, str]) -> dict
     query.awaitTermination()
     ended = time.time()
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    first_plan = str(spark.conf.get("spark.kafkalog.jvm.warmup.compile.state", "off"))
     warmup = first_runs.warmup_seconds(spark)
     warmup_state = str(spark.conf.get("spark.kafkalog.jvm.warmup.state", "off"))
     if warmup_state == "off":
@@ -99,6 +103,9 @@ def child(side: str, data: str, per_trigger: int, confs: dict[str, str]) -> dict
         "end": ended - started,
         "warmup": warmup,
         "warmup_state": warmup_state,
+        "first_plan": float(first_plan.split()[1]) / 1000
+        if first_plan.startswith("done ")
+        else 0.0,
         "batches": batches,
     }
 
@@ -127,7 +134,12 @@ def _run_child(side: first_runs.Side, data: str, per_trigger: int) -> dict[str, 
 
 
 def run(
-    data: str, per_trigger: int, rounds: int, before: str | None = None, python: bool = True
+    data: str,
+    per_trigger: int,
+    rounds: int,
+    before: str | None = None,
+    python: bool = True,
+    only: list[str] | None = None,
 ) -> None:
     """Every side in turn, round after round, after one discarded run of each; medians. The
     JVM path five ways: as ``register`` leaves it (the jar added by ``ADD JAR``: the executor
@@ -142,9 +154,13 @@ def run(
     on = {"spark.kafkalog.jvm.warmup": "true"}
     off = {"spark.kafkalog.jvm.warmup": "false"}
     background = {"spark.kafkalog.jvm.warmup": "background"}
+    plan_end = {"spark.kafkalog.jvm.warmup.compile": "true"}
+    plan_early = {"spark.kafkalog.jvm.warmup.compile": "early"}
     jars = {"spark.jars": str(find_jar())}
     sides: list[first_runs.Side] = [
         ("JVM", "jvm", after, {}),
+        ("JVM, first plan", "jvm", after, plan_end),
+        ("JVM, first plan early", "jvm", after, plan_early),
         ("JVM, warm-up off", "jvm", after, off),
         ("JVM, warm-up background", "jvm", after, background),
         ("JVM, warm-up inside", "jvm", after, on),
@@ -163,6 +179,10 @@ def run(
                 ("Python before", "python", before, {}),
                 ("Python after", "python", after, {}),
             ]
+    if only is not None:
+        unknown = set(only) - {label for label, *_ in sides}
+        assert not unknown, f"no such sides: {sorted(unknown)}"
+        sides = [side for side in sides if side[0] in only]
     load = first_runs.load_average()
     runs = first_runs.interleave(sides, lambda s: _run_child(s, data, per_trigger), rounds)
     print(
@@ -186,6 +206,7 @@ def run(
         ("register() to the first micro-batch's end", _to_first_answer),
         ("micro-batches", lambda r: len(r["batches"])),
         ("JVM warm-up's job (0: off)", lambda r: r["warmup"]),
+        ("register()'s first plan (0: off)", lambda r: r.get("first_plan", 0.0)),
     ]
     print(f"{'phase':<46}" + "".join(f"{label:>22}" for label, *_ in sides))
     for name, get in rows:

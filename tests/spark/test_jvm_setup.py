@@ -233,6 +233,86 @@ def test_a_warmup_that_cannot_start_is_only_said(monkeypatch: Any) -> None:
     assert state == "failed: class kafkalog.jvm.FirstTask not found", state
 
 
+def test_the_first_plan_compiles_on_a_thread_of_its_own_and_runs_no_job(
+    spark: Any, monkeypatch: Any
+) -> None:
+    """``first_plan_in_background`` (``spark.kafkalog.jvm.warmup.compile``) plans and compiles
+    a one-row ``range`` on a daemon thread: Spark runs no job for it (it reads nothing, the
+    user's or other), it says ``done <ms>``, once per application."""
+    from kafkalog.spark import jvm_path
+
+    monkeypatch.setattr(jvm_path, "_first_plans", set())
+    tracker = spark.sparkContext.statusTracker()
+    jobs = set(tracker.getJobIdsForGroup(None))
+    try:
+        spark.conf.unset(jvm_path.PLAN_WARMUP_STATE_CONF)
+        thread = jvm_path.first_plan_in_background(spark)
+        assert thread is not None and thread.daemon
+        thread.join(timeout=300)
+        state = spark.conf.get(jvm_path.PLAN_WARMUP_STATE_CONF, None)
+        assert state is not None and re.fullmatch(r"done \d+", state), state
+        assert set(tracker.getJobIdsForGroup(None)) == jobs  # planned and compiled, not run
+        assert jvm_path.first_plan_in_background(spark) is None  # once per application
+    finally:
+        spark.conf.unset(jvm_path.PLAN_WARMUP_STATE_CONF)
+
+
+def test_register_starts_the_first_plan_only_when_asked(spark: Any, monkeypatch: Any) -> None:
+    """``register`` on the JVM path starts the first plan with
+    ``spark.kafkalog.jvm.warmup.compile`` ``true`` or ``early`` (opt-in), never by default nor
+    with ``spark.kafkalog.jvm.warmup=false``."""
+    import kafkalog.spark
+    from kafkalog.spark import jvm_path
+
+    started: list[Any] = []
+    monkeypatch.setattr(jvm_path, "first_plan_in_background", started.append)
+    try:
+        kafkalog.spark.register(spark)
+        assert started == []
+        for value in ("true", "early"):
+            spark.conf.set(jvm_path.PLAN_WARMUP_CONF, value)
+            kafkalog.spark.register(spark)
+            assert started == [spark], value
+            started.clear()
+        spark.conf.set(jvm_path.WARMUP_CONF, "false")
+        kafkalog.spark.register(spark)
+        assert started == []
+    finally:
+        spark.conf.unset(jvm_path.WARMUP_CONF)
+        spark.conf.unset(jvm_path.PLAN_WARMUP_CONF)
+
+
+def test_a_first_plan_that_fails_is_only_said(monkeypatch: Any) -> None:
+    """A first plan Spark refuses leaves ``failed: <its first line>`` in its state; nothing
+    is raised."""
+    from kafkalog.spark import jvm_path
+
+    monkeypatch.setattr(jvm_path, "_first_plans", set())
+    confs: dict[str, str] = {}
+
+    class Conf:
+        def get(self, key: str, default: Any = None) -> Any:
+            return confs.get(key, default)
+
+        def set(self, key: str, value: str) -> None:
+            confs[key] = value
+
+    class Context:
+        applicationId = "local-test"
+
+    class Session:
+        sparkContext = Context()
+        conf = Conf()
+
+        def range(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("no planning here\nmore lines")
+
+    thread = jvm_path.first_plan_in_background(Session())
+    assert thread is not None
+    thread.join(timeout=60)
+    assert confs[jvm_path.PLAN_WARMUP_STATE_CONF] == "failed: no planning here"
+
+
 def test_the_jar_is_named_by_its_sources(tmp_path: Path, monkeypatch: Any) -> None:
     """A changed source is a new jar (a stale one is never used), built by javac into the
     cache; it registers the source with Spark's service loader."""

@@ -94,12 +94,17 @@ def use_jvm(
     if before_jar is not None and not alongside_jar:
         before_jar(True)
     warmup = spark.conf.get(WARMUP_CONF, WARMUP_DEFAULT).lower()
+    plan = "false" if warmup == "false" else spark.conf.get(PLAN_WARMUP_CONF, "false").lower()
+    if plan == "early":
+        first_plan_in_background(spark)
     with alongside(partial(before_jar, True) if before_jar and alongside_jar else None):
         spark.sql(f"ADD JAR '{jar}'")
     if warmup == "background":  # after the registration: its Python worker's start is cold too
         first_task_in_background(spark, str(jar))
     elif warmup == "true":
         first_task(spark, str(jar))
+    if plan == "true":
+        first_plan_in_background(spark)
     return "jvm"
 
 
@@ -214,6 +219,68 @@ def _run_first_task(spark: Any, job: Any = None) -> str:
 def _failed(problem: Exception) -> str:
     logger.debug("kafkalog: the JVM source's first task failed (%s)", problem)
     return f"failed: {str(problem).splitlines()[0] if str(problem) else repr(problem)}"
+
+
+#: the driver's first SQL planning and code generation paid on a thread of its own
+#: (:func:`first_plan_in_background`): ``false`` (the default: never), ``true`` (started at
+#: the end of ``register``) or ``early`` (at its start, beside ``ADD JAR``); never when
+#: ``spark.kafkalog.jvm.warmup`` is ``false``. Opt-in: in bench/RESULTS.md's session-19 runs
+#: it took 0.1-0.8 s off the first micro-batch but delayed ``load()`` and ``start()``
+#: (``true``) or ``register()`` (``early``) by as much, so the first answer came no sooner
+PLAN_WARMUP_CONF = "spark.kafkalog.jvm.warmup.compile"
+#: what it did: ``done <ms>`` or ``failed: ...`` (unset: not run, or still running)
+PLAN_WARMUP_STATE_CONF = "spark.kafkalog.jvm.warmup.compile.state"
+
+#: applications whose first plan ran (once per application)
+_first_plans: set[str] = set()
+
+
+def first_plan_in_background(spark: Any) -> threading.Thread | None:
+    """Spark's first planning and Janino's first compile in the driver, paid on a daemon
+    thread started by ``register`` (:data:`PLAN_WARMUP_CONF`), while the program builds and
+    starts its query.
+
+    A new process's first micro-batch pays them on the stream's thread before its job can
+    start (bench/RESULTS.md, session 19: the stream thread's first compile 0.33 s on a quiet
+    machine, 0.05 s once the driver had compiled anything). This
+    plans a one-row ``range`` projected to the types of kafkalog's columns (binary, string,
+    int, long, timestamp) and turns it into an RDD (``DataFrame.rdd``): Spark analyses,
+    optimizes, plans and compiles its whole-stage code then, and runs **no job**; it reads
+    no file, the user's or any other, and changes how soon, never what, a query answers. A
+    failure is only kept in :data:`PLAN_WARMUP_STATE_CONF`. Once per application; the thread
+    (for a test to join), or ``None`` when there is nothing to run."""
+    application = str(spark.sparkContext.applicationId)
+    with _first_tasks_lock:
+        if application in _first_plans:
+            return None
+        _first_plans.add(application)
+
+    def run() -> None:
+        started = time.monotonic()
+        try:
+            spark.range(1, numPartitions=1).selectExpr(*_FIRST_PLAN_COLUMNS).rdd  # noqa: B018
+            state = f"done {round((time.monotonic() - started) * 1000)}"
+        except Exception as problem:  # only how soon a first query answers
+            state = _failed(problem)
+        with contextlib.suppress(Exception):  # the session stopped meanwhile
+            spark.conf.set(PLAN_WARMUP_STATE_CONF, state)
+
+    thread = threading.Thread(target=run, name="kafkalog-first-plan", daemon=True)
+    thread.start()
+    return thread
+
+
+#: the first plan's columns: the types of kafkalog's (key, value, topic, partition, offset,
+#: timestamp, timestampType), made from ``range``'s ``id``
+_FIRST_PLAN_COLUMNS = (
+    "cast(cast(id AS string) AS binary) AS key",
+    "cast(cast(id AS string) AS binary) AS value",
+    "cast(id AS string) AS topic",
+    "cast(id AS int) AS partition",
+    "id AS offset",
+    "timestamp_millis(id) AS timestamp",
+    "cast(id AS int) AS timestampType",
+)
 
 
 def kafkalog_path() -> str:
