@@ -106,14 +106,23 @@ def test_every_command_on_damage(damage: str, source: Path, tmp_path: Path) -> N
 def test_verify_warns_of_offsets_in_no_segment(source: Path, tmp_path: Path) -> None:
     """A middle segment emptied (a file truncated behind the log's back) reads as a gap of
     offsets, which the cleaner also leaves in a compacted topic: no reader can tell, but
-    verify says which offsets are in no batch (a warning: only the topic's policy tells)."""
+    verify says which offsets are in no batch (a warning: only the topic's policy tells).
+    Its ``.timeindex`` left listing the emptied records (its records carry times: an embedded
+    log stamps them) is evidence a cleaner never leaves: a PROBLEM naming it, beside the
+    warning; with the segment's indexes emptied too, the warning alone."""
     d = tmp_path / source.name
     shutil.copytree(source, d)
     emptied = segments(d)[2]
     emptied.write_bytes(b"")
+    gap = f"warning {segments(d)[3]} at byte 0: offsets 100..149 (50 offsets)"
     code, out, _ = _run("verify", str(d))
-    nxt = segments(d)[3]
-    assert code == 0 and f"warning {nxt} at byte 0: offsets 100..149 (50 offsets)" in out, out
+    stale = emptied.with_suffix(".timeindex")
+    assert code == 1 and gap in out, out
+    assert f"PROBLEM {stale} at byte 0: entry 0: offset 10" in out, out
+    for index in (emptied.with_suffix(".index"), stale):
+        index.write_bytes(b"")
+    code, out, _ = _run("verify", str(d))
+    assert code == 0 and gap in out and "PROBLEM" not in out, out
 
 
 def test_repair_moves_a_swap_that_is_no_batches_aside(source: Path, tmp_path: Path) -> None:
