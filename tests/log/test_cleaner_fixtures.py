@@ -13,6 +13,7 @@ import pytest
 
 from kafkalog.log import Log, TopicConfig
 from kafkalog.log.layout import segment_logs
+from kafkalog.records import Record, RecordBatch
 from provenance import FIXTURES
 
 PARTITIONS = sorted(
@@ -115,3 +116,53 @@ def check(before: list, after: list) -> None:
             assert got.get(key) is None
         else:
             assert got.get(key) == value
+
+
+LEGACY_COMPACTED = sorted(FIXTURES.glob("kafka-0.9.0.1-broker/v0-compact*"))
+HOUR = 3_600_000
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["fresh", "stale"])
+@pytest.mark.parametrize("partition", LEGACY_COMPACTED, ids=lambda p: p.name)
+def test_legacy_tombstones_go_by_segment_mtime_v2_ones_by_their_horizon(
+    partition: Path, stale: bool, tmp_path: Path
+) -> None:
+    """Kafka's two tombstone rules side by side on a 0.9 broker's compacted partition (its
+    round 9 wrote v0 tombstones for keys 0, 4 and 8; its cleaner checkpoint says 80): a v0/v1
+    tombstone goes once its segment is older than the last clean segment's mtime minus
+    ``delete.retention.ms`` (the legacy horizon), whatever the clock; a v2 tombstone in the
+    same round is never judged by mtime, it gets the delete horizon in its batch header
+    (KIP-534) and goes only once that has passed."""
+    assert LEGACY_COMPACTED
+    work = copy(partition, tmp_path, with_checkpoint=True)
+    config = TopicConfig(cleanup_policy="compact", file_delete_delay_ms=0, delete_retention_ms=HOUR)
+    legacy_tombstones = {90, 94, 98}
+    with Log(work, config) as log:
+        log.roll()  # segment 80 (the v0 tombstones) becomes dirty
+        v2 = log.append_records([Record(-1, 1000, b"key-1", None)]).first_offset
+        log.roll()
+        segs = {s.base_offset: s for s in log.segments}
+        mtime = segs[60].last_modified  # the last clean segment: the legacy horizon's base
+        old = mtime - 2 * HOUR if stale else mtime
+        segs[80].set_last_modified(old)
+        segs[v2].set_last_modified(mtime - 2 * HOUR)  # stale by mtime: must not matter
+        now = mtime + 10 * HOUR
+        log.compact(now=now)
+        kept = {r.offset: (r.key, r.value) for r in log.records()}
+        tombstones = {o for o, (_, v) in kept.items() if v is None}
+        assert tombstones == ({v2} if stale else legacy_tombstones | {v2})
+        assert 91 not in kept  # key-1's value, superseded by the v2 tombstone
+        holder = [
+            b for s in log.segments for b in s.entries(0) if b.base_offset <= v2 <= b.last_offset
+        ]
+        assert isinstance(holder[0], RecordBatch)
+        assert holder[0].delete_horizon_ms == now + HOUR
+        # a later cleaning before the batch's horizon keeps it; one after removes it
+        log.append_records([Record(-1, 1000, b"key-2", b"x")])
+        log.roll()
+        log.compact(now=now + HOUR - 1)
+        assert v2 in {r.offset for r in log.records()}
+        log.append_records([Record(-1, 1000, b"key-3", b"x")])
+        log.roll()
+        log.compact(now=now + HOUR)
+        assert v2 not in {r.offset for r in log.records()}
