@@ -545,3 +545,53 @@ def test_kafka_python_decodes_the_cleaned_segments(tmp_path: Path) -> None:
             theirs.append((r.offset, r.timestamp, r.key, r.value))
     assert theirs == ours and len(ours) > 10
     log.close()
+
+
+def test_dirty_section_bytes_and_bounds_are_kafkas(tmp_path: Path) -> None:
+    """``LogToClean`` and ``cleanableOffsets`` to the byte: the clean bytes are the segments
+    below the first dirty offset (the one holding it included), the cleanable bytes those from
+    that one up to the segment holding the first uncleanable offset (a last stable offset or a
+    compaction lag inside a segment stops the cleaning at its start), the ratio is cleanable
+    over both; ``max.compaction.lag.ms`` is measured from the earliest first-batch timestamp
+    of the dirty segments below the active one."""
+    from kafkalog.log.cleaner_checkpoint import _write_checkpoint
+
+    log = open_log(tmp_path, segment_bytes=10_000, min_compaction_lag_ms=1000)
+    for seg in range(4):
+        for i in range(3):
+            put(log, b"k%d" % i, b"v%d.%d" % (seg, i), ts=1000 + seg)
+        log.roll()
+    put(log, b"a", b"active", ts=9000)
+    s = list(log.segments)
+    size = [x.size for x in s]
+    _write_checkpoint(log.directory, ("t", 0), s[1].base_offset + 1)  # inside S1
+    section = dirty_section_of(log, 5000)
+    assert section.first_dirty == s[1].base_offset + 1
+    assert section.first_uncleanable == s[4].base_offset  # the active segment
+    assert section.clean_bytes == size[0] + size[1]
+    assert section.cleanable_bytes == size[1] + size[2] + size[3]
+    assert section.dirty_ratio == section.cleanable_bytes / (
+        size[0] + 2 * size[1] + size[2] + size[3]
+    )
+    # max.compaction.lag.ms: from S1's first batch (ts 1001), the oldest dirty one
+    log.config = config(
+        segment_bytes=10_000, min_compaction_lag_ms=1000, max_compaction_lag_ms=2000
+    )
+    assert dirty_section_of(log, 5000).compaction_delay_ms == 5000 - 2000 - 1001
+    assert dirty_section_of(log, 3001).compaction_delay_ms == 0
+    # min.compaction.lag.ms: S3 holds a record newer than now - lag, from its start on
+    section = dirty_section_of(log, 2002)
+    assert section.first_uncleanable == s[3].base_offset
+    assert section.cleanable_bytes == size[1] + size[2]
+    # an open transaction inside S2 stops the cleaning at S2's start
+    log.close()
+    log = open_log(tmp_path, segment_bytes=10_000)
+    p = Producer(log, pid=7)
+    active = log.segments[-1]
+    assert active.base_offset == s[4].base_offset
+    p.send([(b"b", b"open")], txn=True)
+    log.roll()
+    section = dirty_section_of(log, 5000)
+    assert log.last_stable_offset() == s[4].base_offset + 1
+    assert section.first_uncleanable == s[4].base_offset
+    log.close()
