@@ -595,3 +595,40 @@ def test_dirty_section_bytes_and_bounds_are_kafkas(tmp_path: Path) -> None:
     assert log.last_stable_offset() == s[4].base_offset + 1
     assert section.first_uncleanable == s[4].base_offset
     log.close()
+
+
+def test_groups_are_bounded_by_index_bytes_and_offset_range(tmp_path: Path) -> None:
+    """``groupSegmentsBySize``'s other bounds: segments whose logs fit one segment stay apart
+    when their offset or time indexes together pass ``segment.index.bytes``; an empty segment
+    joins whatever its offsets; a segment whose offsets would be more than 2^31-1 past the
+    group's base starts a group of its own (a follower's offsets jump that far only on a
+    compacted log). Each cleaned segment takes the base offset of its group's first one."""
+    from kafkalog.log.cleaner.dirty import _index_sizes
+
+    log = open_log(tmp_path, segment_bytes=100_000, segment_index_bytes=120, index_interval_bytes=1)
+    for i in range(35):
+        put(log, b"k%d" % i, b"v", ts=1000 + i)
+    log.roll()
+    before = [s.base_offset for s in log.segments]
+    assert len(before) >= 4
+    full = [_index_sizes(s)[1] for s in log.segments[:-2]]
+    assert all(2 * t > 120 for t in full)  # two time indexes never fit one
+    log.compact(now=5000)
+    assert [s.base_offset for s in log.segments] == before  # the logs would have fit
+    put(log, b"k0", b"w", ts=2000)
+    log.roll()
+    log.compact(now=5000)
+    # the cleaned segments have one index entry per append: now they fit one segment
+    assert [s.base_offset for s in log.segments] == [0, 36]
+    far = log.log_end_offset + 2**31 + 5
+    batch = encode_batch([Record(-1, 3000, b"far", b"v")], base_offset=far)
+    log.append(batch, assign_offsets=False)
+    log.roll()
+    assert [s.base_offset for s in log.segments] == [0, 36, far, far + 1]
+    log.compact(now=5000)
+    # 36 (empty) joins 0's group; ``far`` cannot
+    assert [s.base_offset for s in log.segments] == [0, far, far + 1]
+    assert offsets(log)[-2:] == [35, far]
+    names = sorted(os.listdir(tmp_path / "data" / "t-0"))
+    assert f"{far:020d}.log" in names and f"{36:020d}.log" not in names
+    log.close()
