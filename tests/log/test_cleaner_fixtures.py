@@ -166,3 +166,35 @@ def test_legacy_tombstones_go_by_segment_mtime_v2_ones_by_their_horizon(
         log.roll()
         log.compact(now=now + HOUR)
         assert v2 not in {r.offset for r in log.records()}
+
+
+@pytest.mark.parametrize("partition", LEGACY_COMPACTED, ids=lambda p: p.name)
+def test_min_compaction_lag_of_v0_segments_goes_by_their_mtime(
+    partition: Path, tmp_path: Path
+) -> None:
+    """v0 messages carry no timestamp: ``min.compaction.lag.ms`` (and Kafka's
+    ``largestTimestamp``) fall back to the segment's mtime; ``max.compaction.lag.ms`` finds no
+    first-batch timestamp and never forces a cleaning."""
+    from kafkalog.log.cleaner import dirty_section_of
+
+    work = copy(partition, tmp_path, with_checkpoint=True)
+    config = TopicConfig(
+        cleanup_policy="compact",
+        file_delete_delay_ms=0,
+        min_compaction_lag_ms=HOUR,
+        max_compaction_lag_ms=HOUR,
+    )
+    with Log(work, config) as log:
+        log.roll()
+        seg = log.segments[-2]
+        assert seg.base_offset == 80 and seg.max_timestamp_so_far < 0
+        now = seg.last_modified + HOUR // 2
+        section = dirty_section_of(log, now)
+        assert section.first_uncleanable == 80 and section.cleanable_bytes == 0
+        assert section.compaction_delay_ms == 0
+        seg.set_last_modified(now - 2 * HOUR)
+        section = dirty_section_of(log, now)
+        assert section.first_uncleanable == 100 and section.cleanable_bytes == seg.size
+        assert section.compaction_delay_ms == 0
+        result = log.compact(now=now)
+        assert result.rounds == 1 and result.end_offset == 100
