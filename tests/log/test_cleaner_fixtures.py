@@ -198,3 +198,38 @@ def test_min_compaction_lag_of_v0_segments_goes_by_their_mtime(
         assert section.compaction_delay_ms == 0
         result = log.compact(now=now)
         assert result.rounds == 1 and result.end_offset == 100
+
+
+def test_checkpoint_entry_of_a_partition_gone_is_dropped_at_the_next_write(
+    tmp_path: Path,
+) -> None:
+    """Kafka's manager writes ``cleaner-offset-checkpoint`` with only the logs it has
+    (``updateCheckpoints``). A 0.9 broker's data directory whose checkpoint names both
+    compacted topics at 80: one partition's directory removed by hand, the next cleaning of
+    the other drops its entry, so the topic created again under that name is cleaned from its
+    start (a stale 80 would leave its first 80 offsets taken as clean, never compacted)."""
+    from kafkalog.log.cleaner import read_checkpoint
+
+    broker = FIXTURES / "kafka-0.9.0.1-broker"
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("v0-compact-0", "v0-compact-gzip-0"):
+        shutil.copytree(broker / name, data / name)
+    shutil.copy(broker / "cleaner-offset-checkpoint", data / "cleaner-offset-checkpoint")
+    assert read_checkpoint(str(data)) == {("v0-compact", 0): 80, ("v0-compact-gzip", 0): 80}
+    shutil.rmtree(data / "v0-compact-gzip-0")
+    with Log(data / "v0-compact-0", CONFIG) as log:
+        log.roll()
+        log.compact(now=2**40)
+        end = log.log_end_offset
+    assert read_checkpoint(str(data)) == {("v0-compact", 0): end}
+    with Log(data / "v0-compact-gzip-0", CONFIG) as log:
+        for i in range(100):
+            key = b"k%d" % (i % 10 if i < 80 else i - 70)
+            log.append_records([Record(-1, 1000 + i, key, b"v%d" % i)])
+        log.roll()
+        log.compact(now=2**40)
+        got = [(r.offset, r.key) for r in log.records()]
+    assert got == [(70 + k, b"k%d" % k) for k in range(10)] + [
+        (i, b"k%d" % (i - 70)) for i in range(80, 100)
+    ]
