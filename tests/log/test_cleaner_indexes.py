@@ -1,4 +1,4 @@
-"""The indexes of the segments a cleaning writes, over real writers' shapes
+"""The indexes of the segments a cleaning writes, and what it keeps, over real writers' shapes
 (tests/read_shapes.py: scrambled timestamps, LogAppendTime, nested aborted transactions of a
 follower, v1 message sets): Kafka's cleaner appends each read chunk's kept batches as one
 ``LogSegment.append``, so each offset-index entry names an append's largest offset at the byte
@@ -114,3 +114,54 @@ def check_txn_indexes(log: Log, cleaned: list[Any], before: dict[int, bool]) -> 
         }
         listed = {t.last_offset for t in seg.txn_index.all_aborted_txns()}
         assert listed == {o for o in aborts if before.get(o)}, seg.txn_index.path
+
+
+TXN_AND_PRODUCER_SHAPES = [
+    "v2-multi-i1-idempotent-roll",
+    "v2-txn-multi-i1-roll",
+    "v2-txn-follower-multi-i300",
+    "v2-txn-nested-aborts-follower-i1-roll",
+    "v2-gaps-follower-multi-i1-roll",
+    "v2-deleterecords-txn-multi-i1-roll",
+]
+
+
+@pytest.mark.parametrize("name", TXN_AND_PRODUCER_SHAPES)
+def test_cleaning_keeps_the_latest_committed_record_of_each_key_brute_force(
+    name: str, tmp_path: Path
+) -> None:
+    """Against the brute force over the full decode (read_shapes.truth): below the first
+    uncleanable offset exactly the latest record of each key outside aborted transactions
+    stays (a tombstone too, at a first cleaning), no keyless record and no record of an
+    aborted transaction; from that offset on, every record as it was."""
+    from kafkalog.log.cleaner import dirty_section_of
+    from read_shapes import truth
+
+    spec = SHAPES[name]
+    shape = write_shape(tmp_path, name)
+    config = TopicConfig(
+        cleanup_policy="compact",
+        delete_retention_ms=0,
+        file_delete_delay_ms=0,
+        segment_bytes=spec.segment_bytes,
+        index_interval_bytes=spec.index_interval_bytes,
+    )
+    with Log(shape.directory, config) as log:
+        log.roll()
+    known = truth(shape.directory)
+    with Log(shape.directory, config) as log:
+        bound = dirty_section_of(log, NOW).first_uncleanable
+        result = log.compact(now=NOW)
+        assert result.end_offset == bound
+        got = [(r.offset, r.key, r.value) for r in log.records()]
+    data = [r for r in known.records if not r.control]
+    latest: dict[bytes, int] = {}
+    for r in data:
+        if r.offset < bound and r.key is not None and r.offset not in known.aborted:
+            latest[r.key] = r.offset
+    want = [
+        (r.offset, r.key, r.value)
+        for r in data
+        if r.offset >= bound or (r.key is not None and latest.get(r.key) == r.offset)
+    ]
+    assert got == want
