@@ -545,3 +545,90 @@ def test_kafka_python_decodes_the_cleaned_segments(tmp_path: Path) -> None:
             theirs.append((r.offset, r.timestamp, r.key, r.value))
     assert theirs == ours and len(ours) > 10
     log.close()
+
+
+def test_dirty_section_bytes_and_bounds_are_kafkas(tmp_path: Path) -> None:
+    """``LogToClean`` and ``cleanableOffsets`` to the byte: the clean bytes are the segments
+    below the first dirty offset (the one holding it included), the cleanable bytes those from
+    that one up to the segment holding the first uncleanable offset (a last stable offset or a
+    compaction lag inside a segment stops the cleaning at its start), the ratio is cleanable
+    over both; ``max.compaction.lag.ms`` is measured from the earliest first-batch timestamp
+    of the dirty segments below the active one."""
+    from kafkalog.log.cleaner_checkpoint import _write_checkpoint
+
+    log = open_log(tmp_path, segment_bytes=10_000, min_compaction_lag_ms=1000)
+    for seg in range(4):
+        for i in range(3):
+            put(log, b"k%d" % i, b"v%d.%d" % (seg, i), ts=1000 + seg)
+        log.roll()
+    put(log, b"a", b"active", ts=9000)
+    s = list(log.segments)
+    size = [x.size for x in s]
+    _write_checkpoint(log.directory, ("t", 0), s[1].base_offset + 1)  # inside S1
+    section = dirty_section_of(log, 5000)
+    assert section.first_dirty == s[1].base_offset + 1
+    assert section.first_uncleanable == s[4].base_offset  # the active segment
+    assert section.clean_bytes == size[0] + size[1]
+    assert section.cleanable_bytes == size[1] + size[2] + size[3]
+    assert section.dirty_ratio == section.cleanable_bytes / (
+        size[0] + 2 * size[1] + size[2] + size[3]
+    )
+    # max.compaction.lag.ms: from S1's first batch (ts 1001), the oldest dirty one
+    log.config = config(
+        segment_bytes=10_000, min_compaction_lag_ms=1000, max_compaction_lag_ms=2000
+    )
+    assert dirty_section_of(log, 5000).compaction_delay_ms == 5000 - 2000 - 1001
+    assert dirty_section_of(log, 3001).compaction_delay_ms == 0
+    # min.compaction.lag.ms: S3 holds a record newer than now - lag, from its start on
+    section = dirty_section_of(log, 2002)
+    assert section.first_uncleanable == s[3].base_offset
+    assert section.cleanable_bytes == size[1] + size[2]
+    # an open transaction inside S2 stops the cleaning at S2's start
+    log.close()
+    log = open_log(tmp_path, segment_bytes=10_000)
+    p = Producer(log, pid=7)
+    active = log.segments[-1]
+    assert active.base_offset == s[4].base_offset
+    p.send([(b"b", b"open")], txn=True)
+    log.roll()
+    section = dirty_section_of(log, 5000)
+    assert log.last_stable_offset() == s[4].base_offset + 1
+    assert section.first_uncleanable == s[4].base_offset
+    log.close()
+
+
+def test_groups_are_bounded_by_index_bytes_and_offset_range(tmp_path: Path) -> None:
+    """``groupSegmentsBySize``'s other bounds: segments whose logs fit one segment stay apart
+    when their offset or time indexes together pass ``segment.index.bytes``; an empty segment
+    joins whatever its offsets; a segment whose offsets would be more than 2^31-1 past the
+    group's base starts a group of its own (a follower's offsets jump that far only on a
+    compacted log). Each cleaned segment takes the base offset of its group's first one."""
+    from kafkalog.log.cleaner.dirty import _index_sizes
+
+    log = open_log(tmp_path, segment_bytes=100_000, segment_index_bytes=120, index_interval_bytes=1)
+    for i in range(35):
+        put(log, b"k%d" % i, b"v", ts=1000 + i)
+    log.roll()
+    before = [s.base_offset for s in log.segments]
+    assert len(before) >= 4
+    full = [_index_sizes(s)[1] for s in log.segments[:-2]]
+    assert all(2 * t > 120 for t in full)  # two time indexes never fit one
+    log.compact(now=5000)
+    assert [s.base_offset for s in log.segments] == before  # the logs would have fit
+    put(log, b"k0", b"w", ts=2000)
+    log.roll()
+    log.compact(now=5000)
+    # the cleaned segments have one index entry per append: now they fit one segment
+    assert [s.base_offset for s in log.segments] == [0, 36]
+    far = log.log_end_offset + 2**31 + 5
+    batch = encode_batch([Record(-1, 3000, b"far", b"v")], base_offset=far)
+    log.append(batch, assign_offsets=False)
+    log.roll()
+    assert [s.base_offset for s in log.segments] == [0, 36, far, far + 1]
+    log.compact(now=5000)
+    # 36 (empty) joins 0's group; ``far`` cannot
+    assert [s.base_offset for s in log.segments] == [0, far, far + 1]
+    assert offsets(log)[-2:] == [35, far]
+    names = sorted(os.listdir(tmp_path / "data" / "t-0"))
+    assert f"{far:020d}.log" in names and f"{36:020d}.log" not in names
+    log.close()

@@ -41,6 +41,19 @@ def create_checkpoint(data_dir: str) -> None:
             OffsetCheckpoint.write(path, {})
 
 
+def _live(data_dir: str, current: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """The entries whose partition is still in the data directory: Kafka's manager keeps only
+    the entries of the logs it has each time it writes the file (``updateCheckpoints``), so
+    an entry does not outlive its partition (a directory removed by hand, a partition moved
+    to another data directory) and is never taken, for a partition created again under the
+    name, as how far that one was cleaned (its records below would never be compacted)."""
+    return {
+        key: offset
+        for key, offset in current.items()
+        if os.path.isdir(os.path.join(data_dir, f"{key[0]}-{key[1]}"))
+    }
+
+
 def forget_partition(data_dir: str, key: tuple[str, int]) -> None:
     """Drop a deleted partition's entry (Kafka's cleaner manager does, so that a topic
     created again under the name is not taken as cleaned up to the old one's offset)."""
@@ -49,13 +62,14 @@ def forget_partition(data_dir: str, key: tuple[str, int]) -> None:
         current = read_checkpoint(data_dir)
         if key in current:
             del current[key]
-            OffsetCheckpoint.write(path, current)
+            OffsetCheckpoint.write(path, _live(data_dir, current))
 
 
 def _write_checkpoint(partition_dir: str, key: tuple[str, int], offset: int) -> None:
     path = checkpoint_path(partition_dir)
     with _checkpoint_lock:
-        current = read_checkpoint(os.path.dirname(path))
+        data_dir = os.path.dirname(path)
+        current = _live(data_dir, read_checkpoint(data_dir))
         current[key] = offset
         OffsetCheckpoint.write(path, current)
 
@@ -70,7 +84,9 @@ def maybe_truncate_checkpoint(partition_dir: str, key: tuple[str, int], offset: 
     if not os.path.exists(path):
         return
     with _checkpoint_lock:
-        current = read_checkpoint(os.path.dirname(path))
+        data_dir = os.path.dirname(path)
+        current = read_checkpoint(data_dir)
         if current.get(key, -1) > offset:
+            current = _live(data_dir, current)
             current[key] = offset
             OffsetCheckpoint.write(path, current)
