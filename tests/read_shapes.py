@@ -676,6 +676,19 @@ SHAPES: dict[str, V2 | Legacy] = {
 }
 
 
+def compacting(name: str) -> TopicConfig:
+    """The config that compacts shape ``name`` as written (its segment and index sizes), every
+    tombstone and marker horizon passed at once: the cleaner tests' topic."""
+    spec = SHAPES[name]
+    return TopicConfig(
+        cleanup_policy="compact",
+        delete_retention_ms=0,
+        file_delete_delay_ms=0,
+        segment_bytes=spec.segment_bytes,
+        index_interval_bytes=spec.index_interval_bytes,
+    )
+
+
 def write_shape(root: Path, name: str, seed: int = 0) -> Shape:
     spec = SHAPES[name]
     if isinstance(spec, Legacy):

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from kafkalog.log import Log, TopicConfig
+from kafkalog.log import Log
 from kafkalog.records import Record, RecordBatch
 from kafkalog.records.model import ControlType
-from read_shapes import SHAPES, write_shape
+from read_shapes import compacting, write_shape
 
 NAMES = [
     "v2-scrambled-multi-i1-codecs-roll",
@@ -31,15 +31,8 @@ NOW = 4102444800000  # 2100: every horizon passed
 
 @pytest.mark.parametrize("name", NAMES)
 def test_cleaned_segments_indexes_are_what_kafkas_cleaner_writes(name: str, tmp_path: Path) -> None:
-    spec = SHAPES[name]
     shape = write_shape(tmp_path, name)
-    config = TopicConfig(
-        cleanup_policy="compact",
-        delete_retention_ms=0,
-        file_delete_delay_ms=0,
-        segment_bytes=spec.segment_bytes,
-        index_interval_bytes=spec.index_interval_bytes,
-    )
+    config = compacting(name)
     with Log(shape.directory, config) as log:
         log.roll()
         before = len(log.segments)
@@ -137,15 +130,8 @@ def test_cleaning_keeps_the_latest_committed_record_of_each_key_brute_force(
     from kafkalog.log.cleaner import dirty_section_of
     from read_shapes import truth
 
-    spec = SHAPES[name]
     shape = write_shape(tmp_path, name)
-    config = TopicConfig(
-        cleanup_policy="compact",
-        delete_retention_ms=0,
-        file_delete_delay_ms=0,
-        segment_bytes=spec.segment_bytes,
-        index_interval_bytes=spec.index_interval_bytes,
-    )
+    config = compacting(name)
     with Log(shape.directory, config) as log:
         log.roll()
     known = truth(shape.directory)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.log import Log, TopicConfig
+from kafkalog.log import Log
 from kafkalog.log.layout import segment_logs
 from kafkalog.records.legacy import LegacyEntry
 from kafkalog.records.types import Compression
-from read_shapes import SHAPES, Legacy, write_shape
+from read_shapes import SHAPES, Legacy, compacting, write_shape
 
 LEGACY = [name for name, spec in SHAPES.items() if isinstance(spec, Legacy)]
 NOW = 4102444800000
@@ -31,15 +31,8 @@ def test_first_cleaning_of_legacy_shapes_keeps_the_latest_of_each_key(
 ) -> None:
     from kafka.record import MemoryRecords
 
-    spec = SHAPES[name]
     shape = write_shape(tmp_path, name)
-    config = TopicConfig(
-        cleanup_policy="compact",
-        delete_retention_ms=0,
-        file_delete_delay_ms=0,
-        segment_bytes=spec.segment_bytes,
-        index_interval_bytes=spec.index_interval_bytes,
-    )
+    config = compacting(name)
     with Log(shape.directory, config) as log:
         log.roll()
         before = _records(log)

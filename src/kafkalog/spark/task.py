@@ -257,17 +257,13 @@ class _Committed:
         state = txnindex_state(split.segment)
         path = files.redacted(split.segment)
         where = f"{split.topic}-{split.partition}: {path} at byte {marker.position}"
+
+        def warn(outcome: str) -> None:
+            message = unlisted_message(found, path, state, outcome)
+            _logger.warning("kafkalog: %s: %s", where, message)
+
         if found.whole:
-            _logger.warning(
-                "kafkalog: %s: %s",
-                where,
-                unlisted_message(
-                    found,
-                    path,
-                    state,
-                    "this read saw the whole transaction and dropped its records",
-                ),
-            )
+            warn("this read saw the whole transaction and dropped its records")
             return
         if self.fail:
             raise UnlistedAbortError.of(
@@ -277,17 +273,10 @@ class _Committed:
                 "a read_committed read may have returned its records before the marker as "
                 "committed (set failOnDataLoss=false to read on, with a warning)",
             )
-        _logger.warning(
-            "kafkalog: %s: %s",
-            where,
-            unlisted_message(
-                found,
-                path,
-                state,
-                "records of the transaction this read handed out before the marker (or "
-                "another task's, before this split) are in the result as committed; the "
-                "rest are dropped (failOnDataLoss=false)",
-            ),
+        warn(
+            "records of the transaction this read handed out before the marker (or "
+            "another task's, before this split) are in the result as committed; the "
+            "rest are dropped (failOnDataLoss=false)"
         )
 
 
