@@ -92,7 +92,11 @@ def _timestamps_ms(col: pa.Array | None, n: int, default: int) -> np.ndarray:
     nanosecond timestamp (pandas' default unit) raised ``ArrowInvalid``.
     """
     if col is None:
-        return np.full(n, default, np.int64)
+        # read-only like the Arrow column's view below, so the encode kernels compile once for
+        # both (numba types a read-only array apart: a second write_batches compile cost ~6 s)
+        filled = np.full(n, default, np.int64)
+        filled.flags.writeable = False
+        return filled
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     t = col.type
