@@ -113,7 +113,8 @@ class V2:
     open_transaction: bool = False
     start: str | None = None  # None, "retention" or "delete-records"
     nested_aborts: bool = False  # aborts inside appends that end another open transaction
-    clock: str = "producer"  # record timestamps: "producer" or "scrambled" (see _Clock)
+    #: record timestamps: "producer", "scrambled" or "missing" (see _Clock)
+    clock: str = "producer"
     timestamp_type: str = "CreateTime"  # or "LogAppendTime": the log stamps every batch
     #: truncated inside its last batch of several records at the end (as a follower truncates
     #: to its leader's end offset): the log end is the target, its last batch ends before it
@@ -153,14 +154,26 @@ class _Clock:
     """Record timestamps. ``producer``: mostly increasing, now and then a little out of order
     inside a batch, as producers' clocks leave them. ``scrambled``: seconds apart, and half of
     them up to 51 minutes behind, so that timestamps run far out of order inside batches and
-    across them (a batch's base timestamp, its first record's, is often not its smallest)."""
+    across them (a batch's base timestamp, its first record's, is often not its smallest).
+    ``missing``: increasing, with runs of records that have none (-1)."""
 
     def __init__(self, rng: random.Random, start: int = T0, mode: str = "producer") -> None:
         self.rng = rng
         self.now = start
         self.mode = mode
+        self.absent = mode == "missing"  # a "missing" log starts without timestamps
 
     def next(self) -> int:
+        if self.mode == "missing":
+            # runs of records without a timestamp (-1, as a client may send them and Kafka
+            # keeps them): whole batches and segments begun by one, and single -1 records
+            # among timestamped ones, inside a batch
+            if self.rng.random() < 0.08:
+                self.absent = not self.absent
+            if self.absent or self.rng.random() < 0.15:
+                return -1
+            self.now += self.rng.randint(0, 7)
+            return self.now
         if self.mode == "scrambled":
             self.now += self.rng.randint(1_000, 12_000)
             if self.rng.random() < 0.5:
@@ -546,8 +559,10 @@ def _describe(spec: V2 | Legacy) -> str:
         if spec.truncated:
             what += ", truncated inside its last batch"
         interval, segment = spec.index_interval_bytes, spec.segment_bytes
-    if spec.clock != "producer":
-        what += f", timestamps {spec.clock} (up to {SCRAMBLE_MS // 60_000} minutes behind)"
+    if spec.clock == "scrambled":
+        what += f", timestamps scrambled (up to {SCRAMBLE_MS // 60_000} minutes behind)"
+    elif spec.clock == "missing":
+        what += ", runs of records without a timestamp (-1)"
     what += f"; index.interval.bytes={interval}"
     if segment < 1 << 30:
         what += f", segment.bytes={segment}"
@@ -663,6 +678,16 @@ SHAPES: dict[str, V2 | Legacy] = {
         index_interval_bytes=1,
         segment_bytes=12000,
         clock="scrambled",
+    ),
+    # records without a timestamp (-1, kept as the client sent them): whole batches and
+    # segments without one, and -1 records among timestamped ones inside batches
+    "v2-missing-ts-multi-i1-codecs-roll": V2(
+        records=900,
+        batches_per_append=(1, 4),
+        codecs=("none", "gzip", "lz4"),
+        index_interval_bytes=1,
+        segment_bytes=7000,
+        clock="missing",
     ),
     "v1-scrambled-i4096-roll": Legacy(magic=1, records=600, segment_bytes=8000, clock="scrambled"),
     "v2-logappendtime-multi-i1-roll": V2(
