@@ -882,3 +882,74 @@ def truth(directory: Path, log_start_checkpoint: int | None = None) -> Truth:
         index_offsets=index_offsets,
         hidden_max_timestamp=max([-1, *(r.timestamp for r in records if r.offset < log_start)]),
     )
+
+
+# -- a log compacted by a Kafka older than 3.1 ----------------------------------------------------
+def compacted_before_kafka_31(shape: Shape, root: Path) -> Path:
+    """``shape``'s partition as a Kafka older than 3.1 leaves it after two or more cleanings
+    with ``delete.retention.ms`` not yet passed (no KIP-534 delete horizon), written under
+    ``root``; returns its partition directory.
+
+    That cleaner (``LogCleaner.cleanSegments`` with ``CleanedTransactionMetadata``) cleans every
+    segment below the active one and the last stable offset. It removes an aborted transaction's
+    batches when it meets them and writes the cleaned segment's ``.txnindex`` entry only for a
+    transaction whose batches it met in that cleaning; it keeps the markers (COMMIT and ABORT)
+    until ``delete.retention.ms`` after the segment was last changed, their bytes unchanged (no
+    horizon stamped in the batch header: that came with 3.1). So from the second cleaning on,
+    every ABORT marker in the cleaned range is an emptied transaction's, and no ``.txnindex``
+    entry lists it; above the range the log is as written. Other batches are copied whole (a
+    cleaner copies a batch whose records all stay byte for byte; the shapes' few repeated keys
+    are kept, which changes nothing of the transactions). Written by follower appends, the
+    indexes as a broker writes them, then the cleaned range's entries taken out of the
+    ``.txnindex`` files; the ``cleaner-offset-checkpoint`` says how far it cleaned."""
+    source = shape.directory
+    bases = sorted(offset_from_filename(n) for n in os.listdir(source) if is_segment_log(n))
+    lso = truth(source).lso
+    end = min(bases[-1], lso)  # the first offset the cleaner may not clean
+    batches = [
+        e
+        for base in bases
+        for e in LogReader((source / f"{base:020d}.log").read_bytes())
+        if isinstance(e, RecordBatch)
+    ]
+    pending: dict[int, list[int]] = {}  # producer -> indexes of its open transaction's batches
+    dropped: set[int] = set()
+    for i, b in enumerate(batches):
+        if not b.is_transactional:
+            continue
+        if b.is_control:
+            kind = b.control_record().type
+            if kind is ControlType.ABORT and b.base_offset < end:
+                dropped.update(pending.get(b.producer_id, []))
+            pending.pop(b.producer_id, None)
+        else:
+            pending.setdefault(b.producer_id, []).append(i)
+    spec = SHAPES[shape.name]
+    out = root / shape.name / shape.directory.name
+    with LogDir(out.parent, writable=True) as logdir:
+        log = logdir.log(
+            shape.topic,
+            shape.partition,
+            create=True,
+            config=_config(spec.index_interval_bytes, spec.segment_bytes),
+        )
+        for i, b in enumerate(batches):
+            if i not in dropped:
+                log.append(
+                    bytes(b.buffer[: b.size_in_bytes]),
+                    assign_offsets=False,
+                    origin="coordinator" if b.is_control else "client",
+                )
+    # the broker's record of the cleaning (what tells readers the offset gaps are compaction's)
+    (out.parent / "cleaner-offset-checkpoint").write_text(
+        f"0\n1\n{shape.topic} {shape.partition} {end}\n"
+    )
+    for path in sorted(out.glob("*.txnindex")):
+        data = path.read_bytes()
+        kept = b"".join(
+            data[at : at + 34]
+            for at in range(0, len(data) - len(data) % 34, 34)
+            if struct.unpack_from(">q", data, at + 18)[0] >= end  # its marker's offset
+        )
+        path.write_bytes(kept)
+    return out
