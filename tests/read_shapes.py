@@ -885,7 +885,7 @@ def truth(directory: Path, log_start_checkpoint: int | None = None) -> Truth:
 
 
 # -- a log compacted by a Kafka older than 3.1 ----------------------------------------------------
-def compacted_before_kafka_31(shape: Shape, root: Path) -> Path:
+def compacted_before_kafka_31(shape: Shape, root: Path, spec: V2 | None = None) -> Path:
     """``shape``'s partition as a Kafka older than 3.1 leaves it after two or more cleanings
     with ``delete.retention.ms`` not yet passed (no KIP-534 delete horizon), written under
     ``root``; returns its partition directory.
@@ -924,7 +924,7 @@ def compacted_before_kafka_31(shape: Shape, root: Path) -> Path:
             pending.pop(b.producer_id, None)
         else:
             pending.setdefault(b.producer_id, []).append(i)
-    spec = SHAPES[shape.name]
+    spec = spec or SHAPES[shape.name]  # how ``shape`` was written (its segment sizes)
     out = root / shape.name / shape.directory.name
     with LogDir(out.parent, writable=True) as logdir:
         log = logdir.log(

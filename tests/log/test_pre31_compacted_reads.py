@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from clirun import kafkalog_here
 from damage_kinds import (
     COMMITTED_READERS,
     TXNINDEX_LOST,
@@ -60,6 +61,8 @@ def test_the_shape_holds_what_an_old_cleaner_leaves(pre31: list[Path]) -> None:
     for d in pre31:
         assert len(unlisted_aborts(d)) >= 5, d
         assert (d.parent / "cleaner-offset-checkpoint").exists()
+        verified = kafkalog_here("verify", str(d))  # kafkalog's own check finds it healthy
+        assert verified.returncode == 0 and "OK" in verified.stdout, verified.stdout
 
 
 @pytest.mark.parametrize("reader", [*COMMITTED_READERS, "fetch of 500 bytes", "fetch of 3 KB"])

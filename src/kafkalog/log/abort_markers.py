@@ -26,6 +26,7 @@ committed, and the marker is passed; any such batch is a lost entry, refused as 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import struct
@@ -211,18 +212,28 @@ class TransactionLookback:
     def _producer_in(self, path: str, producer_id: int) -> tuple[list[int], list[int]] | None:
         key = (path, producer_id)
         if key not in self._seen:
-            self._seen[key] = _producer_batches(path, producer_id)
+            # a segment below the active one never changes (a cleaning writes another file):
+            # the same file and size give the same answer to every read after this one
+            self._seen[key] = _producer_batches(
+                path, producer_id, files.identity(path), files.getsize(path), files.mtime_ms(path)
+            )
         return self._seen[key]
 
 
-def _producer_batches(path: str, producer_id: int) -> tuple[list[int], list[int]] | None:
+@functools.lru_cache(maxsize=256)
+def _producer_batches(
+    path: str, producer_id: int, identity: tuple[int, int] | None, size: int, mtime_ms: int
+) -> tuple[list[int], list[int]] | None:
     """(control batch offsets, transactional data batch last offsets) of ``producer_id`` in the
-    ``.log`` at ``path``, from its batch headers; None when its bytes are no whole batches."""
+    first ``size`` bytes of the ``.log`` at ``path`` (``identity`` and ``mtime_ms``: which file
+    and which version of it, for the cache: a truncated and rewritten active segment is another),
+    from its batch headers; None when those bytes are no whole batches. Cached across reads:
+    a Fetch meets one such marker after another, each in a fetch of its own."""
     controls: list[int] = []
     data: list[int] = []
     handle = files.open_read(path)
     try:
-        size = handle.size()
+        size = min(size, handle.size())
         position = 0
         chunk = b""
         chunk_at = 0
