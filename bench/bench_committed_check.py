@@ -5,7 +5,12 @@ read_committed (control batches decoded as rows) against read_uncommitted, inter
 process. The log is the worst case for the walk: transactions of small batches (one record each)
 and their markers.
 
-    python bench/bench_committed_check.py [--batches 100000] [--rounds 5]
+With ``--pre31`` the log is first compacted as a Kafka older than 3.1 leaves it
+(tests/read_shapes.py ``compacted_before_kafka_31``: every ABORT marker below the active segment
+an emptied transaction's that no ``.txnindex`` entry lists), so the walk also looks back from
+such markers (``TransactionLookback``); 1 MB segments.
+
+    python bench/bench_committed_check.py [--batches 100000] [--rounds 5] [--pre31]
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pre31", action="store_true")
     args = parser.parse_args()
     import sys
 
@@ -31,16 +37,19 @@ def main() -> None:
     from kafkalog.spark.options import parse_read_options
     from kafkalog.spark.plan import plan_read
     from kafkalog.spark.task import read_split
-    from read_shapes import V2, write_v2
+    from read_shapes import V2, compacted_before_kafka_31, write_v2
 
     root = Path(tempfile.mkdtemp())
-    shape = write_v2(
-        root,
-        "bench-txn",
-        V2(records=args.batches, records_per_batch=(1, 1), producers="transactions"),
-        0,
+    spec = V2(
+        records=args.batches,
+        records_per_batch=(1, 1),
+        producers="transactions",
+        segment_bytes=(1 << 20) if args.pre31 else 1 << 30,
     )
+    shape = write_v2(root, "bench-txn", spec, 0)
     d = shape.directory
+    if args.pre31:
+        d = compacted_before_kafka_31(shape, root / "pre31", spec)
     checked = local_log.fetched_unlisted
 
     # the offsets each 1 MiB fetch starts at, found once (outside the timing)

@@ -52,7 +52,9 @@ from kafkalog.records import Record, encode_batch
 TS = 1_700_000_000_000
 MISSING_TIMESTAMPS = False
 """``--missing-timestamps``: the ``append_records`` rows append ``Record.of(v)`` without a
-timestamp (the log stamps it with its clock) instead of ``Record.of(v, timestamp=TS)``."""
+timestamp (the log stamps it with its clock) instead of ``Record.of(v, timestamp=TS)``, and the
+``Log.append(encode_batch(...))`` row appends bytes whose record has none (-1, which
+``Log.append`` keeps, as a broker does)."""
 VALUE_BYTES = 100
 
 
@@ -133,8 +135,12 @@ def log_append_general_encoder(vals: list[bytes]) -> float:
     try:
         log = Log(os.path.join(d, "events-0"))
         start = time.perf_counter()
-        for v in vals:
-            log.append(encode_batch([Record.of(v, timestamp=TS)]))
+        if MISSING_TIMESTAMPS:  # bytes as a client built them: -1 kept, not stamped
+            for v in vals:
+                log.append(encode_batch([Record.of(v)]))
+        else:
+            for v in vals:
+                log.append(encode_batch([Record.of(v, timestamp=TS)]))
         elapsed = time.perf_counter() - start
         log.close()
         return elapsed

@@ -113,7 +113,8 @@ class V2:
     open_transaction: bool = False
     start: str | None = None  # None, "retention" or "delete-records"
     nested_aborts: bool = False  # aborts inside appends that end another open transaction
-    clock: str = "producer"  # record timestamps: "producer" or "scrambled" (see _Clock)
+    #: record timestamps: "producer", "scrambled" or "missing" (see _Clock)
+    clock: str = "producer"
     timestamp_type: str = "CreateTime"  # or "LogAppendTime": the log stamps every batch
     #: truncated inside its last batch of several records at the end (as a follower truncates
     #: to its leader's end offset): the log end is the target, its last batch ends before it
@@ -153,14 +154,26 @@ class _Clock:
     """Record timestamps. ``producer``: mostly increasing, now and then a little out of order
     inside a batch, as producers' clocks leave them. ``scrambled``: seconds apart, and half of
     them up to 51 minutes behind, so that timestamps run far out of order inside batches and
-    across them (a batch's base timestamp, its first record's, is often not its smallest)."""
+    across them (a batch's base timestamp, its first record's, is often not its smallest).
+    ``missing``: increasing, with runs of records that have none (-1)."""
 
     def __init__(self, rng: random.Random, start: int = T0, mode: str = "producer") -> None:
         self.rng = rng
         self.now = start
         self.mode = mode
+        self.absent = mode == "missing"  # a "missing" log starts without timestamps
 
     def next(self) -> int:
+        if self.mode == "missing":
+            # runs of records without a timestamp (-1, as a client may send them and Kafka
+            # keeps them): whole batches and segments begun by one, and single -1 records
+            # among timestamped ones, inside a batch
+            if self.rng.random() < 0.08:
+                self.absent = not self.absent
+            if self.absent or self.rng.random() < 0.15:
+                return -1
+            self.now += self.rng.randint(0, 7)
+            return self.now
         if self.mode == "scrambled":
             self.now += self.rng.randint(1_000, 12_000)
             if self.rng.random() < 0.5:
@@ -546,8 +559,10 @@ def _describe(spec: V2 | Legacy) -> str:
         if spec.truncated:
             what += ", truncated inside its last batch"
         interval, segment = spec.index_interval_bytes, spec.segment_bytes
-    if spec.clock != "producer":
-        what += f", timestamps {spec.clock} (up to {SCRAMBLE_MS // 60_000} minutes behind)"
+    if spec.clock == "scrambled":
+        what += f", timestamps scrambled (up to {SCRAMBLE_MS // 60_000} minutes behind)"
+    elif spec.clock == "missing":
+        what += ", runs of records without a timestamp (-1)"
     what += f"; index.interval.bytes={interval}"
     if segment < 1 << 30:
         what += f", segment.bytes={segment}"
@@ -663,6 +678,16 @@ SHAPES: dict[str, V2 | Legacy] = {
         index_interval_bytes=1,
         segment_bytes=12000,
         clock="scrambled",
+    ),
+    # records without a timestamp (-1, kept as the client sent them): whole batches and
+    # segments without one, and -1 records among timestamped ones inside batches
+    "v2-missing-ts-multi-i1-codecs-roll": V2(
+        records=900,
+        batches_per_append=(1, 4),
+        codecs=("none", "gzip", "lz4"),
+        index_interval_bytes=1,
+        segment_bytes=7000,
+        clock="missing",
     ),
     "v1-scrambled-i4096-roll": Legacy(magic=1, records=600, segment_bytes=8000, clock="scrambled"),
     "v2-logappendtime-multi-i1-roll": V2(
@@ -857,3 +882,74 @@ def truth(directory: Path, log_start_checkpoint: int | None = None) -> Truth:
         index_offsets=index_offsets,
         hidden_max_timestamp=max([-1, *(r.timestamp for r in records if r.offset < log_start)]),
     )
+
+
+# -- a log compacted by a Kafka older than 3.1 ----------------------------------------------------
+def compacted_before_kafka_31(shape: Shape, root: Path, spec: V2 | None = None) -> Path:
+    """``shape``'s partition as a Kafka older than 3.1 leaves it after two or more cleanings
+    with ``delete.retention.ms`` not yet passed (no KIP-534 delete horizon), written under
+    ``root``; returns its partition directory.
+
+    That cleaner (``LogCleaner.cleanSegments`` with ``CleanedTransactionMetadata``) cleans every
+    segment below the active one and the last stable offset. It removes an aborted transaction's
+    batches when it meets them and writes the cleaned segment's ``.txnindex`` entry only for a
+    transaction whose batches it met in that cleaning; it keeps the markers (COMMIT and ABORT)
+    until ``delete.retention.ms`` after the segment was last changed, their bytes unchanged (no
+    horizon stamped in the batch header: that came with 3.1). So from the second cleaning on,
+    every ABORT marker in the cleaned range is an emptied transaction's, and no ``.txnindex``
+    entry lists it; above the range the log is as written. Other batches are copied whole (a
+    cleaner copies a batch whose records all stay byte for byte; the shapes' few repeated keys
+    are kept, which changes nothing of the transactions). Written by follower appends, the
+    indexes as a broker writes them, then the cleaned range's entries taken out of the
+    ``.txnindex`` files; the ``cleaner-offset-checkpoint`` says how far it cleaned."""
+    source = shape.directory
+    bases = sorted(offset_from_filename(n) for n in os.listdir(source) if is_segment_log(n))
+    lso = truth(source).lso
+    end = min(bases[-1], lso)  # the first offset the cleaner may not clean
+    batches = [
+        e
+        for base in bases
+        for e in LogReader((source / f"{base:020d}.log").read_bytes())
+        if isinstance(e, RecordBatch)
+    ]
+    pending: dict[int, list[int]] = {}  # producer -> indexes of its open transaction's batches
+    dropped: set[int] = set()
+    for i, b in enumerate(batches):
+        if not b.is_transactional:
+            continue
+        if b.is_control:
+            kind = b.control_record().type
+            if kind is ControlType.ABORT and b.base_offset < end:
+                dropped.update(pending.get(b.producer_id, []))
+            pending.pop(b.producer_id, None)
+        else:
+            pending.setdefault(b.producer_id, []).append(i)
+    spec = spec or SHAPES[shape.name]  # how ``shape`` was written (its segment sizes)
+    out = root / shape.name / shape.directory.name
+    with LogDir(out.parent, writable=True) as logdir:
+        log = logdir.log(
+            shape.topic,
+            shape.partition,
+            create=True,
+            config=_config(spec.index_interval_bytes, spec.segment_bytes),
+        )
+        for i, b in enumerate(batches):
+            if i not in dropped:
+                log.append(
+                    bytes(b.buffer[: b.size_in_bytes]),
+                    assign_offsets=False,
+                    origin="coordinator" if b.is_control else "client",
+                )
+    # the broker's record of the cleaning (what tells readers the offset gaps are compaction's)
+    (out.parent / "cleaner-offset-checkpoint").write_text(
+        f"0\n1\n{shape.topic} {shape.partition} {end}\n"
+    )
+    for path in sorted(out.glob("*.txnindex")):
+        data = path.read_bytes()
+        kept = b"".join(
+            data[at : at + 34]
+            for at in range(0, len(data) - len(data) % 34, 34)
+            if struct.unpack_from(">q", data, at + 18)[0] >= end  # its marker's offset
+        )
+        path.write_bytes(kept)
+    return out

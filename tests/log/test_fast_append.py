@@ -264,6 +264,29 @@ def test_a_roll_is_decided_by_the_general_path(
     close_and_compare(fast, general)
 
 
+@pytest.mark.parametrize("multi", [False, True], ids=["one-batch", "three-batches"])
+def test_segments_begun_without_a_timestamp_roll_on_the_wall_clock(
+    tmp_path: Path, general_calls: dict[int, int], multi: bool
+) -> None:
+    """A segment whose first batch has no timestamp (-1) rolls on its age by the log's clock
+    (Kafka's timeWaitedForRoll: now - created), whatever the later batches' timestamps: the
+    fast path takes the appends between rolls and rolls where the general path does."""
+    clock = Clock(NOW)
+    fast, general = pair(tmp_path, clock, segment_ms=2_000, index_interval_bytes=300)
+    rng = random.Random(8)
+    for i in range(120):
+        stamp = -1 if i % 40 < 25 else T0 + 150 * i  # some segments begun by stamped batches
+        count = 3 if multi else 1
+        data = b"".join(batch(rng, stamp, records=rng.choice([1, 4])) for _ in range(count))
+        assert fast.append(data) == general.append(data)
+        assert_same(fast, general)
+        clock.now += 150
+    rolls = len(fast.segments)
+    assert rolls > 5
+    assert general_calls[id(fast)] <= 2 * rolls, "the fast path refused -1 segments"
+    close_and_compare(fast, general)
+
+
 def _corrupt(data: bytes, at: int, value: int) -> bytes:
     out = bytearray(data)
     out[at] = value

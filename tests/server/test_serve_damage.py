@@ -10,6 +10,7 @@ offset is outside the CRC: the Fetch checks the offsets of what it returns."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -111,3 +112,35 @@ def test_a_lost_txnindex_never_hands_a_read_committed_consumer_aborted_records(
             refused += 1
             assert named, f"{damage} / {d}: {len(offsets)} of {len(want)}, nothing said: {said}"
     assert refused, "no source's fetch met the damage"
+
+
+def test_a_log_compacted_by_kafka_before_3_1_serves_every_committed_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ABORT markers of emptied transactions that no ``.txnindex`` entry lists and no delete
+    horizon marks, as a Kafka older than 3.1 leaves them (tests/read_shapes.py
+    ``compacted_before_kafka_31``): healthy, so librdkafka with read_committed gets every
+    committed record and serve says nothing."""
+    from damage_kinds import committed_truth
+    from kafka_clients import confluent_until_quiet
+    from read_shapes import compacted_before_kafka_31, write_shape
+
+    for name in ["v2-txn-multi-i1-roll", "v2-txn-nested-aborts-follower-i1-roll"]:
+        d = compacted_before_kafka_31(write_shape(tmp_path / "w", name), tmp_path / name)
+        (d.parent / ".kafka_cleanshutdown").write_text("")
+        want = committed_truth(d)
+        caplog.clear()
+        with (
+            caplog.at_level("WARNING", logger="kafkalog"),
+            ServerThread(str(d.parent), config()) as server,
+        ):
+            got, error = confluent_until_quiet(
+                server.bootstrap,
+                d.name.rsplit("-", 1)[0],
+                1.5,
+                20.0,
+                **{"isolation.level": "read_committed", "max.partition.fetch.bytes": 3000},
+            )
+        assert error is None, (name, error)
+        assert [o for o, _ in got] == want, name
+        assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]

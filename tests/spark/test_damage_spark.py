@@ -370,3 +370,30 @@ def test_a_lost_txnindex_is_never_read_as_committed(
             outcomes.append("read")
         assert tree_snapshot(d) == before
     assert "refused" in outcomes
+
+
+@pytest.mark.parametrize("fmt", ["kafkalog", "kafkalog_python"], ids=["jvm", "python"])
+def test_a_log_compacted_by_kafka_before_3_1_reads_as_healthy(
+    spark: Any, fmt: str, tmp_path: Path
+) -> None:
+    """ABORT markers of emptied transactions that no ``.txnindex`` entry lists and no delete
+    horizon marks, as a Kafka older than 3.1 leaves them (tests/read_shapes.py
+    ``compacted_before_kafka_31``): the JVM hands each such split to the Python reader, which
+    looks back and finds nothing of the transaction left; both sources read exactly the
+    committed records, and count them."""
+    from damage_kinds import committed_truth
+    from read_shapes import compacted_before_kafka_31, write_shape
+
+    for name in ["v2-txn-multi-i1-roll", "v2-txn-nested-aborts-follower-i1-roll"]:
+        d = compacted_before_kafka_31(write_shape(tmp_path / "w", name), tmp_path / "pre31")
+        want = committed_truth(d)
+        before = tree_snapshot(d)
+        reader = (
+            spark.read.format(fmt)
+            .option("path", str(d.parent))
+            .option("isolationLevel", "read_committed")
+        )
+        rows = reader.load().selectExpr("offset").collect()
+        assert sorted(r.offset for r in rows) == want, (fmt, name)
+        assert reader.load().count() == len(want)
+        assert tree_snapshot(d) == before

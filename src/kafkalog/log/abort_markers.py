@@ -12,10 +12,21 @@ the marker carries a delete horizon or the reader saw P's previous marker and no
 such a marker, which records were wrong: from the transaction's first record the reader saw when
 it saw where the transaction began (``whole``: they can be dropped exactly), else perhaps records
 before its range too (handed out by another read: only an error or a warning is left).
+
+A Kafka older than 3.1 stamps no delete horizon: its cleaner (``CleanedTransactionMetadata``)
+writes a cleaned segment's ``.txnindex`` entry only for an aborted transaction whose batches it
+met in that cleaning, removes those batches, and keeps the marker until ``delete.retention.ms``
+after the segment's last change. From the second cleaning on, such a log holds ABORT markers of
+emptied transactions (an empty transaction's from the first) that no entry lists and no horizon
+marks, healthy. A reader that saw none of the transaction therefore looks back
+(:class:`TransactionLookback`) from the marker to the producer's previous control batch (or the
+log's first segment): no transactional batch of P in between means nothing of it can be read as
+committed, and the marker is passed; any such batch is a lost entry, refused as before.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import struct
@@ -25,6 +36,7 @@ from dataclasses import dataclass
 from kafkalog import files
 from kafkalog.errors import DamagedLogError, KafkalogError
 from kafkalog.index.txn_index import AbortedTxn
+from kafkalog.log.layout import is_segment_log, offset_from_filename
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.types import DEFAULT_LIMITS
 
@@ -86,9 +98,16 @@ class AbortWatch:
     row) that is no control batch, :meth:`marker` for each control batch, :meth:`handed_out`
     whenever what was read so far is handed out."""
 
-    def __init__(self, listed: Iterable[tuple[int, int, int]]) -> None:
+    def __init__(
+        self,
+        listed: Iterable[tuple[int, int, int]],
+        emptied: Callable[[Marker], bool] | None = None,
+    ) -> None:
         #: (producer id, last offset) of every listed aborted transaction
         self._listed = {(pid, last) for pid, _, last in listed}
+        #: whether an unlisted ABORT marker's transaction has no batch left before it (a Kafka
+        #: older than 3.1 cleaned it away: :class:`TransactionLookback`); None: never asked
+        self._emptied = emptied
         self._open: dict[int, int] = {}  # producer -> its open transaction's first offset seen
         self._began: set[int] = set()  # producers whose previous marker the range holds
         self._handed: set[int] = set()  # producers whose open transaction went out in part
@@ -120,7 +139,126 @@ class AbortWatch:
         marker = details()
         if marker.kind != "ABORT" or (first is None and marker.horizon):
             return None  # a COMMIT; an emptied transaction's marker the cleaner kept
+        if first is None and self._emptied is not None and self._emptied(marker):
+            return None  # emptied by a cleaner older than Kafka 3.1: nothing to drop
         return Unlisted(marker, first, began and not handed and first is not None)
+
+
+#: how many bytes the look-back reads at a time (it needs batch headers only)
+_LOOKBACK_CHUNK = 1 << 20
+
+
+class TransactionLookback:
+    """Whether a producer's transaction ending at an ABORT marker has any transactional batch
+    left in the log before the marker: the batch headers of the marker's segment up to it, then
+    of the segments before it, newest first, back to the producer's previous control batch or
+    the first segment (a transaction's batches follow its producer's previous marker).
+
+    Only an unlisted marker whose reader saw no batch of its transaction asks; one read asks for
+    each such marker (a log cleaned by a Kafka older than 3.1 has one per emptied transaction),
+    so each segment's headers are walked once per producer asked about. Read-only; a segment
+    that cannot be read, or bytes that are no batches, answer "not emptied": the marker is
+    then refused as before, never passed on a guess."""
+
+    def __init__(self, log_path: str) -> None:
+        self.path = log_path
+        # (segment path, producer) -> offsets of its control batches and of its transactional
+        # data batches (last offsets), in log order
+        self._seen: dict[tuple[str, int], tuple[list[int], list[int]] | None] = {}
+        self._segments: list[str] | None = None
+
+    def __call__(self, marker: Marker) -> bool:
+        try:
+            return self._emptied(marker)
+        except (OSError, KafkalogError, ValueError):
+            return False
+
+    def _emptied(self, marker: Marker) -> bool:
+        segments = self._segments_up_to_marker()
+        if not segments:
+            return False
+        bound: int | None = marker.offset
+        for path in reversed(segments):
+            found = self._producer_in(path, marker.producer_id)
+            if found is None:
+                return False
+            controls, data = found
+            if bound is not None:
+                controls = [o for o in controls if o < bound]
+                data = [o for o in data if o < bound]
+            if controls:
+                return not any(o > controls[-1] for o in data)
+            if data:
+                return False
+            bound = None  # older segments: wholly before the marker
+        return True
+
+    def _segments_up_to_marker(self) -> list[str]:
+        """The ``.log`` files of the directory from the first to the marker's, in order."""
+        if self._segments is None:
+            directory, _, name = self.path.rpartition("/")
+            if not directory or not is_segment_log(name):
+                self._segments = []
+            else:
+                base = offset_from_filename(name)
+                logs = sorted(
+                    (offset_from_filename(n), n)
+                    for n in files.listdir(directory)
+                    if is_segment_log(n) and offset_from_filename(n) <= base
+                )
+                self._segments = [f"{directory}/{n}" for _, n in logs]
+        return self._segments
+
+    def _producer_in(self, path: str, producer_id: int) -> tuple[list[int], list[int]] | None:
+        key = (path, producer_id)
+        if key not in self._seen:
+            # a segment below the active one never changes (a cleaning writes another file):
+            # the same file and size give the same answer to every read after this one
+            self._seen[key] = _producer_batches(
+                path, producer_id, files.identity(path), files.getsize(path), files.mtime_ms(path)
+            )
+        return self._seen[key]
+
+
+@functools.lru_cache(maxsize=256)
+def _producer_batches(
+    path: str, producer_id: int, identity: tuple[int, int] | None, size: int, mtime_ms: int
+) -> tuple[list[int], list[int]] | None:
+    """(control batch offsets, transactional data batch last offsets) of ``producer_id`` in the
+    first ``size`` bytes of the ``.log`` at ``path`` (``identity`` and ``mtime_ms``: which file
+    and which version of it, for the cache: a truncated and rewritten active segment is another),
+    from its batch headers; None when those bytes are no whole batches. Cached across reads:
+    a Fetch meets one such marker after another, each in a fetch of its own."""
+    controls: list[int] = []
+    data: list[int] = []
+    handle = files.open_read(path)
+    try:
+        size = min(size, handle.size())
+        position = 0
+        chunk = b""
+        chunk_at = 0
+        while position + 12 <= size:
+            if position + 61 > chunk_at + len(chunk):
+                chunk_at = position
+                chunk = handle.pread(min(_LOOKBACK_CHUNK, size - position), position)
+            at = position - chunk_at
+            if len(chunk) - at < 17:
+                return None
+            base, length, _, magic = struct.unpack_from(">qiib", chunk, at)
+            end = position + 12 + length
+            if length < 14 or end > size:
+                return None  # a torn tail or no batch: undecided
+            if magic == 2:
+                if len(chunk) - at < 61:
+                    return None
+                attrs = struct.unpack_from(">h", chunk, at + 21)[0]
+                last = base + struct.unpack_from(">i", chunk, at + 23)[0]
+                if _PID.unpack_from(chunk, at + 43)[0] == producer_id and attrs & 0x10:
+                    (controls if attrs & 0x20 else data).append(last)
+            position = end
+    finally:
+        handle.close()
+    return controls, data
 
 
 def txnindex_state(log_path: str) -> str:
@@ -175,7 +313,10 @@ def fetched_unlisted(
     whole transaction the bytes hold is answered as the entry it lacks (returned, and said
     with a WARNING); any other is an :class:`UnlistedAbortError` (its records may have gone to
     the consumer in an earlier fetch: only refusing is left)."""
-    watch = AbortWatch((t.producer_id, t.first_offset, t.last_offset) for t in listed)
+    watch = AbortWatch(
+        ((t.producer_id, t.first_offset, t.last_offset) for t in listed),
+        TransactionLookback(path),
+    )
     view = memoryview(data)
     extra: list[AbortedTxn] = []
     at = 0

@@ -438,7 +438,13 @@ class Log:
                         # flush.ms = Long.MAX_VALUE (Kafka's default) never flushes: no clock read
                         now = int(self.clock() * 1000) if flush_ms is not None else 0
                         if local.segments.active.try_append(  # type: ignore[union-attr]
-                            data, last, max_ts, ts_offset, segment_bytes, max_segment_ms
+                            data,
+                            last,
+                            max_ts,
+                            ts_offset,
+                            segment_bytes,
+                            max_segment_ms,
+                            self.clock,
                         ):
                             if epoch >= 0 and self.leader_epochs is not None:
                                 self.leader_epochs.assign(epoch, base)
@@ -582,7 +588,7 @@ class Log:
         now = int(self.clock() * 1000) if flush_ms is not None else 0
         last_offset = next_offset - 1
         if not self.active_segment.try_append(
-            data, last_offset, max_ts, max_ts_offset, segment_bytes, max_segment_ms
+            data, last_offset, max_ts, max_ts_offset, segment_bytes, max_segment_ms, self.clock
         ):
             return None
         if self.leader_epochs is not None:

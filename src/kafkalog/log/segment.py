@@ -786,10 +786,17 @@ class LogSegment:
         shallow_offset_of_max_timestamp: int,
         segment_bytes: int,
         max_segment_ms: int,
+        clock: Callable[[], float],
     ) -> bool:
         """:meth:`can_take` and :meth:`append` in one call for the usual append (no roll, both
         indexes open with room); False, with nothing touched, whenever anything is unusual,
         and the caller takes the general path, which decides and raises exactly as before.
+
+        The roll age is :meth:`time_waited_for_roll`'s: the records' time since the segment's
+        first batch, or, when that batch had no timestamp (-1, which Kafka accepts and keeps),
+        the wall-clock age of the segment by ``clock`` (the log's, the one the general path's
+        roll decision reads), read only then. Without the second case every append to a
+        segment begun by a -1 batch took the general path (~30 us against ~5 us).
 
         It exists because the general pair costs ~2 us of calls per append against ~8 us for
         the ``write`` itself. When :func:`~kafkalog.log.index_interval.entry_due` gives the
@@ -803,13 +810,12 @@ class LogSegment:
         position = log.size
         size = len(records)
         based = self.rolling_based_timestamp
-        if (
-            not position
-            or position + size > segment_bytes
-            or based is None
-            or based < 0
-            or largest_timestamp - based > max_segment_ms - self.roll_jitter_ms
-        ):
+        if not position or position + size > segment_bytes or based is None:
+            return False
+        if based >= 0:
+            if largest_timestamp - based > max_segment_ms - self.roll_jitter_ms:
+                return False
+        elif int(clock() * 1000) - self.created > max_segment_ms - self.roll_jitter_ms:
             return False
         oindex = self.offset_index.loaded  # not opened here: the general path decides that
         tindex = self.time_index.loaded

@@ -19,6 +19,7 @@ from kafkalog import files
 from kafkalog.errors import KafkalogError
 from kafkalog.log.abort_markers import (
     AbortWatch,
+    TransactionLookback,
     UnlistedAbortError,
     marker_at,
     txnindex_state,
@@ -198,7 +199,7 @@ class _Committed:
     ) -> None:
         self.split = split
         self.ranges = list(aborted)
-        self.watch = AbortWatch(aborted)
+        self.watch = AbortWatch(aborted, TransactionLookback(split.segment))
         self.handle = handle
         self.fail = fail_on_data_loss
 
