@@ -108,7 +108,7 @@ def test_a_crash_at_each_step_loads_to_the_records_before_or_after(
 SPARSE_PROPS = {**PROPS, "index.interval.bytes": "1", "segment.bytes": "1600"}
 
 
-def build_survivors_around_a_keyed_offset(directory: Path) -> None:
+def build_survivors_around_a_keyed_offset(directory: Path, keep_last: bool = True) -> None:
     """Two segments cleaned into one ``.swap`` named like the first: the first keeps offsets
     0-2, the second only its last record (19), so the swap's last batch (19) follows one
     ending at 2, while the first segment's own ``.timeindex`` (still in place until the swap
@@ -124,7 +124,9 @@ def build_survivors_around_a_keyed_offset(directory: Path) -> None:
     for i in range(10):
         log.append_records([Record(-1, 1010 + i, b"w%d" % i, b"second %d" % i)])
     log.roll()
-    superseded = [b"u%d" % i for i in range(3, 10)] + [b"w%d" % i for i in range(9)]
+    superseded = [b"u%d" % i for i in range(3, 10)] + [
+        b"w%d" % i for i in range(9 + (not keep_last))
+    ]
     for i, key in enumerate(superseded):
         log.append_records([Record(-1, 2000 + i, key, b"later")])
     log.roll()
@@ -158,3 +160,36 @@ def test_a_crash_mid_swap_loads_when_a_replaced_index_keys_a_cleaned_offset(
         loaded = [(r.offset, r.key, r.value) for r in log.records()]
     assert loaded == after and latest(loaded) == latest(before)
     assert not [n for n in os.listdir(work) if n.endswith((".cleaned", ".swap"))]
+
+
+def test_a_crash_between_a_replaced_segments_renames_loads(tmp_path: Path) -> None:
+    """SIGKILL while a replaced segment's files are renamed ``.deleted`` one by one (its
+    ``.log`` renamed, its indexes not yet), the cleaned output ending below that segment's
+    base (every record of it superseded): the loader finishes the deletion, indexes included
+    (Kafka's loader deletes such stray index files too), where it called the segment's
+    offsets lost and refused the partition (``kafkalog serve``'s compacted topic after a kill
+    in the seeded campaign, tests/server/serve_campaign.py)."""
+    source = tmp_path / "src" / "t-0"
+    build_survivors_around_a_keyed_offset(source, keep_last=False)
+    done = tmp_path / "done" / "t-0"
+    shutil.copytree(source.parent, done.parent)
+    with Log(done, TopicConfig.from_properties(SPARSE_PROPS)) as log:
+        log.compact(now=10_000)
+        after = [(r.offset, r.key, r.value) for r in log.records()]
+    assert [o for o, _, _ in after][:4] == [0, 1, 2, 20]  # nothing of segment 10 kept
+    work = tmp_path / "d" / "t-0"
+    shutil.copytree(source.parent, work.parent)
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), str(work), "old-deleted:10", json.dumps(SPARSE_PROPS)],
+        capture_output=True,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    # as if the kill came after the .log's rename, before its indexes'
+    stem = "00000000000000000010"
+    for suffix in (".index", ".timeindex"):
+        (work / f"{stem}{suffix}.deleted").rename(work / f"{stem}{suffix}")
+    assert (work / f"{stem}.log.deleted").exists()
+    with Log(work, TopicConfig.from_properties(SPARSE_PROPS)) as log:
+        loaded = [(r.offset, r.key, r.value) for r in log.records()]
+    assert loaded == after
+    assert not [n for n in os.listdir(work) if n.startswith(stem) and "snapshot" not in n]
