@@ -3,15 +3,17 @@ reader checks as it reads, because a ``.txnindex`` deleted or cut short would ot
 return an aborted transaction's records as committed, in silence (Kafka's broker has the same
 blind spot: it creates the file lazily, so a missing one is normal for a segment without aborts).
 
-Kafka writes a ``.txnindex`` entry for every ABORT marker (an empty transaction's too, its first
-offset the marker's), and its cleaner drops the entry only with the transaction's last batch,
-stamping a delete horizon on the marker it keeps (KIP-534; kafkalog's cleaner does the same). So
-an ABORT marker of producer P at offset M with no listed entry of P ending at M is damage, unless
-the marker carries a delete horizon or the reader saw P's previous marker and no record of P since
-(an empty transaction). :class:`AbortWatch` follows one reader's range in log order and says, at
-such a marker, which records were wrong: from the transaction's first record the reader saw when
-it saw where the transaction began (``whole``: they can be dropped exactly), else perhaps records
-before its range too (handed out by another read: only an error or a warning is left).
+Kafka writes a ``.txnindex`` entry for every ABORT marker of a transaction that wrote to the
+partition (none for an empty one: ProducerAppendInfo.appendEndTxnMarker), and its cleaner
+drops the entry only with the transaction's last batch, stamping a delete horizon on the marker
+it keeps (KIP-534; kafkalog's cleaner does the same). So an ABORT marker of producer P at
+offset M with no listed entry of P ending at M is damage, unless the marker carries a delete
+horizon or the reader saw (or a fetch's look back finds) P's previous marker and no record of P
+since (an empty transaction). :class:`AbortWatch` follows one reader's range in log order and
+says, at such a marker, which records were wrong: from the transaction's first record the
+reader saw when it saw where the transaction began (``whole``: they can be dropped exactly),
+else perhaps records before its range too (handed out by another read: only an error or a
+warning is left).
 """
 
 from __future__ import annotations
@@ -168,13 +170,22 @@ def fetched_unlisted(
     start: int,
     listed: list[AbortedTxn],
     path: str,
+    empty_before: Callable[[int, int], bool] | None = None,
 ) -> list[AbortedTxn]:
     """A read_committed fetch's check of the whole batches ``data`` (from byte ``position`` of
     ``path``, the fetch from offset ``start``) against the aborted transactions it answers
     (``listed``): headers only, the control batches' type read. An unlisted ABORT marker whose
     whole transaction the bytes hold is answered as the entry it lacks (returned, and said
     with a WARNING); any other is an :class:`UnlistedAbortError` (its records may have gone to
-    the consumer in an earlier fetch: only refusing is left)."""
+    the consumer in an earlier fetch: only refusing is left).
+
+    ``empty_before(producer_id, offset)``: whether the producer's last batch before ``offset``
+    in the log is a control batch. Kafka writes no ``.txnindex`` entry for an empty
+    transaction's ABORT (ProducerAppendInfo.appendEndTxnMarker emits a completed transaction
+    only when it has a first offset), and a fetch that starts at such a marker sees none of
+    the producer's batches before it: a consumer tailing the log fetches from exactly there
+    whenever a transaction aborted with nothing written to the partition (librdkafka purges
+    unsent messages on abort), and was refused for ever."""
     watch = AbortWatch((t.producer_id, t.first_offset, t.last_offset) for t in listed)
     view = memoryview(data)
     extra: list[AbortedTxn] = []
@@ -203,7 +214,9 @@ def fetched_unlisted(
                         "the fetch holds the whole transaction and answers it as aborted",
                     ),
                 )
-            elif found is not None:
+            elif found is not None and not (
+                found.first is None and empty_before is not None and empty_before(pid, base)
+            ):
                 raise UnlistedAbortError.of(
                     found,
                     path,

@@ -52,7 +52,7 @@ from kafkalog.log.segment import FileRegion, LogSegment
 from kafkalog.log.segment_facts import SegmentFacts
 from kafkalog.log.segment_set import SegmentSet
 from kafkalog.log.verified import check_fetched_crcs
-from kafkalog.records import Record
+from kafkalog.records import Record, RecordBatch
 from kafkalog.records.reader import LogEntry
 from kafkalog.records.types import Limits, TimestampUnit
 
@@ -499,9 +499,34 @@ class LocalLog:
                 # deleted or cut short must not hand aborted records out as committed
                 if data is None:
                     data = seg.log.read(found.position, region.length)
-                aborted += fetched_unlisted(data, found.position, start, aborted, seg.log.path)
+                aborted += fetched_unlisted(
+                    data, found.position, start, aborted, seg.log.path, self._empty_transaction
+                )
             return FetchInfo(region, aborted)
         return FetchInfo(None, aborted)
+
+    def _empty_transaction(self, producer_id: int, marker_offset: int) -> bool:
+        """Whether ``producer_id``'s last batch before ``marker_offset`` is a control batch
+        (its transaction ended there: the marker at ``marker_offset`` ends an empty one, which
+        Kafka lists in no ``.txnindex``). The segment holding the marker is read from its
+        start, then the one before it if the producer has no batch in it before the marker;
+        False (no proof) when neither has one. Only for an unlisted ABORT a fetch begins at."""
+        holding = self.segments.floor(marker_offset)
+        if holding is None:
+            return False
+        earlier = self.segments.floor(holding.base_offset - 1)
+        for seg in (holding, earlier):
+            if seg is None:
+                break
+            last: RecordBatch | None = None
+            for entry in seg.entries(0):
+                if entry.last_offset >= marker_offset:
+                    break
+                if isinstance(entry, RecordBatch) and entry.producer_id == producer_id:
+                    last = entry
+            if last is not None:
+                return last.is_control
+        return False
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping offsets [start, end), from the ``.txnindex`` of
