@@ -446,7 +446,12 @@ def fetch_error(bootstrap: str, partition: int) -> int | None:
     consumer = Consumer(consumer_settings(bootstrap, "victim-reader"))
     try:
         tp = TopicPartition("victim", partition, 0)
-        _, high = consumer.get_watermark_offsets(TopicPartition("victim", partition), 10)
+        high = -1
+        for _ in range(5):  # (librdkafka may answer while its broker handle reconnects)
+            with contextlib.suppress(KafkaException):
+                high = consumer.get_watermark_offsets(TopicPartition("victim", partition), 10)[1]
+                break
+            time.sleep(0.5)
         consumer.assign([tp])
         deadline = time.monotonic() + 20
         last = -1
@@ -599,6 +604,9 @@ def campaign(seed: int, base: Path, seconds: float, kills: int) -> list[str]:
         stop.set()
         done.set()
         try:
+            if serve._current != "none":  # stopped early: the last run is to stop unarmed
+                serve.points[:] = ["none"]
+                serve.crash()
             serve.stop()
         except AssertionError as e:
             problems.append(f"serve: {e}")
