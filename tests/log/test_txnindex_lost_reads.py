@@ -157,3 +157,54 @@ def test_read_uncommitted_never_looks(sources: list[Path], tmp_path: Path) -> No
     assert sum(got) > len(committed_truth(d))
     with pytest.raises(Exception, match="rebuild-index"):
         committed_planner(d)
+
+
+@pytest.mark.parametrize("roll", [False, True], ids=["same segment", "marker opens a segment"])
+def test_a_fetch_from_an_empty_transactions_abort_marker_is_answered(
+    tmp_path: Path, roll: bool
+) -> None:
+    """An ABORT of a transaction that wrote nothing to the partition (librdkafka purges unsent
+    messages on abort; the partition was added): Kafka writes it no ``.txnindex`` entry, nor
+    does kafkalog. A read_committed fetch starting exactly at that marker (a consumer tailing
+    the log fetches from there) saw none of the producer's batches before it and refused the
+    fetch as a lost entry, for ever (kafkalog serve's consume-transform-produce output, the
+    seeded campaign tests/server/serve_campaign.py). The producer's previous batch is its
+    COMMIT marker: the transaction was empty. A data batch of it before the marker, with the
+    ``.txnindex`` lost, is still refused."""
+    from kafkalog.log import AppendOrigin, Log, TopicConfig
+    from kafkalog.log.abort_markers import UnlistedAbortError
+    from kafkalog.records import Record, encode_batch
+    from kafkalog.records.batch import encode_control_batch
+    from kafkalog.records.model import ControlType
+
+    def data(seq: int) -> bytes:
+        records = [Record.of(b"x %d" % i) for i in range(3)]
+        return encode_batch(
+            records, producer_id=7, producer_epoch=0, base_sequence=seq, is_transactional=True
+        )
+
+    def marker(kind: ControlType) -> bytes:
+        return encode_control_batch(kind, offset=0, timestamp=1, producer_id=7, producer_epoch=0)
+
+    with Log(tmp_path / "t-0", TopicConfig()) as log:
+        log.append(data(0))
+        log.append(marker(ControlType.COMMIT), origin=AppendOrigin.COORDINATOR)  # offset 3
+        if roll:
+            log.roll()
+        empty = log.append(marker(ControlType.ABORT), origin=AppendOrigin.COORDINATOR)
+        assert empty.first_offset == 4 and log.aborted_transactions(0, 10) == []
+        log.append(data(3))  # offsets 5-7, then aborted: listed
+        log.append(marker(ControlType.ABORT), origin=AppendOrigin.COORDINATOR)
+        for start in range(0, 9):
+            read = log.fetch(start, 1 << 20, max_offset=9, include_aborted=True)
+            assert read.region is not None and read.aborted is not None
+            listed = [(a.first_offset, a.last_offset) for a in read.aborted]
+            # (a fetch reads one segment: from the first, it ends before the aborted one)
+            assert listed == ([] if roll and start < 4 else [(5, 8)]), start
+        # the listed abort's entry lost: a fetch from its marker is refused, as before
+        for txnindex in (tmp_path / "t-0").glob("*.txnindex"):
+            txnindex.write_bytes(b"")
+    with Log(tmp_path / "t-0", TopicConfig()) as log:
+        assert log.fetch(4, 1 << 20, max_offset=9, include_aborted=True).region is not None
+        with pytest.raises(UnlistedAbortError):
+            log.fetch(8, 1 << 20, max_offset=9, include_aborted=True)

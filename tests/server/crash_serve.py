@@ -10,7 +10,11 @@ RECORD (so the test knows the death was this one). Events:
   handled / handled, its answer not sent;
 - ``state:STATE`` — a ``__transaction_state`` record of that state (PREPARE_COMMIT, ...)
   written;
-- ``marker`` — a transaction marker written (recovery's markers at start count too).
+- ``marker`` — a transaction marker written (recovery's markers at start count too);
+- ``roll`` — a log rolled a new active segment (its snapshot taken, flushed), ``before:roll``
+  about to roll;
+- ``before:swap`` / ``after:swap`` — the cleaner about to swap cleaned segments in for dirty
+  ones (``LocalLog.replace_segments``: the ``.cleaned`` files written), / swapped.
 
 ``none`` runs serve without a kill point. The wrappers go around kafkalog's own functions by
 their public names; nothing else of serve changes.
@@ -18,7 +22,8 @@ their public names; nothing else of serve changes.
 ``python crash_serve.py --fork-server`` imports serve once and forks each serve run from that
 warm process (tests/server/crashing_serve.py restarts serve after every kill, and a fresh
 interpreter spent 1.3-3 s importing before it listened): it reads one JSON request a line on
-stdin (``{"argv": [POINT, RECORD, "--", ...], "log": PATH}``), answers ``S <pid>`` once the
+stdin (``{"argv": [POINT, RECORD, "--", ...], "log": PATH, "config": {FIELD: VALUE}}``, the
+config optional), answers ``S <pid>`` once the
 child is forked, and ``X <pid> <returncode>`` (negative: the signal) when a child ends. It is
 single-threaded, so a fork never copies a lock another thread holds.
 """
@@ -102,23 +107,47 @@ def install(point: str, record: str) -> None:
 
     broker.Broker._append_marker = marker  # type: ignore[method-assign]
 
+    from kafkalog.log import local_log, log
 
-def small_internal_topics() -> None:
+    roll: Callable[..., Any] = log.Log.roll
+
+    def rolled(self: Any, *args: Any, **kwargs: Any) -> Any:
+        happened("before:roll")
+        segment = roll(self, *args, **kwargs)
+        happened("roll")
+        return segment
+
+    log.Log.roll = rolled  # type: ignore[method-assign]
+
+    replace: Callable[..., Any] = local_log.LocalLog.replace_segments
+
+    def swapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        happened("before:swap")
+        result = replace(self, *args, **kwargs)
+        happened("after:swap")
+        return result
+
+    local_log.LocalLog.replace_segments = swapped  # type: ignore[method-assign]
+
+
+def small_internal_topics(**overrides: Any) -> None:
     """Three partitions each for ``__consumer_offsets`` and ``__transaction_state`` (the CLI
-    keeps Kafka's 50), so a restart opens a few logs, not a hundred."""
+    keeps Kafka's 50), so a restart opens a few logs, not a hundred; ``overrides``: other
+    ``ServerConfig`` fields the CLI has no option for (``log_cleaner_backoff_ms``, say)."""
     import functools
 
     import kafkalog.server as server
 
     server.ServerConfig = functools.partial(  # type: ignore[misc]
-        server.ServerConfig, offsets_topic_num_partitions=3, transaction_state_num_partitions=3
+        server.ServerConfig,
+        **{"offsets_topic_num_partitions": 3, "transaction_state_num_partitions": 3, **overrides},
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, overrides: dict[str, Any] | None = None) -> int:
     point, record, sep, *serve = sys.argv[1:] if argv is None else argv
     assert sep == "--", sys.argv
-    small_internal_topics()
+    small_internal_topics(**(overrides or {}))
     if point != "none":
         install(point, record)
     from kafkalog.cli.main import main as kafkalog
@@ -139,7 +168,7 @@ def _child(request: dict[str, Any]) -> None:
         os.close(log)
         os.close(devnull)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        code = main(request["argv"])
+        code = main(request["argv"], request.get("config"))
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     except BaseException:

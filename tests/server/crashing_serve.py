@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ports import fixed_free_port
 
@@ -87,8 +87,11 @@ class ForkServer:
                     self._exits[int(pid)] = int(rest[0])
         self._started.put(None)
 
-    def start(self, argv: list[str], log: Path) -> ForkedServe:
-        self._stdin.write(json.dumps({"argv": argv, "log": str(log)}).encode() + b"\n")
+    def start(
+        self, argv: list[str], log: Path, config: dict[str, Any] | None = None
+    ) -> ForkedServe:
+        request = {"argv": argv, "log": str(log), "config": config or {}}
+        self._stdin.write(json.dumps(request).encode() + b"\n")
         self._stdin.flush()
         try:
             pid = self._started.get(timeout=60)
@@ -123,8 +126,18 @@ class CrashingServe:
     Any other exit (serve failing to start after a crash, say) stops the restarts and is
     reported by :meth:`stop`."""
 
-    def __init__(self, data_dir: Path, points: list[str]) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        points: list[str],
+        serve_args: list[str] | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        """``serve_args``: more ``kafkalog serve`` options (``--topic-config``, say);
+        ``config``: ``ServerConfig`` fields the CLI has no option for."""
         self.data_dir = data_dir
+        self.serve_args = list(serve_args or [])
+        self.config = dict(config or {})
         self.points = list(points)
         self.port = fixed_free_port()
         self.record = data_dir.parent / "kill-points"
@@ -147,8 +160,8 @@ class CrashingServe:
         self._current = point
         log = self.data_dir.parent / f"serve-{self._runs}.log"
         args = ["serve", "--data", str(self.data_dir), "--listen", self.bootstrap]
-        args += ["--group-initial-rebalance-delay-ms", "0"]
-        return self._forks.start([point, str(self.record), "--", *args], log)
+        args += ["--group-initial-rebalance-delay-ms", "0", *self.serve_args]
+        return self._forks.start([point, str(self.record), "--", *args], log, self.config)
 
     def _watch(self) -> None:
         while not self._stopping.is_set():

@@ -295,3 +295,76 @@ def test_an_offline_compacted_partition_leaves_the_cleaner_and_retention_running
         )
         broker = server.server.broker
         assert broker is not None and ("written", 0) in broker.registry.offline
+
+
+def test_a_group_whose_offsets_partition_is_offline_has_no_coordinator(tmp_path: Path) -> None:
+    """The groups of an offline ``__consumer_offsets`` partition get COORDINATOR_NOT_AVAILABLE
+    from FindCoordinator, OffsetCommit and TxnOffsetCommit (a Kafka broker that has not loaded
+    the partition is no coordinator for them; the clients retry), while the groups of the
+    other partitions are served. Before, their commits raised through the handler and the
+    connection was closed under every other request of the client (confluent-kafka's
+    consume-transform-produce retried its TxnOffsetCommit for ever: the seeded campaign,
+    tests/server/serve_campaign.py)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    settings = config(offsets_topic_num_partitions=3)
+    with ServerThread(str(data), settings) as server:
+        create(server, "in")
+        for i in range(24):
+            _commit(server, f"group-{i}", 100 + i)
+    damaged = data / "__consumer_offsets-1"
+    flip(7)(damaged)  # a base offset: recovery after a crash refuses the partition
+    for marker in damaged.glob(".kafkalog-clean-shutdown"):
+        marker.unlink()
+    lost = next(f"group-{i}" for i in range(24) if partition_for_group(f"group-{i}", 3) == 1)
+    kept = next(f"group-{i}" for i in range(24) if partition_for_group(f"group-{i}", 3) != 1)
+    with ServerThread(str(data), settings) as server:
+        found = call(server, 10, 4, {"key_type": 0, "coordinator_keys": [lost, kept]})
+        codes = {c.key: (c.error_code, c.node_id) for c in found.coordinators}
+        assert codes[lost] == (15, -1) and codes[kept][0] == 0 and codes[kept][1] >= 0
+        commit = {
+            "group_id": lost,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "in",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 5,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        }
+        reply = call(server, 8, 8, commit)
+        assert reply.topics[0].partitions[0].error_code == 15
+        txn = {
+            "transactional_id": "t",
+            "group_id": lost,
+            "producer_id": 1,
+            "producer_epoch": 0,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "in",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 5,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        }
+        assert call(server, 28, 3, txn).topics[0].partitions[0].error_code == 15
+        _commit(server, kept, 7)  # the other partitions' groups are served
+        assert _committed(server, kept) == 7

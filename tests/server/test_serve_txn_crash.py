@@ -10,9 +10,11 @@ exactly once, in order, the group's committed offset is the input's end, and ``k
 accepts the directory.
 
 The loop also aborts every third transaction on purpose (and rewinds), so aborts' markers and
-states are on the path too. By default the kill-point templates are dealt out among the
-clients (each runs once: 23 kill points in all); ``KAFKALOG_CRASH_POINTS=all`` runs every
-template for each client (the long mode, ~60 kill points)."""
+states are on the path too. ``__consumer_offsets`` rolls every few commits and is cleaned
+often, so rolls and the cleaner's swaps are kill points too. By default the kill-point
+templates are dealt out among the clients (each runs once: 27 kill points in all);
+``KAFKALOG_CRASH_POINTS=all`` runs every template for each client (the long mode, ~75 kill
+points)."""
 
 from __future__ import annotations
 
@@ -57,7 +59,17 @@ TEMPLATES: list[list[str]] = [
     ["state:PREPARE_ABORT#1"],
     ["state:PREPARE_ABORT#1", "marker#2"],
     ["state:COMPLETE_ABORT#1"],
+    # ``__consumer_offsets`` in small segments, cleaned often (SERVE_ARGS): a roll of the
+    # segment the transactional offsets go to, and the cleaner's swap of its segments, killed
+    # (the seeded campaign, serve_campaign.py, found a kill mid-swap took the partition, and
+    # every group in it, offline)
+    ["before:roll#2"],
+    ["roll#1"],
+    ["before:swap#1"],
+    ["after:swap#1"],
 ]
+#: the internal offsets topic rolls every few commits and is cleaned every 0.2 s
+SERVE_CONFIG = {"offsets_topic_segment_bytes": 1024, "log_cleaner_backoff_ms": 200}
 #: librdkafka (2.x) "re-bootstraps" when every broker has been down a while: it decommissions the
 #: broker handle, and a TxnOffsetCommit waiting for the group coordinator then waits on the
 #: decommissioned handle until its timeout (seen after serve's restarts); one broker that comes
@@ -329,7 +341,7 @@ LOOPS: dict[str, Callable[[str, int, Deadline], None]] = {
 def test_exactly_once_through_kill_points(client: str, data_dir: Path) -> None:
     points = kill_points(client)
     n = BATCH * (3 * len(points) + 3)
-    serve = CrashingServe(data_dir, points)
+    serve = CrashingServe(data_dir, points, config=SERVE_CONFIG)
     try:
         serve.wait_ready()
         produce_input(serve.bootstrap, n)

@@ -3,22 +3,25 @@ reader checks as it reads, because a ``.txnindex`` deleted or cut short would ot
 return an aborted transaction's records as committed, in silence (Kafka's broker has the same
 blind spot: it creates the file lazily, so a missing one is normal for a segment without aborts).
 
-Kafka writes a ``.txnindex`` entry for every ABORT marker (an empty transaction's too, its first
-offset the marker's), and its cleaner drops the entry only with the transaction's last batch,
-stamping a delete horizon on the marker it keeps (KIP-534; kafkalog's cleaner does the same). So
-an ABORT marker of producer P at offset M with no listed entry of P ending at M is damage, unless
-the marker carries a delete horizon or the reader saw P's previous marker and no record of P since
-(an empty transaction). :class:`AbortWatch` follows one reader's range in log order and says, at
-such a marker, which records were wrong: from the transaction's first record the reader saw when
-it saw where the transaction began (``whole``: they can be dropped exactly), else perhaps records
-before its range too (handed out by another read: only an error or a warning is left).
+Kafka writes a ``.txnindex`` entry for every ABORT marker of a transaction that wrote to the
+partition (none for an empty one: ProducerAppendInfo.appendEndTxnMarker), and its cleaner
+drops the entry only with the transaction's last batch, stamping a delete horizon on the marker
+it keeps (KIP-534; kafkalog's cleaner does the same). So an ABORT marker of producer P at
+offset M with no listed entry of P ending at M is damage, unless the marker carries a delete
+horizon or the reader saw (or a fetch's look back finds) P's previous marker and no record of P
+since (an empty transaction). :class:`AbortWatch` follows one reader's range in log order and
+says, at such a marker, which records were wrong: from the transaction's first record the
+reader saw when it saw where the transaction began (``whole``: they can be dropped exactly),
+else perhaps records before its range too (handed out by another read: only an error or a
+warning is left).
 
 A Kafka older than 3.1 stamps no delete horizon: its cleaner (``CleanedTransactionMetadata``)
 writes a cleaned segment's ``.txnindex`` entry only for an aborted transaction whose batches it
 met in that cleaning, removes those batches, and keeps the marker until ``delete.retention.ms``
 after the segment's last change. From the second cleaning on, such a log holds ABORT markers of
 emptied transactions (an empty transaction's from the first) that no entry lists and no horizon
-marks, healthy. A reader that saw none of the transaction therefore looks back
+marks, healthy. So a reader that saw none of the transaction (an empty one's, an emptied one's, or
+one whose read begins at the marker: a consumer keeping up with the log) looks back
 (:class:`TransactionLookback`) from the marker to the producer's previous control batch (or the
 log's first segment): no transactional batch of P in between means nothing of it can be read as
 committed, and the marker is passed; any such batch is a lost entry, refused as before.

@@ -175,19 +175,23 @@ def judge_files(
     entry: LogEntry,
     entries: Callable[[int, int], list[LogEntry]],
     loaded: dict[str, OffsetIndex | TimeIndex] | None = None,
+    *,
+    suffix: str = "",
 ) -> str | None:
     """:func:`problem` for ``entry``, the last whole batch of the log's last segment (based at
     ``segment_base`` in ``directory``), with the evidence read from its files: ``entries(start,
     end)`` lists the segment's entries between two byte positions; ``loaded`` holds the index
     objects a segment already has open (by suffix), the others are read read-only (never
-    created: a reader and a failing open change nothing)."""
+    created: a reader and a failing open change nothing). ``suffix``: the segment's files'
+    suffix after their kind (``.swap`` for a cleaner's output), so that its own indexes are the
+    evidence, never those of the segment of the same base it replaces."""
     from kafkalog.log.layout import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
 
     keyed: list[Keyed] = []
     positions: list[int] = []
-    for suffix, kind in ((INDEX_SUFFIX, OffsetIndex), (TIME_INDEX_SUFFIX, TimeIndex)):
-        path = segment_file(directory, segment_base, suffix)
-        index = (loaded or {}).get(suffix)
+    for kind_suffix, kind in ((INDEX_SUFFIX, OffsetIndex), (TIME_INDEX_SUFFIX, TimeIndex)):
+        path = segment_file(directory, segment_base, kind_suffix + suffix)
+        index = (loaded or {}).get(kind_suffix)
         if index is None:
             if files.is_remote(path) or not os.path.exists(path):
                 continue
@@ -233,8 +237,11 @@ def judge_files(
         previous_last=previous,
         segment_base=segment_base,
         keyed=keyed,
-        # the closed log's last batch ends where the marker says the file ended
-        end=marker_end(
+        # the closed log's last batch ends where the marker says the file ended (a marker
+        # speaks of the log's last ``.log``, never of a cleaner's output beside it)
+        end=None
+        if suffix
+        else marker_end(
             directory,
             segment_file(directory, segment_base, LOG_SUFFIX),
             entry.position + entry.size_in_bytes,

@@ -528,7 +528,29 @@ class LogLoader:
                 os.path.join(self.log.directory, n),
                 os.path.join(self.log.directory, n[: -len(SWAP_SUFFIX)]),
             )
-        return sorted(files.listdir(self.log.directory))
+        left = sorted(files.listdir(self.log.directory))
+        # a deletion finished: a segment renamed ``.deleted`` file by file (its ``.log``
+        # first) whose index files a crash left unrenamed is deleted whole, as Kafka's loader
+        # deletes stray index files; kept, they would read as a lost segment (its ``.log``
+        # gone) and refuse the partition. Only where the ``.log.deleted`` was seen and no
+        # ``.log`` of that base is left (a swap of the same base put one back)
+        deleted = {n.partition(".")[0] for n in names if n.endswith(LOG_SUFFIX + DELETED_SUFFIX)}
+        stray = [
+            n
+            for n in left
+            if n.partition(".")[0] in deleted
+            and n.partition(".")[0] + LOG_SUFFIX not in left
+            and "." + n.partition(".")[2] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+        ]
+        for n in stray:
+            logger.warning(
+                "kafkalog: %s: %s deleted: an index file of a segment whose deletion a crash "
+                "interrupted (its .log was already renamed .deleted)",
+                self.log.directory,
+                n,
+            )
+            os.remove(os.path.join(self.log.directory, n))
+        return [n for n in left if n not in stray]
 
     def _recovered_segments(self, recovery_point: int) -> list[tuple[LogSegment, int | None]]:
         # a segment wholly below the log start holds no record a reader can get: its damage

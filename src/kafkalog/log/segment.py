@@ -1054,12 +1054,18 @@ class LogSegment:
             loaded[INDEX_SUFFIX] = self.offset_index.get()
         if self.time_index.is_loaded:
             loaded[TIME_INDEX_SUFFIX] = self.time_index.get()
+        # the segment's own index files: a ``.swap`` (a cleaner's output, judged before the
+        # loader completes it) has its own ``.index.swap``; the ``.index`` of the same base
+        # is a segment it replaces, keying offsets the cleaning may have removed
+        path = self.log.path
+        suffix = path[path.rindex(LOG_SUFFIX) + len(LOG_SUFFIX) :]
         return last_batch.judge_files(
             self.directory,
             self.base_offset,
             entry,
             lambda a, b: list(self.log.entries(a, b, limits=self.limits)),
             loaded,
+            suffix=suffix,
         )
 
     def _damaged(self, what: str, position: int) -> DamagedLogError:

@@ -22,7 +22,12 @@ from kafkalog.server import acl_apis, acls, admin, configs, data, user_credentia
 from kafkalog.server import errors as E
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.groups import GroupCoordinator
-from kafkalog.server.offset_store import CommittedOffset, ConsumerOffsetsTopic, OffsetRecordCodec
+from kafkalog.server.offset_store import (
+    CommittedOffset,
+    ConsumerOffsetsTopic,
+    OffsetRecordCodec,
+    partition_for_group,
+)
 from kafkalog.server.scram import ScramStore
 from kafkalog.server.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic, TopicRegistry
 from kafkalog.server.transactions import TransactionCoordinator
@@ -151,6 +156,18 @@ class Broker:
             topic = self.registry.create(name, partitions, configs)
         return topic
 
+    def coordinator_offline(self, key_type: int, key: str) -> bool:
+        """Whether the internal partition that holds a group's offsets (``key_type`` 0) or a
+        transactional id's state (1) is offline (its log could not open): this broker is then
+        no coordinator for it, as a Kafka broker that has not loaded that partition answers
+        COORDINATOR_NOT_AVAILABLE, and the clients ask again later. Its appends would fail
+        (the connection closed under every other request of the client)."""
+        if key_type == 0:
+            name, count = OFFSETS_TOPIC, self.config.offsets_topic_num_partitions
+        else:
+            name, count = TRANSACTION_TOPIC, self.config.transaction_state_num_partitions
+        return (name, partition_for_group(key, count)) in self.registry.offline
+
     def _append_offsets(self, partition: int, batch: bytes) -> int:
         topic = self._internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)
         epoch = self.registry.leader_epoch(topic.name, partition)
@@ -250,16 +267,21 @@ async def _find_coordinator(broker: Broker, body: Any, version: int) -> dict[str
     host, port = broker.advertised
     node = broker.config.node_id
     key_type = int(getattr(body, "key_type", 0))
-    code = E.NONE if key_type in (0, 1) else E.INVALID_REQUEST  # groups, transactions
-    found = {"node_id": node if code == E.NONE else -1, "host": host, "port": port}
+
+    def answer(key: str) -> dict[str, Any]:
+        code = E.NONE if key_type in (0, 1) else E.INVALID_REQUEST  # groups, transactions
+        if code == E.NONE and broker.coordinator_offline(key_type, key):
+            code = E.COORDINATOR_NOT_AVAILABLE
+        return {"error_code": code, "node_id": node if code == E.NONE else -1, **where}
+
+    where = {"host": host, "port": port}
     if hasattr(body, "coordinator_keys"):
         return {
             "coordinators": [
-                {"key": k, "error_code": code, "error_message": None, **found}
-                for k in body.coordinator_keys
+                {"key": k, "error_message": None, **answer(k)} for k in body.coordinator_keys
             ]
         }
-    return {"error_code": code, **found}
+    return answer(body.key)
 
 
 def _coordinator(name: str) -> Handler:
@@ -303,7 +325,31 @@ async def _end_txn(broker: Broker, body: Any, version: int) -> dict[str, Any]:
     return {"error_code": code}
 
 
+async def _offset_commit(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    if broker.coordinator_offline(0, body.group_id):
+        return _all_partitions(body, E.COORDINATOR_NOT_AVAILABLE)
+    result: dict[str, Any] = await broker.groups.commit(body, version)
+    return result
+
+
+def _all_partitions(body: Any, code: int) -> dict[str, Any]:
+    """An OffsetCommit or TxnOffsetCommit answer: ``code`` for every partition asked."""
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+                ],
+            }
+            for t in body.topics
+        ]
+    }
+
+
 async def _txn_offset_commit(broker: Broker, body: Any, version: int) -> dict[str, Any]:
+    if broker.coordinator_offline(0, body.group_id):
+        return _all_partitions(body, E.COORDINATOR_NOT_AVAILABLE)
     now = int(time.time() * 1000)
     offsets = {
         (t.name, int(p.partition_index)): CommittedOffset(
@@ -340,7 +386,7 @@ HANDLERS: dict[int, Handler] = {
     1: data.fetch,
     2: data.list_offsets,
     3: admin.metadata,
-    8: _coordinator("commit"),
+    8: _offset_commit,
     9: _coordinator("fetch_offsets"),
     10: _find_coordinator,
     12: _coordinator("heartbeat"),
