@@ -113,6 +113,9 @@ class V2:
     open_transaction: bool = False
     start: str | None = None  # None, "retention" or "delete-records"
     nested_aborts: bool = False  # aborts inside appends that end another open transaction
+    #: markers of empty transactions (a partition added, nothing written to it: librdkafka
+    #: purges unsent messages on abort), which Kafka lists in no ``.txnindex``
+    empty_transactions: bool = False
     #: record timestamps: "producer", "scrambled" or "missing" (see _Clock)
     clock: str = "producer"
     timestamp_type: str = "CreateTime"  # or "LogAppendTime": the log stamps every batch
@@ -285,6 +288,8 @@ class _V2Writer:
         roll = self.rng.random()
         if self.spec.producers == "transactions" and roll < 0.45:
             pid = self.rng.choice(self.txn_pids)
+            if self.spec.empty_transactions and pid not in self.open and self.rng.random() < 0.3:
+                return self._marker(pid, abort=self.rng.random() < 0.7)
             if pid in self.open and self.rng.random() < 0.3:
                 return self._marker(pid, abort=self.rng.random() < 0.45)
             self.open.add(pid)
@@ -550,6 +555,8 @@ def _describe(spec: V2 | Legacy) -> str:
             what += ", compaction gaps"
         if spec.nested_aborts:
             what += ", aborts inside appends that end another transaction"
+        if spec.empty_transactions:
+            what += ", empty transactions' markers"
         if spec.timestamp_type != "CreateTime":
             what += f", {spec.timestamp_type}"
         if spec.open_transaction:
@@ -607,6 +614,13 @@ SHAPES: dict[str, V2 | Legacy] = {
         index_interval_bytes=1,
         segment_bytes=9000,
         open_transaction=True,
+    ),
+    "v2-txn-empty-aborts-i1-roll": V2(
+        records=700,
+        producers="transactions",
+        index_interval_bytes=1,
+        segment_bytes=3000,
+        empty_transactions=True,
     ),
     "v2-txn-single-i4096": V2(
         records=700, codecs=("none", "gzip"), producers="transactions", open_transaction=True
