@@ -9,9 +9,11 @@ of the executors, to ``OUT.json``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,19 @@ def executors(spark: Any) -> list[dict[str, Any]]:
     ]
 
 
+def wait_for_executors(spark: Any, count: int, timeout: float = 120.0) -> None:
+    """Until ``count`` executors registered: the driver starts while the workers still start
+    (``tests/spark_cluster.py``), and the work must be spread over every worker's executor."""
+    deadline = time.monotonic() + timeout
+    found: list[dict[str, Any]] = []
+    while len(found) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{count} executors did not register in {timeout} s: {found}")
+        with contextlib.suppress(OSError):  # the UI answers slowly on a loaded machine
+            found = executors(spark)
+        time.sleep(0.2)
+
+
 def main() -> None:
     master, local, s3, work, out = sys.argv[1:6]
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -154,6 +169,7 @@ def main() -> None:
         kafkalog.spark.register(spark)
         from kafkalog.spark.source import path_in_use
 
+        wait_for_executors(spark, 2)
         result = answers(spark, local, s3, work)
         result["path in use"] = path_in_use(spark)  # the JVM source (issue 31)
         # a job of many small tasks: which Python worker processes ran them
@@ -164,11 +180,17 @@ def main() -> None:
             .collect()
         )
         result["python workers"] = sorted({p for p, _ in pids})
+        result["python daemons"] = sorted({parent for _, parent in pids})
         result["executors"] = executors(spark)
     finally:
         spark.stop()
     with open(out, "w") as f:
         json.dump(result, f)
+    # the answers are written and the application ended (``stop`` unregistered it from the
+    # master); the interpreter's own teardown after a cluster session took some 20 s of the test
+    # (finalizers of Py4J objects talking to a JVM that is shutting down)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
