@@ -9,7 +9,6 @@ of the executors, to ``OUT.json``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -114,12 +113,21 @@ def answers(spark: Any, local: str, s3: str, work: str) -> dict[str, Any]:
     }
 
 
-def executors(spark: Any) -> list[dict[str, Any]]:
-    """The executors of this application, from the driver's REST monitoring API."""
+def executors(spark: Any, timeout: float = 120.0) -> list[dict[str, Any]]:
+    """The executors of this application, from the driver's REST monitoring API (asked again
+    while it does not answer: on a loaded machine one request timed out after 10 s)."""
     sc = spark.sparkContext
     url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/allexecutors"
-    with urllib.request.urlopen(url, timeout=10) as r:
-        found: list[dict[str, Any]] = json.load(r)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as r:
+                found: list[dict[str, Any]] = json.load(r)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     return [
         {"id": e["id"], "hostPort": e["hostPort"], "totalTasks": e["totalTasks"]}
         for e in found
@@ -131,12 +139,9 @@ def wait_for_executors(spark: Any, count: int, timeout: float = 120.0) -> None:
     """Until ``count`` executors registered: the driver starts while the workers still start
     (``tests/spark_cluster.py``), and the work must be spread over every worker's executor."""
     deadline = time.monotonic() + timeout
-    found: list[dict[str, Any]] = []
-    while len(found) < count:
+    while len(found := executors(spark)) < count:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{count} executors did not register in {timeout} s: {found}")
-        with contextlib.suppress(OSError):  # the UI answers slowly on a loaded machine
-            found = executors(spark)
         time.sleep(0.2)
 
 
