@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -112,17 +113,36 @@ def answers(spark: Any, local: str, s3: str, work: str) -> dict[str, Any]:
     }
 
 
-def executors(spark: Any) -> list[dict[str, Any]]:
-    """The executors of this application, from the driver's REST monitoring API."""
+def executors(spark: Any, timeout: float = 120.0) -> list[dict[str, Any]]:
+    """The executors of this application, from the driver's REST monitoring API (asked again
+    while it does not answer: on a loaded machine one request timed out after 10 s)."""
     sc = spark.sparkContext
     url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/allexecutors"
-    with urllib.request.urlopen(url, timeout=10) as r:
-        found: list[dict[str, Any]] = json.load(r)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as r:
+                found: list[dict[str, Any]] = json.load(r)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     return [
         {"id": e["id"], "hostPort": e["hostPort"], "totalTasks": e["totalTasks"]}
         for e in found
         if e["id"] != "driver"
     ]
+
+
+def wait_for_executors(spark: Any, count: int, timeout: float = 120.0) -> None:
+    """Until ``count`` executors registered: the driver starts while the workers still start
+    (``tests/spark_cluster.py``), and the work must be spread over every worker's executor."""
+    deadline = time.monotonic() + timeout
+    while len(found := executors(spark)) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{count} executors did not register in {timeout} s: {found}")
+        time.sleep(0.2)
 
 
 def main() -> None:
@@ -154,6 +174,7 @@ def main() -> None:
         kafkalog.spark.register(spark)
         from kafkalog.spark.source import path_in_use
 
+        wait_for_executors(spark, 2)
         result = answers(spark, local, s3, work)
         result["path in use"] = path_in_use(spark)  # the JVM source (issue 31)
         # a job of many small tasks: which Python worker processes ran them
@@ -164,11 +185,17 @@ def main() -> None:
             .collect()
         )
         result["python workers"] = sorted({p for p, _ in pids})
+        result["python daemons"] = sorted({parent for _, parent in pids})
         result["executors"] = executors(spark)
     finally:
         spark.stop()
     with open(out, "w") as f:
         json.dump(result, f)
+    # the answers are written and the application ended (``stop`` unregistered it from the
+    # master); the interpreter's own teardown after a cluster session took some 20 s of the test
+    # (finalizers of Py4J objects talking to a JVM that is shutting down)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,11 @@ def test_standalone_cluster_gives_local_modes_answers(
     local_work = tmp_path / "local-work"
     local_work.mkdir()
     driver_log = tmp_path / "driver.log"  # a file, not a pipe: nothing reads it while it runs
-    with standalone_cluster(tmp_path / "cluster") as cluster, open(driver_log, "w") as log:
+    # the driver starts as soon as the master is ALIVE, while the workers' JVMs start beside its own
+    with (
+        standalone_cluster(tmp_path / "cluster", wait_for_workers=False) as cluster,
+        open(driver_log, "w") as log,
+    ):
         driver = subprocess.Popen(
             [
                 sys.executable,
@@ -64,14 +68,22 @@ def test_standalone_cluster_gives_local_modes_answers(
                 expected = cluster_queries.answers(spark, local_dir, s3_uri, str(local_work))
             finally:
                 set_pushdown(spark, False)  # as the other tests expect the shared session
+            cluster.wait_for_workers()  # (the driver waits for their executors itself)
             driver.wait(timeout=400)
         finally:
             if driver.poll() is None:
                 driver.kill()
                 driver.wait()
         assert driver.returncode == 0, driver_log.read_text()[-4000:] + cluster.log_tail()
-        apps = cluster.state().get("completedapps", [])
-        assert any(a["name"] == "kafkalog-cluster-test" for a in apps), apps
+        # the driver ends right after stop() unregistered the application: the master may list
+        # it as completed a moment later
+        deadline = time.monotonic() + 30
+        while True:
+            apps = cluster.state().get("completedapps", [])
+            if any(a["name"] == "kafkalog-cluster-test" for a in apps):
+                break
+            assert time.monotonic() < deadline, apps
+            time.sleep(0.2)
     print(f"\ncluster run: {time.monotonic() - began:.1f} s")
     got = json.loads(out.read_text())
 
@@ -82,6 +94,7 @@ def test_standalone_cluster_gives_local_modes_answers(
     assert len(executors) == 2, executors
     assert all(e["totalTasks"] > 0 for e in executors), executors
     assert len(got["python workers"]) >= 2
+    assert len(got["python daemons"]) >= 2, got["python daemons"]
 
     for name, rows in expected.items():
         assert rows, f"{name}: local mode found nothing, the comparison would prove nothing"
