@@ -993,7 +993,8 @@ def _time_entry_changed(how: str) -> Callable[[Path], tuple[Path, int] | None]:
     """An entry in the middle of the ``.timeindex`` with the most entries changed (no CRC
     covers an index): its offset ``past`` its segment's end, ``raised`` to the next entry's
     (still in order: only the ``.log`` tells), or its timestamp ``lowered`` to just above the
-    entry before's (a search for times between then lands on it and starts too late).
+    entry before's (a search for times between then lands on it and starts too late) or made
+    ``negative``.
     Returns the file and the entry's number (None: no segment has entries enough)."""
 
     def damage(d: Path) -> tuple[Path, int] | None:
@@ -1012,6 +1013,10 @@ def _time_entry_changed(how: str) -> Callable[[Path], tuple[Path, int] | None]:
             rel = 10_000_000
         elif how == "raised":
             rel = entries[k + 1][1]
+        elif how == "negative":  # the first entry past the base: its high half all ones
+            k = next((j for j, (_, r) in enumerate(entries) if r > 0), 0)
+            ts, rel = entries[k]
+            ts |= -1 << 32
         else:
             ts = entries[k - 1][0] + 1
         data = bytearray(path.read_bytes())
@@ -1030,6 +1035,7 @@ TIME_INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
     "a .timeindex entry's offset past the .log's end": _time_entry_changed("past"),
     "a .timeindex entry's offset raised to the next entry's": _time_entry_changed("raised"),
     "a .timeindex entry's timestamp lowered": _time_entry_changed("lowered"),
+    "a .timeindex entry's timestamp negative": _time_entry_changed("negative"),
 }
 
 

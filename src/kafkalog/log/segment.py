@@ -1216,8 +1216,8 @@ class LogSegment:
         )
         if (
             tindex is not None
-            and entry.timestamp >= 0  # an entry (-1: none at or below the target)
-            and entry.offset > start_offset
+            # (none at or below the target reads as the base offset: a search from byte 0)
+            and entry.offset > max(start_offset, self.base_offset)
             and not self._time_entry_holds(entry)
         ):
             _say_time_entry_damaged(tindex, entry)
