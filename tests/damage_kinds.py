@@ -195,16 +195,19 @@ def last_batch_evidence(d: Path) -> bool:
     """A brute force, independent of kafkalog's readers: whether the last segment's index
     files key an offset of its last batch past the batch before (then a base offset flipped
     ~16.7 million up leaves that offset in no batch). Trailing zero entries (a preallocated
-    file) and entries keying the segment's base are no evidence."""
+    file) and entries keying the segment's base are no evidence. A v1 wrapper's inner offsets
+    are relative to its own (a flip moves them all), a v0 message's is its own."""
     seg = holding(d)[-1]
     if seg != sorted(d.glob("*.log"))[-1]:
         return False
     base = int(seg.name[:20])
     found = list(LogReader(seg.read_bytes()))
     last = found[-1]
-    if not isinstance(last, RecordBatch):
-        return False
     previous = found[-2].last_offset if len(found) > 1 else base - 1
+    if not isinstance(last, RecordBatch) and last.magic == 0 and last.is_compressed:
+        return False  # a v0 wrapper's inner offsets are absolute: its own moves none of them
+    # a v0/v1 wrapper's first offset is its first inner message's (an index may key any)
+    first = _first(last)
     keyed: list[int] = []
     for suffix, size, at in ((".index", 8, 0), (".timeindex", 12, 8)):
         path = seg.with_suffix(suffix)
@@ -217,7 +220,7 @@ def last_batch_evidence(d: Path) -> bool:
             if any(data[k : k + size])
         ]
         keyed += [base + r for r in rel if r > 0]
-    return any(previous < o <= last.last_offset for o in keyed)
+    return any(previous < o <= last.last_offset and o >= first for o in keyed)
 
 
 def missing_log(d: Path) -> None:
@@ -324,6 +327,26 @@ def _stray(suffix: str) -> Callable[[Path], None]:
     return damage
 
 
+def _swap_of_next(d: Path) -> Path:
+    """A ``.swap`` by a middle segment's name holding a copy of the next segment's batches:
+    whole, valid batches, so Kafka's loader completes it (the two segments replaced by it,
+    the first one's records gone) as it completes a cleaner's interrupted swap. Returns the
+    ``.swap``."""
+    victim = _middle_holding(d)
+    following = segments(d)[segments(d).index(victim) + 1]
+    swap = victim.with_name(victim.name + ".swap")
+    swap.write_bytes(following.read_bytes())
+    return swap
+
+
+#: a ``.swap`` of whole batches left in a partition -> its mutation, returning the file: a
+#: read-only reader reads it in place of the segments it covers, as Kafka's loader would
+#: complete it, and says so in a WARNING naming it and them (never in silence: a stray file's
+#: swap hides records no cleaner dropped); tests/log/test_damage.py
+SWAP_LEFTOVERS: dict[str, Callable[[Path], Path]] = {
+    "a .swap holding the next segment's batches": _swap_of_next,
+}
+
 #: stray files in a partition directory: every reader reads every record, once
 #: (:func:`check_every_reader`; not in :data:`DAMAGES`, whose kinds each cost records)
 STRAY_FILES: dict[str, Callable[[Path], None]] = {
@@ -371,6 +394,16 @@ FILE_AS_DIRECTORY: dict[str, Callable[[Path], None]] = {
 }
 
 
+def _renamed_above_first(d: Path) -> None:
+    """A middle segment's files renamed to a base offset one above its first batch's (what
+    a script or a restore can leave): its first records sit below its name, so offsets no
+    longer only grow from segment to segment; the names are outside every CRC."""
+    victim = _middle_holding(d)
+    first = _first(next(iter(LogReader(victim.read_bytes()))))  # compaction: maybe > base
+    for p in d.glob(victim.name[:20] + ".*"):
+        p.rename(d / f"{first + 1:020d}{p.name[20:]}")
+
+
 #: damage kind -> (mutation, whether it is a torn tail: then every record before it is read)
 DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     **{f"flip {name}": (flip(at), False) for name, at in FIELDS.items()},
@@ -390,6 +423,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], bool]] = {
     "base offset -2, overlapping the batch before": (shift_base(-2), False),
     "segment .log is a directory": (_unreadable_log, False),
     "a .swap that is no batches": (_swap_garbage, False),
+    "segment renamed one above its first offset": (_renamed_above_first, False),
 }
 
 #: the log's last batch, its base offset flipped: found only where the segment's own evidence
@@ -410,6 +444,7 @@ OPEN_REFUSES = {"a .swap that is no batches"}
 #: kinds that need a segment holding batches between two others
 NEEDS_MIDDLE = {
     "segment .log is a directory",
+    "segment renamed one above its first offset",
     "a .swap that is no batches",
     *GAP_DAMAGES,
     *STRAY_FILES,
@@ -942,6 +977,85 @@ INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
     "a middle .index entry past the .log's end": _index_entry_moved("middle"),
     "a middle .index entry at the next entry's batch": _index_entry_moved("ahead"),
 }
+
+
+# -- .timeindex entries that are not what the .log holds: a search by time must not start late --
+def _time_entries(path: Path) -> list[tuple[int, int]]:
+    """(timestamp, relative offset) of a ``.timeindex``'s entries (trailing zeros not)."""
+    data = path.read_bytes()
+    out = [struct.unpack_from(">qi", data, k) for k in range(0, len(data) - 11, 12)]
+    while out and out[-1] == (0, 0):
+        out.pop()
+    return [(int(a), int(b)) for a, b in out]
+
+
+def _time_entry_changed(how: str) -> Callable[[Path], tuple[Path, int] | None]:
+    """An entry in the middle of the ``.timeindex`` with the most entries changed (no CRC
+    covers an index): its offset ``past`` its segment's end, ``raised`` to the next entry's
+    (still in order: only the ``.log`` tells), or its timestamp ``lowered`` to just above the
+    entry before's (a search for times between then lands on it and starts too late) or made
+    ``negative``.
+    Returns the file and the entry's number (None: no segment has entries enough)."""
+
+    def damage(d: Path) -> tuple[Path, int] | None:
+        counted = [(len(_time_entries(p)), p) for p in sorted(d.glob("*.timeindex"))]
+        count, path = max(counted, default=(0, d))
+        if count < 3:
+            return None
+        entries = _time_entries(path)
+        k = count // 2
+        if how == "lowered":  # an entry whose timestamp is more than 1 ms above the one before
+            k = next((j for j in range(k, count - 1) if entries[j][0] > entries[j - 1][0] + 1), 0)
+            if not k:
+                return None
+        ts, rel = entries[k]
+        if how == "past":
+            rel = 10_000_000
+        elif how == "raised":
+            rel = entries[k + 1][1]
+        elif how == "negative":  # the first entry past the base: its high half all ones
+            k = next((j for j, (_, r) in enumerate(entries) if r > 0), 0)
+            ts, rel = entries[k]
+            ts |= -1 << 32
+        else:
+            ts = entries[k - 1][0] + 1
+        data = bytearray(path.read_bytes())
+        struct.pack_into(">qi", data, k * 12, ts, rel)
+        path.write_bytes(bytes(data))
+        return path, k
+
+    return damage
+
+
+#: time-index damage -> its mutation, returning the file and the entry changed (None: the log
+#: has too few entries): a search by time (``Log.offsets_for_times``, serve's ListOffsets,
+#: Spark's pushed-down timestamp bound) answers as on the undamaged log, and says the entry
+#: in a WARNING naming the ``.timeindex`` (tests/log/test_time_index_damage.py)
+TIME_INDEX_DAMAGES: dict[str, Callable[[Path], tuple[Path, int] | None]] = {
+    "a .timeindex entry's offset past the .log's end": _time_entry_changed("past"),
+    "a .timeindex entry's offset raised to the next entry's": _time_entry_changed("raised"),
+    "a .timeindex entry's timestamp lowered": _time_entry_changed("lowered"),
+    "a .timeindex entry's timestamp negative": _time_entry_changed("negative"),
+}
+
+
+def _record_timestamp_flipped(d: Path) -> tuple[Path, int] | None:
+    """A byte of a record's timestamp flipped (inside the CRC) in the batch holding the
+    middle record of the segment with the most batches: a search by time that reads that
+    batch without its CRC answers another offset. Returns the ``.log`` and the batch's byte."""
+    counted = [(len(entries(p)), p) for p in holding(d)]
+    count, seg = max(counted, default=(0, d))
+    if count < 3:
+        return None
+    found = list(LogReader(seg.read_bytes()))
+    entry = found[count // 2]
+    data = bytearray(seg.read_bytes())
+    # the low byte of a v2 batch's first timestamp, or of a v1 message's (or wrapper's)
+    # timestamp, after its offset, size, CRC, magic and attributes
+    at = entry.position + (27 if isinstance(entry, RecordBatch) else 18) + 7
+    data[at] ^= 0x40
+    seg.write_bytes(bytes(data))
+    return seg, entry.position
 
 
 def kafka_txn_log_and_shapes(tmp_path: Path, shapes: list[str]) -> list[Path]:

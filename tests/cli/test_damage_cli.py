@@ -18,6 +18,7 @@ import pytest
 from clirun import tree_snapshot
 from damage_kinds import DAMAGES, OPEN_REFUSES, segments, written
 from kafkalog.cli.main import main
+from provenance import FIXTURES
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -36,7 +37,11 @@ NOT_REPAIRABLE = {"segment .log is a directory"}
 
 
 def _differs(p: Path, source: Path) -> bool:
-    return not p.is_file() or p.read_bytes() != (source / p.name).read_bytes()
+    if not p.is_file():
+        return True
+    if not (source / p.name).is_file():  # a segment renamed: its bytes may be a source's
+        return all(p.read_bytes() != s.read_bytes() for s in segments(source))
+    return p.read_bytes() != (source / p.name).read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +153,26 @@ def test_repair_moves_a_swap_that_is_no_batches_aside(source: Path, tmp_path: Pa
     assert {p.name: p.read_bytes() for p in segments(d)} == logs
     code, out, _ = _run("cat", str(d))
     assert code == 0 and sum(1 for line in out.splitlines() if line.startswith("{")) == 300
+
+
+def test_verify_names_a_v0_segment_renamed_above_its_first_offset(tmp_path: Path) -> None:
+    """Kafka 0.9's own v0 segments, one renamed one above its first message's offset: every
+    reader refuses it, and verify (which checked only v2 batches against the segment's base)
+    names the file and byte 0 too, instead of ``OK``."""
+    d = tmp_path / "v0-segments-0"
+    shutil.copytree(FIXTURES / "kafka-0.9.0.1-broker" / "v0-segments-0", d)
+    for p in d.iterdir():
+        p.chmod(0o644)
+    DAMAGES["segment renamed one above its first offset"][0](d)
+    (renamed,) = [
+        p
+        for p in segments(d)
+        if not (FIXTURES / "kafka-0.9.0.1-broker" / "v0-segments-0" / p.name).exists()
+    ]
+    code, out, _ = _run("verify", str(d))
+    assert code == 1, out
+    assert (
+        f"PROBLEM {renamed} at byte 0: message " in out and "is below the segment's base" in out
+    ), out
+    code, _, err = _run("cat", str(d))
+    assert code == 2 and f"{renamed} at byte 0" in err, err

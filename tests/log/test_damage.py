@@ -26,7 +26,9 @@ from damage_kinds import (
     FILE_AS_DIRECTORY,
     GAP_DAMAGES,
     OPEN_REFUSES,
+    READERS,
     STRAY_FILES,
+    SWAP_LEFTOVERS,
     applies,
     check_every_reader,
     check_gap_said,
@@ -232,7 +234,8 @@ def _salvage(d: Path, written: set[bytes]) -> dict[int, bytes | None]:
     """Brute force: every record of every whole batch with a valid CRC anywhere in the
     segments (found by trying each position after a bad one), offset -> value; only the
     batches whose bytes are one the writer wrote (``written``): a base offset moved outside
-    the CRC makes a valid batch of records at offsets they never had."""
+    the CRC makes a valid batch of records at offsets they never had. A batch starting below
+    its file's base offset (a segment renamed) is out of line with the log's offsets too."""
     from kafkalog.records.resync import next_valid_entry
     from kafkalog.records.types import DEFAULT_LIMITS
 
@@ -250,7 +253,8 @@ def _salvage(d: Path, written: set[bytes]) -> dict[int, bytes | None]:
                 # one that is not is out of line (a v2 batch's records follow its header)
                 whole = bytes(data[pos : pos + entry.size_in_bytes])
                 if whole in written and (not records or records[-1].offset == entry.last_offset):
-                    for r in records:
+                    in_line = not records or records[0].offset >= int(seg.name[:20])
+                    for r in records if in_line else ():
                         out[r.offset] = r.value
                 pos += entry.size_in_bytes
             except (KafkalogError, StopIteration):
@@ -555,3 +559,54 @@ def _read_in_chunks(
         ]
     finally:
         handle.close()
+
+
+@pytest.mark.parametrize("damage", list(SWAP_LEFTOVERS))
+def test_a_swap_read_in_place_of_segments_is_said(
+    damage: str, sources: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``.swap`` of whole batches that does not hold what the segments it covers held: the
+    read-only readers read what Kafka's loader would leave (the swap in place of them, a
+    brute force over those files), and a WARNING names the ``.swap`` and the segments; no
+    file changes. A TailReader (a live tail) reads up to the swap and waits there for the
+    writer to complete it, saying so in a WARNING naming it."""
+    applied = swapped = 0
+    for name, source in sources.items():
+        if not applies("segment .log is a directory", source):  # a middle segment
+            continue
+        d = tmp_path / name.replace("/", "_") / source.name
+        shutil.copytree(source, d)
+        for extra in d.glob(".kafkalog*"):
+            extra.unlink()
+        swap = SWAP_LEFTOVERS[damage](d)
+        base = int(swap.name[:20])
+        covered = [p for p in _segments(d) if base <= int(p.name[:20]) < base + 10**12]
+        swap_end = max(e.last_offset for e in LogReader(swap.read_bytes())) + 1
+        replaced = [p for p in covered if int(p.name[:20]) < swap_end]
+        kept = [p for p in _segments(d) if p not in replaced] + [swap]
+        want = sorted(
+            r.offset
+            for p in kept
+            for e in LogReader(p.read_bytes())
+            if not e.is_control
+            for r in e.records()
+        )
+        applied += 1
+        before = _files(d)
+        pristine = _records(source)
+        for reader_name, reader in READERS.items():
+            if reader_name == "writable open":
+                continue  # it completes the swap, as Kafka's loader does
+            caplog.clear()
+            with caplog.at_level("WARNING", logger="kafkalog"):
+                got = reader(d)
+            where = f"{damage} / {name} / {reader_name}"
+            assert _files(d) == before, f"{where}: files changed"
+            said = [r.getMessage() for r in caplog.records if swap.name in r.getMessage()]
+            if reader_name == "TailReader":  # a live tail waits at the swap, and says so
+                assert got == pristine[: len(got)] and said, (where, len(got), said)
+                continue
+            assert got == want, f"{where}: {len(got)} records of {len(want)}"
+            assert said and all(p.name in said[0] for p in replaced), (where, said)
+            swapped += 1
+    assert applied >= 2 and swapped >= 4 * applied, f"{damage}: {applied} logs, {swapped} reads"

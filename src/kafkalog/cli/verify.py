@@ -580,12 +580,11 @@ def _verify_segment(
                 held = (entry, previous_last, name)
                 if epochs is not None and isinstance(entry, RecordBatch):
                     epochs.see(log_path, entry.position, name, entry.partition_leader_epoch)
-                if isinstance(entry, RecordBatch) and entry.base_offset < base:
+                if first < base:  # a v0/v1 message's too (a segment renamed below it)
                     report.problem(
                         log_path,
                         entry.position,
-                        f"{name}: base offset {entry.base_offset} is below the segment's "
-                        f"base offset {base}",
+                        f"{name}: first offset {first} is below the segment's base offset {base}",
                     )
                 try:
                     report.records_checked += len(entry.records())

@@ -13,7 +13,9 @@ Sound (no false alarm on any writer's shape):
   the last one and *before* the last batch's base offset, it keys an offset no batch holds:
   the base offset was flipped upwards. (A compaction gap is never keyed; an index ahead of a
   live writer's visible bytes, or a crash's stale entries, keys offsets past the last batch.)
-  Only v2 batches: a v0/v1 wrapper names its last offset, and an index may key an inner one.
+  A v0/v1 wrapper names its last offset and an index may key an inner one, so a wrapper's
+  first inner offset is the one below which nothing may be keyed (a v1 wrapper's inner
+  offsets are relative to its own: a flipped one moves them all).
   An entry keying the segment's base offset is not used (a preallocated file's zeros read so).
 * **kafkalog's own clean close.** A standalone log's ``.kafkalog-clean-shutdown`` holds the
   log end offset it flushed at close (written last; removed by the next writable open before
@@ -93,7 +95,7 @@ def problem(
     doc. ``previous_last`` is the last offset of the batch before it in the segment (the
     segment's base - 1 when it is the first), ``keyed`` the largest offsets the segment's
     indexes key, ``end`` the log end a clean close recorded."""
-    first = entry.base_offset if isinstance(entry, RecordBatch) else entry.last_offset
+    first = entry.base_offset if isinstance(entry, RecordBatch) else _first_inner(entry)
     claim = (
         f"non-consecutive offsets: the batch at byte {entry.position} (the log's last) holds "
         f"offsets {first}..{entry.last_offset}"
@@ -103,14 +105,25 @@ def problem(
         return (
             f"{claim}, but the log ended at offset {end} at its clean close ({end_source}){blame}"
         )
-    if isinstance(entry, RecordBatch):
-        for k in keyed:
-            if k.offset > segment_base and previous_last < k.offset < first:
-                return (
-                    f"{claim}, but {k.path} keys offset {k.offset}, which no batch then "
-                    f"holds (the batch before ends at offset {previous_last}){blame}"
-                )
+    for k in keyed:
+        if k.offset > segment_base and previous_last < k.offset < first:
+            return (
+                f"{claim}, but {k.path} keys offset {k.offset}, which no batch then "
+                f"holds (the batch before ends at offset {previous_last}){blame}"
+            )
     return None
+
+
+def _first_inner(entry: LogEntry) -> int:
+    """A v0/v1 entry's first offset: its first inner message's for a compressed wrapper (a v1
+    wrapper's inner offsets are relative to its own, outside every CRC, so a flipped one moves
+    them all: only an index keying an offset below them tells), its own for a message; its
+    last offset when the wrapper cannot be read (no evidence then)."""
+    try:
+        inner = entry.records()
+    except Exception:  # damage the walk names; here, no evidence
+        return entry.last_offset
+    return inner[0].offset if inner else entry.last_offset
 
 
 def previous_last_offset(

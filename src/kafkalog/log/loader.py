@@ -508,6 +508,18 @@ class LogLoader:
         swaps, replaced = self._swap_plan(names, sizes)
         targets = {n[: -len(SWAP_SUFFIX)] for n in swaps}
         kept = {n for n in names if n not in replaced and not n.endswith(SWAP_SUFFIX)}
+        old_logs = sorted(n for n in replaced if is_segment_log(n))
+        if old_logs:
+            # never silent: the records of the segments replaced that the swap does not hold
+            # (a cleaner's: superseded keys; a stray file's: any) are read by no one
+            logger.warning(
+                "kafkalog: %s: read %s in place of %s: a log cleaner's output a crash left "
+                "unswapped, which Kafka's loader completes at its next start; a record of "
+                "those segments that it does not hold is not read (`kafkalog verify` lists it)",
+                self.log.directory,
+                ", ".join(sorted(swaps)),
+                ", ".join(old_logs),
+            )
         return sorted(kept | targets), targets
 
     def _remove_temp_files(self, names: list[str]) -> list[str]:

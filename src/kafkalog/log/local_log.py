@@ -553,6 +553,7 @@ class LocalLog:
         """:meth:`batches` that skips damage: whole segments walked from the index entry below
         ``lo`` (no byte range is worked out ahead, since working it out reads through the
         damage), batches outside [lo, hi) dropped."""
+        read_to: int | None = None  # past the last batch of the segment before
         for seg, next_base in segments:
             if seg.base_offset >= hi:
                 return
@@ -560,10 +561,14 @@ class LocalLog:
             position = seg.scan_start(lo) if seg.base_offset <= lo else 0
             if position > seg.size:
                 position = 0  # an index entry past the end of its .log (damage too)
+            # a skip at the segment's first byte covers the offsets from the end of what was
+            # read before it: a batch there below the segment's base (a file renamed) held
+            # them, and a skip report must say so (not only the gap said between files)
+            previous = min(seg.base_offset, read_to if read_to is not None else seg.base_offset)
             for entry in skip_damage(
                 seg,
                 position,
-                seg.base_offset - 1,
+                previous - 1,
                 on_damage,
                 verify_crc=check_crcs,
                 next_base=next_base,
@@ -576,6 +581,7 @@ class LocalLog:
                 yield entry
             if next_base is not None and next_base < hi:
                 self.say_gap(seg, end, next_base)
+            read_to = end
 
     def records(
         self,

@@ -13,6 +13,7 @@ starts after, so a descriptor number is never read once it may name another file
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -64,6 +65,8 @@ _UNKNOWN = TimestampOffset(-1, -1)
 _I = TypeVar("_I", OffsetIndex, TimeIndex)
 _pwrite = os.pwrite
 _new_tuple = tuple.__new__  # TimestampOffset(a, b) without its Python-level __new__
+
+_logger = logging.getLogger("kafkalog.log")
 
 
 class BatchRun(NamedTuple):
@@ -1223,8 +1226,18 @@ class LogSegment:
             if tindex is not None
             else TimestampOffset(-1, self.base_offset)
         )
+        if (
+            tindex is not None
+            # (none at or below the target reads as the base offset: a search from byte 0)
+            and entry.offset > max(start_offset, self.base_offset)
+            and not self._time_entry_holds(entry)
+        ):
+            _say_time_entry_damaged(tindex, entry)
+            entry = TimestampOffset(-1, self.base_offset)  # scanned from the start instead
         position = self.scan_start(max(entry.offset, start_offset))
-        for batch in self._walk(position):
+        # every batch whose timestamps decide the answer has its CRC checked: a flipped
+        # timestamp would answer another offset, in silence (a read of the records refuses it)
+        for batch in self._walk(position, verify_crc=True):
             if batch.max_timestamp >= timestamp:
                 for rec in batch.records(self.limits):
                     if rec.timestamp >= timestamp and rec.offset >= start_offset:
@@ -1233,6 +1246,18 @@ class LogSegment:
                             rec.timestamp, rec.offset, epoch if epoch >= 0 else None
                         )
         return None
+
+    def _time_entry_holds(self, entry: TimestampOffset) -> bool:
+        """Whether the ``.timeindex`` entry ``entry`` is what its writer wrote: the batch
+        holding its offset has its timestamp as largest. A writer keys each entry by the
+        largest timestamp so far and the offset of a batch holding it (Kafka's LogSegment
+        append, its cleaner and recovery alike), and no CRC covers an index: an entry whose
+        offset or timestamp was damaged would start the search past the record asked for
+        (an offset too high, or a timestamp too low), and answer a later one in silence."""
+        for batch in self._walk(self.scan_start(entry.offset), verify_crc=True):
+            if batch.last_offset >= entry.offset:
+                return batch.max_timestamp == entry.timestamp
+        return False  # an offset no batch of the segment holds
 
     def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
         index = self._offset_index()
@@ -1486,3 +1511,21 @@ class LogSegment:
         return (
             f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log.path!r})"
         )
+
+
+def _say_time_entry_damaged(tindex: TimeIndex, entry: TimestampOffset) -> None:
+    """A WARNING naming the ``.timeindex`` and the byte of an entry that does not hold (see
+    :meth:`LogSegment._time_entry_holds`): the search goes on from the segment's first byte,
+    right but slower, until ``kafkalog rebuild-index`` rewrites the index from the ``.log``."""
+    slot = next((n for n, e in enumerate(tindex) if e == entry), -1)
+    _logger.warning(
+        "%s at byte %d: time index entry %d (timestamp %d, offset %d) is not what the .log "
+        "holds (the batch at that offset has another largest timestamp, or there is none): "
+        "searched by time from the segment's first byte instead; `kafkalog rebuild-index` "
+        "rewrites the index from the .log",
+        tindex.path,
+        max(slot, 0) * TimeIndex.ENTRY_SIZE,
+        slot,
+        entry.timestamp,
+        entry.offset,
+    )

@@ -102,6 +102,7 @@ class TailReader:
         self._last_in_segment = -1  # the last offset read from the open segment
         self._want = _CHUNK  # bytes to read next time (more when a batch is larger)
         self._listed = 0.0
+        self._said_swap: set[str] = set()  # the .swap files a wait was said for
         self.position = self._find_start(start_offset, start_timestamp, from_end, on_gap)
         """The offset of the next record this reader returns."""
 
@@ -321,10 +322,20 @@ class TailReader:
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return False
-        if any(n.endswith(LOG_SUFFIX + SWAP_SUFFIX) for n in names):
+        swaps = sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
+        if swaps:
             # a cleaner's swap under way (or one a crash left, which the writer's next open
             # completes): the segments it replaces may be gone from the listing already and
             # the cleaned one not in it yet; reading on past the gap would skip its records
+            if swaps[0] not in self._said_swap:  # never a silent wait: once per file
+                self._said_swap.add(swaps[0])
+                logger.warning(
+                    "kafkalog: %s: %s: the next segment is not read until the swap is "
+                    "completed (a log cleaner's output; a writable open completes one a crash "
+                    "left, as Kafka's loader does)",
+                    self.directory,
+                    swaps[0],
+                )
             return False
         bases = sorted(offset_from_filename(n) for n in names if is_segment_log(n))
         if self._fd >= 0 and self._continue_in_cleaned(bases):
