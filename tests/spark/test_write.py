@@ -184,6 +184,22 @@ def test_a_partition_directory_as_path_is_refused_before_anything_is_written(
     assert not (tmp_path / "data" / "t-0.kafkalog-staging").exists()
 
 
+def test_a_new_partition_name_in_a_data_directory_as_path_is_refused(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``path`` at ``data/t-1``, not made yet, beside the data directory's checkpoints: the job
+    made a data directory inside it, which a read of ``data`` took for an empty partition t-1
+    (its rows never seen). Refused on the driver, naming the data directory; nothing is made."""
+    data = tmp_path / "data"
+    _write(_frame(spark, 5), data, topic="t")
+    before = sorted(p.name for p in data.iterdir())
+    with pytest.raises(Exception, match="names a partition directory of the data directory"):
+        _write(_frame(spark, 5), data / "t-1", topic="t")
+    assert sorted(p.name for p in data.iterdir()) == before
+    _write(_frame(spark, 5), tmp_path / "data-0", topic="t")  # a name alone is not refused
+    assert (tmp_path / "data-0" / "t-0").is_dir()
+
+
 def test_producer_options_of_spark_code_are_taken(spark: Any, tmp_path: Path) -> None:
     """Code written for Spark's Kafka sink carries producer settings: they are taken (there is no
     broker), and kafka.compression.type compresses as the option compression does."""
