@@ -84,7 +84,26 @@ class Broker:
             )
             if config.log_cleaner_enable:
                 create_checkpoint(self.logdir.path)
-            self.registry = TopicRegistry(self.logdir, config.topic_defaults)
+            self.registry = TopicRegistry(
+                self.logdir,
+                config.topic_defaults,
+                {
+                    OFFSETS_TOPIC: config.offsets_topic_num_partitions,
+                    TRANSACTION_TOPIC: config.transaction_state_num_partitions,
+                },
+            )
+            # the coordinators hash over the internal topics' partitions as they are, as
+            # Kafka's do (offsets.topic.num.partitions only sizes a topic being created): a
+            # directory whose __consumer_offsets has 4 partitions keeps its groups where they are
+            self.config = config = dataclasses.replace(
+                config,
+                offsets_topic_num_partitions=self._partition_count(
+                    OFFSETS_TOPIC, config.offsets_topic_num_partitions
+                ),
+                transaction_state_num_partitions=self._partition_count(
+                    TRANSACTION_TOPIC, config.transaction_state_num_partitions
+                ),
+            )
             self.scram = ScramStore(self.logdir.path)
             self.authorizer = (
                 acls.Authorizer(
@@ -142,6 +161,10 @@ class Broker:
         self._appended = asyncio.Event()
 
     # -- the offsets topic ---------------------------------------------------------------------
+    def _partition_count(self, name: str, configured: int) -> int:
+        topic = self.registry.get(name)
+        return configured if topic is None else topic.partitions
+
     def _internal_topic(self, name: str, partitions: int) -> Topic:
         topic = self.registry.get(name)
         if topic is None:

@@ -69,7 +69,12 @@ class Topic:
 class TopicRegistry:
     """The topics of one writable :class:`LogDir`, and the logs of their partitions."""
 
-    def __init__(self, logdir: LogDir, defaults: dict[str, str]) -> None:
+    def __init__(
+        self,
+        logdir: LogDir,
+        defaults: dict[str, str],
+        internal_partitions: dict[str, int] | None = None,
+    ) -> None:
         self.logdir = logdir
         #: the server's ``topic_defaults`` (its static broker config)
         self.static_defaults = dict(defaults)
@@ -84,9 +89,18 @@ class TopicRegistry:
         self.defaults: dict[str, str] = self._merged_defaults(self.dynamic)
         self.topics: dict[str, Topic] = {}
         counts: dict[str, int] = {}
+        present: dict[str, set[int]] = {}
         for topic, partition in logdir.partitions():
             if topic != METADATA_TOPIC:
                 counts[topic] = max(counts.get(topic, 0), partition + 1)
+                present.setdefault(topic, set()).add(partition)
+        for name, configured in (internal_partitions or {}).items():
+            # one broker's directory of a cluster holds only its replicas' partitions of an
+            # internal topic (a broker's __consumer_offsets-16 alone): the topic had the
+            # configured count, and a group hashing to a partition this directory lacks
+            # failed its every request. Partitions 0..n-1 all here are the whole topic.
+            if name in counts and len(present[name]) < counts[name]:
+                counts[name] = max(counts[name], configured)
         saved = self._state.setdefault("topics", {})
         for name, count in counts.items():
             overrides = dict(saved.get(name, {}).get("configs", {}))
