@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog, kafkalog_here, tree_snapshot
 from provenance import FIXTURES
 
 BROKER = FIXTURES / "real-kafka2.8.0-zk-snappy-seanorth"  # README's data directory
@@ -201,3 +201,28 @@ def test_the_right_level_and_empty_partitions_are_not_refused(tmp_path: Path) ->
     assert result.returncode == 0 and "3 partition(s)" in result.stdout, result
     result = kafkalog("verify", str(tmp_path / "backup" / "empty-0"))
     assert "is above a data directory" not in result.stderr, result
+
+
+@pytest.mark.parametrize("java", ["JAVA_HOME=/nonexistent", "no java on PATH"])
+def test_spark_commands_without_java_say_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, java: str
+) -> None:
+    """Without Java, ``query`` said "kafkalog: internal error: PySparkRuntimeError:
+    [JAVA_GATEWAY_EXITED] ... (a bug: ...)", and ``job`` first wrote its 430 MB sample for
+    minutes. Now one line saying what is missing and what to install, before anything."""
+    if java.startswith("JAVA_HOME"):
+        monkeypatch.setenv("JAVA_HOME", "/nonexistent")
+        why = "JAVA_HOME=/nonexistent holds no bin/java"
+    else:
+        monkeypatch.delenv("JAVA_HOME", raising=False)
+        monkeypatch.setenv("PATH", str(tmp_path))  # nothing there
+        why = "no java on PATH and JAVA_HOME is not set"
+    sample = tmp_path / "sample"
+    for command in (["query", str(BROKER), "select 1"], ["job", "--data", str(sample)]):
+        result = kafkalog_here(*command)
+        assert result.returncode == 2, result
+        said = result.stderr.strip()
+        assert said.startswith(f"kafkalog: error: kafkalog {command[0]} runs on local Spark"), said
+        assert why in said and "install a Java 17 or later" in said, said
+        assert "internal error" not in said and result.stdout == ""
+    assert not sample.exists()
