@@ -295,3 +295,26 @@ def test_null_partitions_go_by_key_like_the_producer(spark: Any, tmp_path: Path)
             partition if partition is not None else (kafka_murmur2(key.encode()) & 0x7FFFFFFF) % 4
         )
         assert got[value] == want, (key, partition)
+
+
+@pytest.mark.parametrize(
+    ("columns", "options", "said"),
+    [
+        (["key", "value"], {}, "give option topic or a 'topic' column"),
+        (["key", "length(value) as value"], {"topic": "t"}, "column 'value' must be string or bin"),
+    ],
+)
+def test_a_refused_write_says_why_after_one_traceback_frame(
+    spark: Any, tmp_path: Path, columns: list[str], options: dict[str, str], said: str
+) -> None:
+    """A write's refusal followed a traceback through the writer's checks (5 to 8 lines
+    before the message); it now has the one frame of the method Spark called, as a read's."""
+    from pyspark.errors import PySparkException
+
+    frame = _frame(spark, 3).selectExpr(*columns)
+    with pytest.raises(PySparkException) as caught:
+        _write(frame, tmp_path / "data", **options)
+    worker = str(caught.value.getMessageParameters()["msg"]).strip().splitlines()
+    assert worker[-1].startswith("kafkalog.spark.options.OptionError: ") and said in worker[-1]
+    assert len([line for line in worker if line.startswith("  File ")]) <= 1, worker
+    assert not (tmp_path / "data").exists()
