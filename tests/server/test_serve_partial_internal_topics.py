@@ -9,11 +9,12 @@ groups where they are."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from kafka import KafkaConsumer, TopicPartition
 
-from kafkalog.log import LogDir
+from kafkalog.log import Log, LogDir
 from kafkalog.server import ServerConfig, ServerThread
 from kafkalog.server.offset_store import partition_for_group
 from kafkalog.server.topics import OFFSETS_TOPIC, TopicRegistry
@@ -75,3 +76,24 @@ def test_a_whole_internal_topic_keeps_its_own_count(tmp_path: Path) -> None:
     with LogDir(str(data), writable=True) as logdir:
         registry = TopicRegistry(logdir, {}, {OFFSETS_TOPIC: 50})
         assert registry.topics[OFFSETS_TOPIC].partitions == 50
+
+
+def test_a_brokers_consumer_offsets_is_compacted_not_deleted_by_retention(tmp_path: Path) -> None:
+    """The broker's ``__consumer_offsets-16`` (commits of January 2022) was served with the
+    broker defaults, cleanup.policy=delete and 7 days' retention: serve's first retention pass
+    deleted every record of it ("deleted 1 segment(s) of __consumer_offsets-16"), the real
+    broker's group offsets with it. Its configs are now the internal topic's, compacted."""
+    data = tmp_path / "data"
+    shutil.copytree(SEANORTH, data)
+    config = ServerConfig(port=0, log_retention_check_interval_ms=200)
+    with ServerThread(str(data), config) as server:
+        time.sleep(3)  # several retention passes
+        probe = KafkaConsumer(
+            bootstrap_servers=server.bootstrap, group_id="simple-consumer-example"
+        )
+        try:
+            assert probe.committed(TopicPartition("some-topic", 0)) == 8
+        finally:
+            probe.close()
+    with Log(str(data / f"{OFFSETS_TOPIC}-16"), writable=False) as log:
+        assert log.log_start_offset == 0 and log.log_end_offset >= 69

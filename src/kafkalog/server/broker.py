@@ -91,6 +91,10 @@ class Broker:
                     OFFSETS_TOPIC: config.offsets_topic_num_partitions,
                     TRANSACTION_TOPIC: config.transaction_state_num_partitions,
                 },
+                {
+                    OFFSETS_TOPIC: self._internal_configs(OFFSETS_TOPIC),
+                    TRANSACTION_TOPIC: self._internal_configs(TRANSACTION_TOPIC),
+                },
             )
             # the coordinators hash over the internal topics' partitions as they are, as
             # Kafka's do (offsets.topic.num.partitions only sizes a topic being created): a
@@ -168,11 +172,15 @@ class Broker:
     def _internal_topic(self, name: str, partitions: int) -> Topic:
         topic = self.registry.get(name)
         if topic is None:
-            configs = dict(INTERNAL_TOPIC_CONFIGS)
-            if name == OFFSETS_TOPIC:  # offsets.topic.segment.bytes
-                configs["segment.bytes"] = str(self.config.offsets_topic_segment_bytes)
-            topic = self.registry.create(name, partitions, configs)
+            topic = self.registry.create(name, partitions, self._internal_configs(name))
         return topic
+
+    def _internal_configs(self, name: str) -> dict[str, str]:
+        """An internal topic's configs, as Kafka creates it."""
+        configs = dict(INTERNAL_TOPIC_CONFIGS)
+        if name == OFFSETS_TOPIC:  # offsets.topic.segment.bytes
+            configs["segment.bytes"] = str(self.config.offsets_topic_segment_bytes)
+        return configs
 
     def _append_offsets(self, partition: int, batch: bytes) -> int:
         topic = self._internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)

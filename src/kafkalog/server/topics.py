@@ -74,6 +74,7 @@ class TopicRegistry:
         logdir: LogDir,
         defaults: dict[str, str],
         internal_partitions: dict[str, int] | None = None,
+        internal_configs: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.logdir = logdir
         #: the server's ``topic_defaults`` (its static broker config)
@@ -103,7 +104,13 @@ class TopicRegistry:
                 counts[name] = max(counts[name], configured)
         saved = self._state.setdefault("topics", {})
         for name, count in counts.items():
-            overrides = dict(saved.get(name, {}).get("configs", {}))
+            if name in saved or name not in (internal_configs or {}):
+                overrides = dict(saved.get(name, {}).get("configs", {}))
+            else:
+                # a broker's own __consumer_offsets: its configs (compacted) were in the
+                # cluster's metadata, not in this directory; taken for the broker defaults
+                # (cleanup.policy=delete), retention deleted every group's commits a week on
+                overrides = dict((internal_configs or {})[name])
             count = max(count, int(saved.get(name, {}).get("partitions", 0)))
             self.topics[name] = Topic(name, self._topic_id_on_disk(name), count, overrides)
         self._record_topic_ids(logdir.partitions())
