@@ -47,3 +47,24 @@ def test_compact_cleans_and_moves_the_checkpoint(tmp_path: Path) -> None:
     assert text[:2] == ["0", "2"] and sorted(text[2:]) == ["__consumer_offsets 0 60", "orders 0 60"]
     with Log(data / "orders-0", writable=False) as log:
         assert [r.offset for r in log.records()] == [56, 57, 58, 59]
+
+
+def test_a_log_all_in_its_active_segment_says_why_nothing_is_cleaned(tmp_path: Path) -> None:
+    """The operators' guide's own example (a broker's one-segment ``__consumer_offsets``)
+    said "offsets [0, 0) cleaned in 0 round(s)": a cleaner that looked broken. It now says
+    the records are the active segment's, which Kafka's cleaner leaves until it rolls; once
+    rolled, the same log is cleaned and the remark is gone."""
+    data = tmp_path / "data"
+    with Log(data / "__consumer_offsets-0", TopicConfig()) as log:
+        for i in range(20):
+            log.append_records([Record(-1, 1000 + i, b"k%d" % (i % 4), b"v%d" % i)])
+    run = kafkalog_here("compact", str(data), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    assert (
+        "(nothing to clean: offsets [0, 20) are the active segment, which Kafka's cleaner "
+        "never cleans until it rolls)" in run.stdout
+    ), run.stdout
+    with Log(data / "__consumer_offsets-0", TopicConfig()) as log:
+        log.roll()
+    run = kafkalog_here("compact", str(data), "--dry-run")
+    assert "nothing to clean" not in run.stdout and "would remove 16 superseded" in run.stdout

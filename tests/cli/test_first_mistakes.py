@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import kafkalog, tree_snapshot
+from clirun import kafkalog, kafkalog_here, tree_snapshot
 from provenance import FIXTURES
 
 BROKER = FIXTURES / "real-kafka2.8.0-zk-snappy-seanorth"  # README's data directory
@@ -156,3 +156,73 @@ def test_help_shows_no_docstring_markup(capsys: pytest.CaptureFixture[str]) -> N
         shown = capsys.readouterr().out
         assert shown.startswith(f"usage: kafkalog {name} ") and "options:" in shown, name
         assert "``" not in shown and ":mod:" not in shown, name
+
+
+@pytest.fixture
+def strimzi(tmp_path: Path) -> Path:
+    """Strimzi's layout: each disk's data directory at ``/var/lib/kafka/data-0/kafka-log0``."""
+    shutil.copytree(BROKER, tmp_path / "kafka" / "data-0" / "kafka-log0")
+    return tmp_path / "kafka"
+
+
+@pytest.mark.parametrize("command", [["verify"], ["groups"], ["retention"], ["timeline"]])
+def test_the_parent_of_a_data_directory_named_like_a_partition_is_refused(
+    strimzi: Path, command: list[str]
+) -> None:
+    """Pointed at ``/var/lib/kafka``, ``data-0`` read as topic ``data``, partition 0, holding
+    no segments: verify said OK over 0 records, Spark and ``query`` counted 0 rows. Now an
+    error naming the data directory to give instead; nothing changes."""
+    before = tree_snapshot(strimzi)
+    said = _error(*command, str(strimzi))
+    inner = strimzi / "data-0" / "kafka-log0"
+    assert f"{strimzi / 'data-0'} is named like a partition (topic data, partition 0)" in said
+    assert said.endswith(f"{strimzi} is above a data directory: point at {inner}"), said
+    assert tree_snapshot(strimzi) == before
+
+
+def test_cat_of_a_partition_named_directory_holding_a_data_directory_names_a_partition(
+    strimzi: Path,
+) -> None:
+    """``cat /var/lib/kafka/data-0`` printed "nothing from the log start" (an empty log)."""
+    said = _error("cat", str(strimzi / "data-0"))
+    assert said.endswith(f"e.g. {strimzi / 'data-0' / 'kafka-log0' / 'some-topic-0'}"), said
+    said = _error("cat", str(strimzi))
+    assert f"point at {strimzi / 'data-0' / 'kafka-log0'}" in said
+
+
+def test_the_right_level_and_empty_partitions_are_not_refused(tmp_path: Path) -> None:
+    """The check is narrow: a backup of bare topic directories (no checkpoint files) and an
+    empty partition directory (no segments, no data directory inside) still read."""
+    backup = tmp_path / "backup"
+    shutil.copytree(BROKER / "some-topic-0", backup / "some-topic-0")
+    (backup / "empty-0").mkdir()
+    (backup / "odd-1" / "notes").mkdir(parents=True)  # a directory, but not Kafka's
+    result = kafkalog("verify", str(backup))
+    assert result.returncode == 0 and "3 partition(s)" in result.stdout, result
+    result = kafkalog("verify", str(tmp_path / "backup" / "empty-0"))
+    assert "is above a data directory" not in result.stderr, result
+
+
+@pytest.mark.parametrize("java", ["JAVA_HOME=/nonexistent", "no java on PATH"])
+def test_spark_commands_without_java_say_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, java: str
+) -> None:
+    """Without Java, ``query`` said "kafkalog: internal error: PySparkRuntimeError:
+    [JAVA_GATEWAY_EXITED] ... (a bug: ...)", and ``job`` first wrote its 430 MB sample for
+    minutes. Now one line saying what is missing and what to install, before anything."""
+    if java.startswith("JAVA_HOME"):
+        monkeypatch.setenv("JAVA_HOME", "/nonexistent")
+        why = "JAVA_HOME=/nonexistent holds no bin/java"
+    else:
+        monkeypatch.delenv("JAVA_HOME", raising=False)
+        monkeypatch.setenv("PATH", str(tmp_path))  # nothing there
+        why = "no java on PATH and JAVA_HOME is not set"
+    sample = tmp_path / "sample"
+    for command in (["query", str(BROKER), "select 1"], ["job", "--data", str(sample)]):
+        result = kafkalog_here(*command)
+        assert result.returncode == 2, result
+        said = result.stderr.strip()
+        assert said.startswith(f"kafkalog: error: kafkalog {command[0]} runs on local Spark"), said
+        assert why in said and "install a Java 17 or later" in said, said
+        assert "internal error" not in said and result.stdout == ""
+    assert not sample.exists()

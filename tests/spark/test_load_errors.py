@@ -7,6 +7,7 @@ topic is not called data loss. The same checks run without Spark (``plan.check_a
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,17 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     other = root / "not-kafka"
     (other / "docs").mkdir(parents=True)
     (other / "README.txt").write_text("hello\n")
-    return {"empty": root / "empty", "not-kafka": other, "missing": root / "missing"}
+    # Strimzi's layout, pointed at one level too high: data-0 reads as topic data, partition 0
+    above = root / "kafka"
+    shutil.copytree(
+        FIXTURES / "real-kafka2.8.0-zk-snappy-seanorth", above / "data-0" / "kafka-log0"
+    )
+    return {
+        "empty": root / "empty",
+        "not-kafka": other,
+        "missing": root / "missing",
+        "above": above,
+    }
 
 
 # (case, options but the path, where: a key of ``places`` or "java", what the message says)
@@ -35,6 +46,7 @@ CASES: list[tuple[str, dict[str, str], str, str]] = [
     ("a file", {}, "file", "' is a file, not a directory; expected a Kafka data directory"),
     ("empty directory", {}, "empty", "' holds no Kafka partitions; expected a Kafka data"),
     ("not Kafka", {}, "not-kafka", "' holds no Kafka partitions; expected a Kafka data"),
+    ("above a data directory", {}, "above", "kafka is above a data directory: point at "),
     ("unknown topic", {"subscribe": "v2-none,nope"}, "java", "option subscribe: no topic nope"),
     ("empty, subscribed", {"subscribe": "t"}, "empty", "option subscribe: no topic t in"),
     ("unknown partition", {"assign": '{"v2-none": [7]}'}, "java", "no partition v2-none-7"),
@@ -67,6 +79,8 @@ def test_the_planner_refuses_at_load(
 ) -> None:
     problem = _refusal({"path": _path(places, where), **options})
     assert said in str(problem), case
+    if where == "above":  # the data directory to give instead
+        assert str(problem).endswith(f"point at {places['above'] / 'data-0' / 'kafka-log0'}")
     assert not isinstance(problem, DataLossError)
     if "topic" in case or "partition" in case:
         assert isinstance(problem, UnknownPartitionError)

@@ -184,6 +184,22 @@ def test_a_partition_directory_as_path_is_refused_before_anything_is_written(
     assert not (tmp_path / "data" / "t-0.kafkalog-staging").exists()
 
 
+def test_a_new_partition_name_in_a_data_directory_as_path_is_refused(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``path`` at ``data/t-1``, not made yet, beside the data directory's checkpoints: the job
+    made a data directory inside it, which a read of ``data`` took for an empty partition t-1
+    (its rows never seen). Refused on the driver, naming the data directory; nothing is made."""
+    data = tmp_path / "data"
+    _write(_frame(spark, 5), data, topic="t")
+    before = sorted(p.name for p in data.iterdir())
+    with pytest.raises(Exception, match="names a partition directory of the data directory"):
+        _write(_frame(spark, 5), data / "t-1", topic="t")
+    assert sorted(p.name for p in data.iterdir()) == before
+    _write(_frame(spark, 5), tmp_path / "data-0", topic="t")  # a name alone is not refused
+    assert (tmp_path / "data-0" / "t-0").is_dir()
+
+
 def test_producer_options_of_spark_code_are_taken(spark: Any, tmp_path: Path) -> None:
     """Code written for Spark's Kafka sink carries producer settings: they are taken (there is no
     broker), and kafka.compression.type compresses as the option compression does."""
@@ -279,3 +295,26 @@ def test_null_partitions_go_by_key_like_the_producer(spark: Any, tmp_path: Path)
             partition if partition is not None else (kafka_murmur2(key.encode()) & 0x7FFFFFFF) % 4
         )
         assert got[value] == want, (key, partition)
+
+
+@pytest.mark.parametrize(
+    ("columns", "options", "said"),
+    [
+        (["key", "value"], {}, "give option topic or a 'topic' column"),
+        (["key", "length(value) as value"], {"topic": "t"}, "column 'value' must be string or bin"),
+    ],
+)
+def test_a_refused_write_says_why_after_one_traceback_frame(
+    spark: Any, tmp_path: Path, columns: list[str], options: dict[str, str], said: str
+) -> None:
+    """A write's refusal followed a traceback through the writer's checks (5 to 8 lines
+    before the message); it now has the one frame of the method Spark called, as a read's."""
+    from pyspark.errors import PySparkException
+
+    frame = _frame(spark, 3).selectExpr(*columns)
+    with pytest.raises(PySparkException) as caught:
+        _write(frame, tmp_path / "data", **options)
+    worker = str(caught.value.getMessageParameters()["msg"]).strip().splitlines()
+    assert worker[-1].startswith("kafkalog.spark.options.OptionError: ") and said in worker[-1]
+    assert len([line for line in worker if line.startswith("  File ")]) <= 1, worker
+    assert not (tmp_path / "data").exists()

@@ -143,6 +143,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
                     )
                 finally:
                     bar.close()
+                active_base, log_end = log.segments[-1].base_offset, log.log_end_offset
         except LockedError as e:
             # another process holds the partition (a cleaning in progress): passed by, as
             # Kafka's cleaner passes by a partition being cleaned
@@ -166,6 +167,13 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
             s = result.stats
             verb = "would remove" if args.dry_run else "removed"
             more = " (more rounds would follow)" if result.more_rounds else ""
+            if result.rounds == 0 and result.end_offset <= active_base < log_end:
+                # Why: "offsets [0, 0) cleaned in 0 round(s)" over a log of records read as a
+                # cleaner that does nothing; Kafka's never cleans the active segment either
+                more = (
+                    f" (nothing to clean: offsets [{active_base}, {log_end}) are the active "
+                    "segment, which Kafka's cleaner never cleans until it rolls)"
+                )
             print(
                 f"{name}: offsets [{result.first_dirty}, {result.end_offset}) cleaned in "
                 f"{result.rounds} round(s){more}; {verb} {s.records_superseded} superseded "

@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalog.cli import progress
-from kafkalog.cli.spark_session import local_session
+from kafkalog.cli.spark_session import GET_JAVA, java_missing, local_session
+from kafkalog.errors import KafkalogError
 
 DAY_MS = 24 * 3600 * 1000
 HOUR_MS = 3600 * 1000
@@ -170,6 +171,11 @@ def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     # environment) keep them in the cache directory instead, unless the user chose a place
     if "numba" not in sys.modules:
         os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(cache_dir(), "numba"))
+    missing = java_missing()  # before minutes of writing the sample, not after
+    if missing:
+        raise KafkalogError(
+            f"kafkalog job runs on local Spark, which needs Java: {missing}; {GET_JAVA}"
+        )
     data = os.path.abspath(args.data or os.path.join(cache_dir(), "sample"))
     parquet = os.path.abspath(args.out or os.path.join(cache_dir(), "job-out"))
     t = time.perf_counter()

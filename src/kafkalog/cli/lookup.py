@@ -102,7 +102,12 @@ def partition_path(path: str) -> str:
     ("offset 3 is outside [0, 0)", or nothing at all from ``cat``). A directory holding no
     segment ``.log`` but partition directories is a data directory; one holding neither is
     an empty partition (or missing: the log layer names it)."""
-    from kafkalog.log.layout import is_segment_log, parse_partition_dir
+    from kafkalog.log.layout import (
+        is_segment_log,
+        parse_partition_dir,
+        partitions_in,
+        refuse_wrong_level,
+    )
 
     resolved = files.resolve(path)
     if not files.isdir(resolved):
@@ -120,13 +125,33 @@ def partition_path(path: str) -> str:
             continue
         partitions.append(name)
     if partitions:
+        refuse_wrong_level(
+            resolved, {parse_partition_dir(p): os.path.join(resolved, p) for p in partitions}
+        )
         shown = ", ".join(partitions[:3]) + (", ..." if len(partitions) > 3 else "")
         example = next((p for p in partitions if not p.startswith("__")), partitions[0])
         raise ValueError(
             f"{path} is a data directory holding {len(partitions)} partition(s) ({shown}), "
             f"not a partition: name one, e.g. {os.path.join(path, example)}"
         )
+    for name, is_dir in sorted(listing):
+        # a partition's name over a data directory (Strimzi's data-0/kafka-log0): not an
+        # empty partition, the wrong level
+        inner = os.path.join(resolved, name)
+        if is_dir and not files.is_remote(resolved) and partitions_in(inner):
+            raise ValueError(
+                f"{path} holds no segment files but holds the data directory {inner}: "
+                f"name one of its partitions, e.g. {os.path.join(inner, example_partition(inner))}"
+            )
     return resolved
+
+
+def example_partition(data_dir: str) -> str:
+    """A partition directory of ``data_dir`` to show in a hint, a user topic's first."""
+    from kafkalog.log.layout import partitions_in
+
+    names = [f"{t}-{p}" for t, p in partitions_in(data_dir)]
+    return next((n for n in names if not n.startswith("__")), names[0])
 
 
 def run_lookup(args: argparse.Namespace, out: IO[str] | None = None) -> int:

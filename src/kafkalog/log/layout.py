@@ -7,7 +7,7 @@ import os
 import re
 
 from kafkalog import files
-from kafkalog.errors import InvalidTopicError
+from kafkalog.errors import InvalidTopicError, KafkalogError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -175,4 +175,70 @@ def partition_directories(path: str | os.PathLike[str]) -> dict[tuple[str, int],
             return {here: path}
     except ValueError:
         pass
-    return {tp: os.path.join(path, partition_dir_name(*tp)) for tp in partitions_in(path)}
+    found = {tp: os.path.join(path, partition_dir_name(*tp)) for tp in partitions_in(path)}
+    refuse_wrong_level(path, found)
+    return found
+
+
+class WrongLevelError(KafkalogError, ValueError):
+    """A path one level above a data directory whose name reads as a partition's."""
+
+
+#: files only a data directory holds (Kafka's, and kafkalog's own writers')
+DATA_DIR_FILES = frozenset(
+    {
+        "meta.properties",
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "replication-offset-checkpoint",
+        "cleaner-offset-checkpoint",
+        ".kafka_cleanshutdown",
+    }
+)
+
+#: at most this many of a data directory's partitions are looked into for the check below
+_WRONG_LEVEL_LOOKS = 8
+
+
+def refuse_wrong_level(path: str, found: dict[tuple[str, int], str]) -> None:
+    """Refuse ``path`` when it is the parent of a data directory named like a partition.
+
+    Why: Strimzi keeps each disk's data directory at ``/var/lib/kafka/data-0/kafka-log0`` and
+    many hosts at ``/data/kafka-logs-1``; pointed at their parent, the data directory's own
+    name (``data-0``) reads as topic ``data``, partition 0, which holds no segments, and every
+    reader answered 0 records with no error. A directory named like a partition that holds no
+    segment files but holds a data directory or a partition directory is that mistake. Only
+    a ``path`` without any data-directory file is looked into, and only its first few
+    partitions, so a real data directory of thousands of partitions costs no listing more."""
+    if not found or files.is_remote(path):
+        return
+    try:
+        if any(n in DATA_DIR_FILES for n in files.listdir(path)):
+            return
+    except OSError:
+        return
+    for tp, directory in sorted(found.items())[:_WRONG_LEVEL_LOOKS]:
+        try:
+            names = files.listdir(directory)
+            if any(is_segment_log(n) for n in names):
+                return  # a real partition: the data directory is at the right level
+            for name in sorted(names):
+                inner = os.path.join(directory, name)
+                if not os.path.isdir(inner):
+                    continue
+                try:
+                    parse_partition_dir(name)
+                    # a partition inside: ``directory`` itself is the data directory
+                    data_dir = (
+                        directory if any(is_segment_log(n) for n in os.listdir(inner)) else ""
+                    )
+                except ValueError:
+                    data_dir = inner if partitions_in(inner) else ""
+                if data_dir:
+                    raise WrongLevelError(
+                        f"{directory} is named like a partition (topic {tp[0]}, partition "
+                        f"{tp[1]}) but holds no segment files; it holds {inner}, so {path} is "
+                        f"above a data directory: point at {data_dir}"
+                    )
+        except OSError:
+            continue

@@ -89,7 +89,30 @@ class Broker:
             )
             if config.log_cleaner_enable:
                 create_checkpoint(self.logdir.path)
-            self.registry = TopicRegistry(self.logdir, config.topic_defaults)
+            self.registry = TopicRegistry(
+                self.logdir,
+                config.topic_defaults,
+                {
+                    OFFSETS_TOPIC: config.offsets_topic_num_partitions,
+                    TRANSACTION_TOPIC: config.transaction_state_num_partitions,
+                },
+                {
+                    OFFSETS_TOPIC: self._internal_configs(OFFSETS_TOPIC),
+                    TRANSACTION_TOPIC: self._internal_configs(TRANSACTION_TOPIC),
+                },
+            )
+            # the coordinators hash over the internal topics' partitions as they are, as
+            # Kafka's do (offsets.topic.num.partitions only sizes a topic being created): a
+            # directory whose __consumer_offsets has 4 partitions keeps its groups where they are
+            self.config = config = dataclasses.replace(
+                config,
+                offsets_topic_num_partitions=self._partition_count(
+                    OFFSETS_TOPIC, config.offsets_topic_num_partitions
+                ),
+                transaction_state_num_partitions=self._partition_count(
+                    TRANSACTION_TOPIC, config.transaction_state_num_partitions
+                ),
+            )
             self.scram = ScramStore(self.logdir.path)
             self.authorizer = (
                 acls.Authorizer(
@@ -147,13 +170,14 @@ class Broker:
         self._appended = asyncio.Event()
 
     # -- the offsets topic ---------------------------------------------------------------------
+    def _partition_count(self, name: str, configured: int) -> int:
+        topic = self.registry.get(name)
+        return configured if topic is None else topic.partitions
+
     def _internal_topic(self, name: str, partitions: int) -> Topic:
         topic = self.registry.get(name)
         if topic is None:
-            configs = dict(INTERNAL_TOPIC_CONFIGS)
-            if name == OFFSETS_TOPIC:  # offsets.topic.segment.bytes
-                configs["segment.bytes"] = str(self.config.offsets_topic_segment_bytes)
-            topic = self.registry.create(name, partitions, configs)
+            topic = self.registry.create(name, partitions, self._internal_configs(name))
         return topic
 
     def coordinator_offline(self, key_type: int, key: str) -> bool:
@@ -167,6 +191,13 @@ class Broker:
         else:
             name, count = TRANSACTION_TOPIC, self.config.transaction_state_num_partitions
         return (name, partition_for_group(key, count)) in self.registry.offline
+
+    def _internal_configs(self, name: str) -> dict[str, str]:
+        """An internal topic's configs, as Kafka creates it."""
+        configs = dict(INTERNAL_TOPIC_CONFIGS)
+        if name == OFFSETS_TOPIC:  # offsets.topic.segment.bytes
+            configs["segment.bytes"] = str(self.config.offsets_topic_segment_bytes)
+        return configs
 
     def _append_offsets(self, partition: int, batch: bytes) -> int:
         topic = self._internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)

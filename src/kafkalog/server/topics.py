@@ -69,7 +69,13 @@ class Topic:
 class TopicRegistry:
     """The topics of one writable :class:`LogDir`, and the logs of their partitions."""
 
-    def __init__(self, logdir: LogDir, defaults: dict[str, str]) -> None:
+    def __init__(
+        self,
+        logdir: LogDir,
+        defaults: dict[str, str],
+        internal_partitions: dict[str, int] | None = None,
+        internal_configs: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         self.logdir = logdir
         #: the server's ``topic_defaults`` (its static broker config)
         self.static_defaults = dict(defaults)
@@ -84,12 +90,27 @@ class TopicRegistry:
         self.defaults: dict[str, str] = self._merged_defaults(self.dynamic)
         self.topics: dict[str, Topic] = {}
         counts: dict[str, int] = {}
+        present: dict[str, set[int]] = {}
         for topic, partition in logdir.partitions():
             if topic != METADATA_TOPIC:
                 counts[topic] = max(counts.get(topic, 0), partition + 1)
+                present.setdefault(topic, set()).add(partition)
+        for name, configured in (internal_partitions or {}).items():
+            # one broker's directory of a cluster holds only its replicas' partitions of an
+            # internal topic (a broker's __consumer_offsets-16 alone): the topic had the
+            # configured count, and a group hashing to a partition this directory lacks
+            # failed its every request. Partitions 0..n-1 all here are the whole topic.
+            if name in counts and len(present[name]) < counts[name]:
+                counts[name] = max(counts[name], configured)
         saved = self._state.setdefault("topics", {})
         for name, count in counts.items():
-            overrides = dict(saved.get(name, {}).get("configs", {}))
+            if name in saved or name not in (internal_configs or {}):
+                overrides = dict(saved.get(name, {}).get("configs", {}))
+            else:
+                # a broker's own __consumer_offsets: its configs (compacted) were in the
+                # cluster's metadata, not in this directory; taken for the broker defaults
+                # (cleanup.policy=delete), retention deleted every group's commits a week on
+                overrides = dict((internal_configs or {})[name])
             count = max(count, int(saved.get(name, {}).get("partitions", 0)))
             self.topics[name] = Topic(name, self._topic_id_on_disk(name), count, overrides)
         self._record_topic_ids(logdir.partitions())

@@ -15,7 +15,7 @@ import os
 import re
 
 from kafkalog import files
-from kafkalog.log.layout import missing_path_hint
+from kafkalog.log.layout import WrongLevelError, missing_path_hint
 from kafkalog.log.layout import partition_directories as _partitions_under
 from kafkalog.spark.options import OptionError, ReadOptions
 
@@ -73,6 +73,8 @@ def partition_directories(path: str, location: str = "") -> dict[tuple[str, int]
         if not hint and not files.is_remote(path) and not os.path.isabs(path):
             hint = f" (relative to the driver's working directory {os.getcwd()})"
         raise OptionError(f"option path={shown!r}: no such directory{hint}") from None
+    except WrongLevelError as e:  # the parent of a data directory named like a partition
+        raise OptionError(f"option path={shown!r}: {e}") from None
 
 
 def select_partitions(

@@ -74,7 +74,14 @@ class KafkaLogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from kafkalog.spark.writer import KafkaLogWriter, parse_write_options
 
-        return KafkaLogWriter(parse_write_options(self.options), schema, overwrite)
+        refused: OptionError | None = None
+        try:
+            return KafkaLogWriter(parse_write_options(self.options), schema, overwrite)
+        except OptionError as problem:
+            # as read_options: a write's refusal (no topic, a wrong column type, a partition
+            # directory as path) followed 5 to 8 traceback lines through the writer's checks
+            refused = problem.with_traceback(None)
+        raise refused
 
 
 def read_options(options: Any, *, streaming: bool | None) -> ReadOptions | OptionError:

@@ -26,7 +26,13 @@ from pyspark.sql.types import StructType
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.config import LONG_MAX, TOPIC_CONFIG_KEYS, TopicConfig
-from kafkalog.log.layout import partition_dir_name, segment_logs, validate_topic
+from kafkalog.log.layout import (
+    DATA_DIR_FILES,
+    parse_partition_dir,
+    partition_dir_name,
+    segment_logs,
+    validate_topic,
+)
 from kafkalog.log.logdir import refuse_if_broker
 from kafkalog.records import Compression, encode_arrow
 from kafkalog.records.partitioner import partitions_for_keys
@@ -176,11 +182,26 @@ def refuse_if_partition(path: str) -> None:
     runs. Why: the writer would put its topics' directories and the data directory's root
     files (checkpoints, the clean-shutdown marker) inside the partition, where no reader looks,
     and Kafka would find a directory among the partition's segments."""
+    parent = os.path.dirname(os.path.normpath(os.path.abspath(path)))
     if os.path.isdir(path) and segment_logs(path):
-        parent = os.path.dirname(os.path.normpath(os.path.abspath(path)))
         raise OptionError(
             f"option path={path!r} is a partition directory (it holds .log segments), not a "
             f"data directory: write into its data directory, {parent}"
+        )
+    # a partition's name in a data directory, not made yet (``out/events-0``): the job would
+    # make a data directory there, which a read of ``out`` takes for an empty partition
+    try:
+        parse_partition_dir(path)
+        holds = (
+            set(os.listdir(parent)) if not os.path.exists(path) or not os.listdir(path) else set()
+        )
+    except (ValueError, OSError):
+        return
+    if holds & DATA_DIR_FILES:
+        raise OptionError(
+            f"option path={path!r} names a partition directory of the data directory {parent} "
+            f"(it holds {sorted(holds & DATA_DIR_FILES)[0]}), not a data directory: write "
+            f"into {parent} with option topic"
         )
 
 
