@@ -87,7 +87,7 @@ class Writer(threading.Thread):
                 else:
                     self._append(self.rng.randint(1, 12), writer)
                 time.sleep(self.rng.random() * 0.004)
-        except BaseException as problem:  # noqa: BLE001 - reported by the campaign
+        except BaseException as problem:
             self.failed = problem
         finally:
             if writer is not None:
@@ -134,7 +134,7 @@ def one_query(spark: Any, data: Path, writer: Writer, rng: random.Random) -> lis
             else sorted((r.offset, bytes(r.value)) for r in df.select("offset", "value").collect())
         )
         failed = None
-    except Exception as problem:  # noqa: BLE001 - judged below
+    except Exception as problem:
         got, failed = None, str(problem)
     ls_after, end_after = writer.ends()
     label += f" (log [{ls_after}, {end_after}) after)"
@@ -215,7 +215,9 @@ def campaign(spark: Any, seed: int, root: Path, seconds: float) -> list[str]:
     if writer.failed is not None:
         problems.append(f"seed {seed}: the writer failed: {writer.failed!r}")
     for found in answers:
-        problems += [f"seed {seed} ({'batching' if writer.batching else 'Log'}): {p}" for p in found]
+        problems += [
+            f"seed {seed} ({'batching' if writer.batching else 'Log'}): {p}" for p in found
+        ]
     return problems
 
 
