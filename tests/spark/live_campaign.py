@@ -9,7 +9,7 @@ where they say or, for ``latest``, at a batch end between the log ends seen befo
 the query. An error is allowed only where retention may have removed what the query planned,
 and must name the offsets.
 
-tests/spark/test_jvm_campaign.py runs a seed or two; more by hand::
+tests/spark/test_jvm_campaign.py runs a seed or two (batch and stream); more by hand::
 
     PYTHONPATH=src:tests:tests/spark python3 tests/spark/live_campaign.py 0 10
 """
@@ -235,6 +235,8 @@ def main(argv: list[str]) -> int:
     bad = 0
     for seed in range(int(argv[0]), int(argv[1])):
         found = campaign(spark, seed, root, 20.0)
+        for fmt in ("kafkalog_python", "kafkalog"):
+            found += stream_campaign(spark, seed, root, 8.0, fmt)
         for f in found:
             print(f, flush=True)
         bad += len(found)
@@ -245,3 +247,72 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def stream_campaign(
+    spark: Any, seed: int, root: Path, seconds: float, fmt: str = "kafkalog_python"
+) -> list[str]:
+    """A stream (``fmt``: the Python source by default) from the earliest offset, micro-batches
+    every 200 ms, while the writer writes; then the writer stops and the stream catches up.
+    Every record once, values the writer wrote, to the writer's end; what retention deleted
+    before the stream came to it is an error naming offsets (failOnDataLoss=true) or skipped
+    (false), never a duplicate."""
+    rng = random.Random(f"live-stream/{seed}")
+    data = root / f"stream-{seed}"
+    shutil.rmtree(data, ignore_errors=True)
+    directory = data / f"{TOPIC}-0"
+    directory.mkdir(parents=True)
+    writer = Writer(directory, seed, batching=rng.random() < 0.5)
+    writer.start()
+    while writer.ends()[1] < 50:
+        time.sleep(0.01)
+    lossy = rng.random() < 0.5
+    got: list[tuple[int, bytes]] = []
+
+    def each(df: Any, _: int) -> None:
+        got.extend((r.offset, bytes(r.value)) for r in df.select("offset", "value").collect())
+
+    reader = spark.readStream.format(fmt).option("path", str(data))
+    reader = reader.option("startingOffsets", "earliest")  # a stream's default is latest
+    reader = reader.option("failOnDataLoss", "false" if lossy else "true")
+    if rng.random() < 0.5:
+        reader = reader.option("maxOffsetsPerTrigger", str(rng.randint(20, 300)))
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(root / f"checkpoint-{seed}"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    label = f"seed {seed} stream {fmt} failOnDataLoss={not lossy}"
+    problems: list[str] = []
+    try:
+        time.sleep(seconds)
+        writer.stop.set()
+        writer.join()
+        try:
+            query.processAllAvailable()
+        except Exception as problem:
+            text = str(problem)
+            if lossy or "offset" not in text:
+                problems.append(f"{label}: failed: {text.splitlines()[0][:300]}")
+            return problems
+    finally:
+        query.stop()
+        writer.stop.set()
+        writer.join()
+        writer.log.close()
+    offsets = [o for o, _ in got]
+    if not offsets:
+        label += f" (batches: {[p.get('numInputRows') for p in query.recentProgress]})"
+    if len(set(offsets)) != len(offsets):
+        problems.append(f"{label}: duplicates")
+    wrong = [(o, v) for o, v in got if v != b"v%d" % o]
+    if wrong:
+        problems.append(f"{label}: values the log never had {wrong[:3]}")
+    end = writer.ends()[1]
+    if not offsets or max(offsets) != end - 1:
+        problems.append(f"{label}: ends at {max(offsets, default=None)}, the log at {end}")
+    if not lossy and offsets and sorted(offsets) != list(range(min(offsets), end)):
+        problems.append(f"{label}: holes without failOnDataLoss=false")
+    return problems

@@ -53,3 +53,14 @@ def test_reads_under_a_live_writer(eager: Any, tmp_path: Path) -> None:
     for seed in _seeds("2"):
         found += live_campaign.campaign(eager, seed, tmp_path, seconds=3.0)
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("fmt", ["kafkalog_python", "kafkalog"])
+def test_a_stream_under_a_live_writer(spark: Any, tmp_path: Path, fmt: str) -> None:
+    """The Python stream source and the JVM's, from the earliest offset while the writer
+    appends, rolls and deletes: every record once, to the writer's end (or an error naming the
+    offsets retention removed first)."""
+    found: list[str] = []
+    for seed in _seeds("1"):
+        found += live_campaign.stream_campaign(spark, seed, tmp_path, 3.0, fmt)
+    assert not found, "\n".join(found)
