@@ -245,10 +245,6 @@ def main(argv: list[str]) -> int:
     return 1 if bad else 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-
-
 def stream_campaign(
     spark: Any, seed: int, root: Path, seconds: float, fmt: str = "kafkalog_python"
 ) -> list[str]:
@@ -316,3 +312,7 @@ def stream_campaign(
     if not lossy and offsets and sorted(offsets) != list(range(min(offsets), end)):
         problems.append(f"{label}: holes without failOnDataLoss=false")
     return problems
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
