@@ -357,7 +357,7 @@ class LocalLog:
                             first,
                             last,
                             segment_size=seg.size,
-                            identity=files.identity(path),
+                            identity=seg.log.identity(),
                             last_segment=nxt is None,
                         ),
                     )

@@ -304,6 +304,21 @@ class SegmentFile:
         finally:
             users.leave()
 
+    def identity(self) -> tuple[int, int] | None:
+        """Which file (device, inode) this segment holds open: the one its sizes and positions
+        describe, even once retention deleted it or the cleaner swapped another in under its
+        name (a ``stat`` of the path would then fail, or name the other file). None for a
+        remote store."""
+        users = self._users
+        users.enter(self.path)
+        try:
+            if self.fd >= 0:
+                st = os.fstat(self.fd)
+                return st.st_dev, st.st_ino
+            return self._handle().identity()
+        finally:
+            users.leave()
+
     def read_handle(self) -> files.ReadHandle:
         """This file as a :class:`~kafkalog.files.ReadHandle` that reads through
         :meth:`read` (so it stops with ClosedError when the segment is closed); closing the

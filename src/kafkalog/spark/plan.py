@@ -348,6 +348,8 @@ def _resolve_one(
     else:
         requested = spec_value(opts.starting_offsets, topic, partition, EARLIEST)
         start, start_name = (first if requested == EARLIEST else requested), "startingOffsets"
+        if requested == EARLIEST:
+            start_name = "earliest offset"
     # end
     if opts.ending_by_timestamp is not None:
         ts = spec_value(opts.ending_by_timestamp, topic, partition, -1)
@@ -356,6 +358,25 @@ def _resolve_one(
     else:
         requested = spec_value(opts.ending_offsets, topic, partition, LATEST)
         end, end_name = (latest if requested == LATEST else requested), "endingOffsets"
+    if start_name == "earliest offset" and end < first:
+        # the whole range from the earliest offset to an ending offset is gone: retention
+        # moved the log start past the end since the query was written (a live log), which is
+        # lost data (failOnDataLoss), not a start after the end the user asked for
+        if opts.fail_on_data_loss:
+            raise DataLossError(
+                f"{topic}-{partition}: ending offset {end} is gone (the log starts at {first}, "
+                "so nothing from the earliest offset to it is left); set failOnDataLoss=false "
+                "to read nothing of it"
+            )
+        logger.warning(
+            "kafkalog: %s-%d: offsets before %d were asked for but are not there (the log "
+            "starts at %d); they are not in the result (failOnDataLoss=false)",
+            topic,
+            partition,
+            end,
+            first,
+        )
+        return PartitionRange(topic, partition, directory, first, first)
     if start > end:
         raise OptionError(
             f"{topic}-{partition}: the {start_name} gives offset {start}, after the end "
