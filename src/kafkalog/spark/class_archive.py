@@ -155,7 +155,7 @@ def driver_options(conf: Mapping[str, str] | None = None) -> dict[str, str]:
     ``getOrCreate()`` of the process's first session.
 
     ```python
-    # needs: spark
+    # needs: kafkalog[spark]
     from pyspark.sql import SparkSession
 
     from kafkalog.spark.class_archive import driver_options
