@@ -11,7 +11,9 @@ unset: ``stream``), ``warm-up off``, ``warm-up background`` and ``warm-up inside
 plan early`` add the driver's first planning and compile on a thread of its own, started at the
 end or the start of ``register`` (``spark.kafkalog.jvm.warmup.compile=true``, ``early``);
 ``class archive`` starts the driver's JVM with kafkalog's class archive
-(``kafkalog.spark.class_archive.driver_options``: the first run dumps it, later ones map it).
+(``kafkalog.spark.class_archive.driver_options``: the first run dumps it, later ones map it),
+``dumping a class archive`` is the first run's (every run dumps one at exit, to a file of its
+own).
 The stream reads the sample's ``clicks`` topic from the earliest offsets with
 ``maxOffsetsPerTrigger`` into
 Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every micro-batch the same size until the
@@ -172,6 +174,8 @@ def run(
     plan_early = {"spark.kafkalog.jvm.warmup.compile": "early"}
     jars = {"spark.jars": str(find_jar())}
     archive = {CLASS_ARCHIVE: "1"}
+    dump = os.path.join(tempfile.gettempdir(), "kafkalog-first-stream-dump.jsa")
+    dumping = {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={dump} -Xlog:cds*=off"}
     sides: list[first_runs.Side] = [
         ("JVM", "jvm", after, {}),
         ("JVM, first plan", "jvm", after, plan_end),
@@ -181,6 +185,7 @@ def run(
         ("JVM, warm-up inside", "jvm", after, on),
         ("JVM, spark.jars", "jvm", after, jars),
         ("JVM, class archive", "jvm", after, archive),
+        ("JVM, dumping a class archive", "jvm", after, dumping),
         ("JVM, class archive, first plan early", "jvm", after, {**archive, **plan_early}),
     ]
     if python:
