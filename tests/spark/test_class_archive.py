@@ -200,7 +200,8 @@ def test_a_spark_session_dumps_then_maps_it(cache: Path) -> None:
         line for line in loads.read_text().splitlines() if " org.apache.spark." in line
     ]
     mapped = [line for line in spark_classes if "shared objects file (top)" in line]
-    assert len(mapped) > 0.9 * len(spark_classes) > 1000, (len(mapped), len(spark_classes))
+    # the rest: classes Spark generates or defines at run time (lambdas, proxies), never archived
+    assert len(mapped) > 0.5 * len(spark_classes) > 1000, (len(mapped), len(spark_classes))
 
 
 def test_no_dump_where_a_class_path_directory_holds_files(
