@@ -9,9 +9,13 @@ runs by default when the stream starts (``StreamWarmup.java``, ``spark.kafkalog.
 unset: ``stream``), ``warm-up off``, ``warm-up background`` and ``warm-up inside``
 (``register``) set it to ``false``, ``background`` and ``true``; ``first plan`` and ``first
 plan early`` add the driver's first planning and compile on a thread of its own, started at the
-end or the start of ``register`` (``spark.kafkalog.jvm.warmup.compile=true``, ``early``). The
-stream
-reads the sample's ``clicks`` topic from the earliest offsets with ``maxOffsetsPerTrigger`` into
+end or the start of ``register`` (``spark.kafkalog.jvm.warmup.compile=true``, ``early``);
+``class archive`` starts the driver's JVM with kafkalog's class archive
+(``kafkalog.spark.class_archive.driver_options``: the first run dumps it, later ones map it),
+``dumping a class archive`` is the first run's (every run dumps one at exit, to a file of its
+own).
+The stream reads the sample's ``clicks`` topic from the earliest offsets with
+``maxOffsetsPerTrigger`` into
 Spark's ``noop`` sink under ``Trigger.AvailableNow`` (every micro-batch the same size until the
 end); each micro-batch's phases are Spark's own progress
 events (``query.recentProgress``: ``durationMs``), its tasks' span from Spark's event log, and
@@ -32,6 +36,8 @@ from typing import Any
 import first_runs
 
 #: the progress event's ``durationMs`` parts printed, in the order Spark spends them
+#: a side's conf saying: the driver JVM's class archive (``kafkalog.spark.class_archive``)
+CLASS_ARCHIVE = "kafkalog.bench.class_archive"
 PARTS = ["latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets"]
 
 
@@ -40,6 +46,11 @@ def child(side: str, data: str, per_trigger: int, confs: dict[str, str]) -> dict
     import kafkalog.spark
 
     t0 = time.time()
+    if confs.pop(CLASS_ARCHIVE, None):
+        from kafkalog.spark.class_archive import driver_options
+
+        confs = driver_options(confs)
+    archive = confs.get("spark.driver.extraJavaOptions", "")
     events = tempfile.mkdtemp(prefix="kafkalog-first-stream-events-")
     spark = first_runs.session(events, confs, **{"spark.sql.shuffle.partitions": "2"})
     session = time.time()
@@ -107,6 +118,11 @@ def child(side: str, data: str, per_trigger: int, confs: dict[str, str]) -> dict
         if first_plan.startswith("done ")
         else 0.0,
         "batches": batches,
+        "archive": "used"
+        if "SharedArchive" in archive
+        else "dumped"
+        if "AtExit" in archive
+        else "-",
     }
 
 
@@ -157,6 +173,9 @@ def run(
     plan_end = {"spark.kafkalog.jvm.warmup.compile": "true"}
     plan_early = {"spark.kafkalog.jvm.warmup.compile": "early"}
     jars = {"spark.jars": str(find_jar())}
+    archive = {CLASS_ARCHIVE: "1"}
+    dump = os.path.join(tempfile.gettempdir(), "kafkalog-first-stream-dump.jsa")
+    dumping = {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={dump} -Xlog:cds*=off"}
     sides: list[first_runs.Side] = [
         ("JVM", "jvm", after, {}),
         ("JVM, first plan", "jvm", after, plan_end),
@@ -165,6 +184,9 @@ def run(
         ("JVM, warm-up background", "jvm", after, background),
         ("JVM, warm-up inside", "jvm", after, on),
         ("JVM, spark.jars", "jvm", after, jars),
+        ("JVM, class archive", "jvm", after, archive),
+        ("JVM, dumping a class archive", "jvm", after, dumping),
+        ("JVM, class archive, first plan early", "jvm", after, {**archive, **plan_early}),
     ]
     if python:
         sides.append(("Python", "python", after, {}))
@@ -221,6 +243,13 @@ def run(
             + " ".join(
                 f"{r['batches'][0]['total']:.1f}/{_later(r, 'total'):.1f}" for r in runs[label]
             )
+            for label, *_ in sides
+        )
+    )
+    print(
+        "the class archive in each round: "
+        + "; ".join(
+            f"{label} " + " ".join(r.get("archive", "-") for r in runs[label])
             for label, *_ in sides
         )
     )

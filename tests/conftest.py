@@ -16,6 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "tests") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests"))
 
+#: the CLI's sessions (``kafkalog job`` in a subprocess, each with a cache dir of its own) would
+#: each dump a ~160 MB class archive from a JVM outliving its test: off for the suite, on in
+#: tests/spark/test_class_archive.py, which proves it
+os.environ.setdefault("KAFKALOG_CLASS_ARCHIVE", "0")
+
 
 @pytest.fixture(scope="session")
 def s3_store() -> Iterator[Any]:

@@ -1,7 +1,8 @@
 """The local SparkSession the Spark commands (``job``, ``query``) run on, with the kafkalog
 source registered: Spark's Python workers must run this interpreter (the one kafkalog is
 installed in), times print in UTC like every other kafkalog output, and Spark's own logging
-stays out of the command's."""
+stays out of the command's; the driver's JVM maps kafkalog's class archive
+(``kafkalog.spark.class_archive``: the first command's JVM dumps it when it exits)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def local_session(app: str, master: str = "local[2]", **conf: str) -> Any:
     from pyspark.sql import SparkSession
 
     import kafkalog.spark
+    from kafkalog.spark.class_archive import driver_options
 
     command = app.replace("kafkalog-", "kafkalog ", 1)
     missing = java_missing()
@@ -49,7 +51,7 @@ def local_session(app: str, master: str = "local[2]", **conf: str) -> Any:
             f"{command} runs on local Spark, which needs Java: {missing}; {GET_JAVA}"
         )
     builder = SparkSession.builder.master(master).appName(app)
-    for key, value in {"spark.sql.session.timeZone": "UTC", **conf}.items():
+    for key, value in driver_options({"spark.sql.session.timeZone": "UTC", **conf}).items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
