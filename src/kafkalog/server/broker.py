@@ -399,17 +399,7 @@ async def _txn_offset_commit(broker: Broker, body: Any, version: int) -> dict[st
         body.group_id,
         offsets,
     )
-    return {
-        "topics": [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
-                ],
-            }
-            for t in body.topics
-        ]
-    }
+    return _all_partitions(body, code)
 
 
 HANDLERS: dict[int, Handler] = {
