@@ -256,6 +256,11 @@ def stream_campaign(
     rng = random.Random(f"live-stream/{seed}")
     data = root / f"stream-{seed}"
     shutil.rmtree(data, ignore_errors=True)
+    # one checkpoint per seed AND format, emptied first: shared, the second stream of a seed
+    # resumed from the first's committed offsets on a new log, so it never read from the
+    # earliest offset, and read nothing when the new log ended before those offsets
+    checkpoint = root / f"checkpoint-{seed}-{fmt}"
+    shutil.rmtree(checkpoint, ignore_errors=True)
     directory = data / f"{TOPIC}-0"
     directory.mkdir(parents=True)
     writer = Writer(directory, seed, batching=rng.random() < 0.5)
@@ -276,7 +281,7 @@ def stream_campaign(
     query = (
         reader.load()
         .writeStream.foreachBatch(each)
-        .option("checkpointLocation", str(root / f"checkpoint-{seed}"))
+        .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="200 milliseconds")
         .start()
     )
