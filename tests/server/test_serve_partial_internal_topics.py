@@ -30,7 +30,7 @@ def _consume_and_commit(bootstrap: str, group: str) -> list[int]:
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        consumer_timeout_ms=8000,
+        consumer_timeout_ms=5000,  # idle after the last record (the join comes first)
     )
     try:
         offsets = [m.offset for m in consumer]
@@ -47,7 +47,9 @@ def test_groups_hashing_to_partitions_the_directory_lacks_commit(tmp_path: Path)
     assert partition_for_group(group, 50) == 42  # not in the directory
     old = "simple-consumer-example"  # committed 8 by the real broker, in partition 16
     assert partition_for_group(old, 50) == 16
-    with ServerThread(str(data), ServerConfig(port=0)) as server:
+    # no initial rebalance delay: one consumer per group, nothing to wait for
+    config = ServerConfig(port=0, group_initial_rebalance_delay_ms=0)
+    with ServerThread(str(data), config) as server:
         assert _consume_and_commit(server.bootstrap, group) == list(range(9))
         # the real broker's group is found where Kafka put it: it resumes at 8
         assert _consume_and_commit(server.bootstrap, old) == [8]
@@ -57,7 +59,7 @@ def test_groups_hashing_to_partitions_the_directory_lacks_commit(tmp_path: Path)
         finally:
             probe.close()
     assert (data / "__consumer_offsets-42").is_dir()
-    with ServerThread(str(data), ServerConfig(port=0)) as server:  # and after a restart
+    with ServerThread(str(data), config) as server:  # and after a restart
         assert _consume_and_commit(server.bootstrap, group) == []
 
 
